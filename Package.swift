@@ -1,0 +1,50 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "tiler",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "tiler", targets: ["tiler"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        // System libraries: a module map and one header each, nothing else.
+        .systemLibrary(name: "CVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
+        .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
+        // Fixed-arity wrappers for the libvips calls Swift cannot make (C varargs).
+        .target(name: "CTilerShims", dependencies: ["CVips"]),
+        // epoll, accept4 and friends, which Glibc's Swift module does not expose.
+        .target(name: "CNetShims"),
+
+        // Pyramid geometry, visible tiles, manifest model: pure Swift, no I/O.
+        .target(name: "TilerCore"),
+        // libvips and libpng behind small Swift types; the pyramid cutter.
+        .target(name: "TilerImaging", dependencies: ["TilerCore", "CVips", "CPNG", "CTilerShims"]),
+        // Sockets, HTTP/1.1 parsing and writing, connections, limits.
+        .target(name: "TilerHTTP", dependencies: [
+            "CNetShims",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // Routes: tile store, cache, JSON API, DeepZoom, IIIF, viewer assets.
+        .target(name: "TilerServer", dependencies: [
+            "TilerCore", "TilerHTTP", "TilerImaging",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // The command line: thin, one file per subcommand.
+        .executableTarget(name: "tiler", dependencies: [
+            "TilerCore", "TilerImaging", "TilerServer", "TilerHTTP",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+
+        .testTarget(name: "TilerCoreTests", dependencies: ["TilerCore"]),
+        .testTarget(name: "TilerImagingTests", dependencies: ["TilerImaging", "TilerCore"]),
+        .testTarget(name: "TilerHTTPTests", dependencies: ["TilerHTTP"]),
+        .testTarget(name: "TilerServerTests", dependencies: ["TilerServer", "TilerCore", "TilerHTTP"]),
+        .testTarget(name: "TilerCLITests", dependencies: ["TilerCore"]),
+    ]
+)

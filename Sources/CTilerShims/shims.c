@@ -1,0 +1,5 @@
+#include "CTilerShims.h"
+
+int tiler_vips_init(const char *program) {
+    return VIPS_INIT(program);
+}

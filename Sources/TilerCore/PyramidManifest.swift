@@ -1,0 +1,185 @@
+/// The encoding of a pyramid's tiles.
+public enum TileFormat: String, Sendable, Hashable, Codable, CaseIterable {
+    case png
+    case jpeg
+    case webp
+
+    /// The file extension used on disk and in URLs.
+    public var fileExtension: String {
+        switch self {
+        case .png: "png"
+        case .jpeg: "jpg"
+        case .webp: "webp"
+        }
+    }
+
+    /// The HTTP `Content-Type`.
+    public var mimeType: String {
+        switch self {
+        case .png: "image/png"
+        case .jpeg: "image/jpeg"
+        case .webp: "image/webp"
+        }
+    }
+
+    /// The format for a URL or file extension (`png`, `jpg`, `jpeg`, `webp`).
+    public init?(fileExtension: String) {
+        switch fileExtension.lowercased() {
+        case "png": self = .png
+        case "jpg", "jpeg": self = .jpeg
+        case "webp": self = .webp
+        default: return nil
+        }
+    }
+}
+
+/// A validated pyramid identifier: `[A-Za-z0-9][A-Za-z0-9._-]{0,127}`.
+///
+/// Identifiers name folders under the output root, so validation is what keeps every
+/// request inside ROOT: an id can never be empty, `.` or `..`, or contain a slash.
+public struct PyramidID: Sendable, Hashable, Codable, Comparable, CustomStringConvertible {
+    public let rawValue: String
+
+    public static let maximumLength = 128
+
+    /// Accepts `text` only if it already matches the pattern.
+    public init?(_ text: String) {
+        let bytes = Array(text.utf8)
+        guard !bytes.isEmpty, bytes.count <= Self.maximumLength,
+              Self.isAlphanumeric(bytes[0]),
+              bytes.allSatisfy({ Self.isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") })
+        else { return nil }
+        self.rawValue = text
+    }
+
+    /// The default id for an input file: its name without directory and extension, with
+    /// every other character replaced by `_`, a leading non-alphanumeric replaced too, and
+    /// cut to the maximum length. Returns nil only when nothing usable is left.
+    public init?(deriving fileName: String) {
+        var name = Substring(fileName)
+        if let slash = name.lastIndex(of: "/") { name = name[name.index(after: slash)...] }
+        if let dot = name.lastIndex(of: "."), dot != name.startIndex { name = name[..<dot] }
+        var bytes: [UInt8] = name.utf8.map { b in
+            Self.isAlphanumeric(b) || b == UInt8(ascii: ".") || b == UInt8(ascii: "_") || b == UInt8(ascii: "-") ? b : UInt8(ascii: "_")
+        }
+        // Collapse runs of '_' that replacement produced from multi-byte characters.
+        var collapsed: [UInt8] = []
+        for b in bytes where !(b == UInt8(ascii: "_") && collapsed.last == UInt8(ascii: "_")) { collapsed.append(b) }
+        bytes = collapsed
+        while let first = bytes.first, !Self.isAlphanumeric(first) { bytes.removeFirst() }
+        if bytes.count > Self.maximumLength { bytes = Array(bytes.prefix(Self.maximumLength)) }
+        guard let id = PyramidID(String(decoding: bytes, as: UTF8.self)) else { return nil }
+        self = id
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let id = PyramidID(text) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "invalid pyramid id '\(text)'"))
+        }
+        self = id
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+
+    public var description: String { rawValue }
+    public static func < (a: PyramidID, b: PyramidID) -> Bool { a.rawValue < b.rawValue }
+
+    private static func isAlphanumeric(_ b: UInt8) -> Bool {
+        (b >= UInt8(ascii: "a") && b <= UInt8(ascii: "z")) ||
+            (b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z")) ||
+            (b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9"))
+    }
+}
+
+/// `pyramid.json`: what a cut wrote, read back by the server. Written last and
+/// atomically; a folder without it is not a pyramid.
+public struct PyramidManifest: Sendable, Hashable, Codable {
+    /// The manifest layout version this build writes. Readers accept any version up to
+    /// their own and refuse newer ones with a clear message.
+    public static let currentFormatVersion = 1
+    /// The manifest's file name inside a pyramid folder.
+    public static let fileName = "pyramid.json"
+
+    public var formatVersion: Int
+    public var id: PyramidID
+    public var width: Int
+    public var height: Int
+    public var tileSize: Int
+    public var format: TileFormat
+    public var maxLevel: Int
+    public var levels: [Level]
+    public var thumbnail: Thumbnail
+    /// Encoder quality for JPEG and WebP tiles; nil for PNG.
+    public var quality: Int?
+    /// Bands per pixel in the tiles (1 gray, 2 gray+alpha, 3 RGB, 4 RGBA).
+    public var bands: Int?
+    /// When the cut finished, ISO 8601.
+    public var created: String?
+
+    /// The thumbnail file and its size.
+    public struct Thumbnail: Sendable, Hashable, Codable {
+        public var file: String
+        public var width: Int
+        public var height: Int
+
+        public init(file: String, width: Int, height: Int) {
+            self.file = file
+            self.width = width
+            self.height = height
+        }
+    }
+
+    public init(id: PyramidID, geometry: PyramidGeometry, format: TileFormat, thumbnail: Thumbnail,
+                quality: Int? = nil, bands: Int? = nil, created: String? = nil) {
+        self.formatVersion = Self.currentFormatVersion
+        self.id = id
+        self.width = geometry.width
+        self.height = geometry.height
+        self.tileSize = geometry.tileSize
+        self.format = format
+        self.maxLevel = geometry.maxLevel
+        self.levels = geometry.levels
+        self.thumbnail = thumbnail
+        self.quality = quality
+        self.bands = bands
+        self.created = created
+    }
+
+    /// The geometry, rebuilt from the stored size and checked against the stored levels.
+    public func geometry() throws(ManifestError) -> PyramidGeometry {
+        guard formatVersion >= 1, formatVersion <= Self.currentFormatVersion else {
+            throw .unsupportedVersion(formatVersion)
+        }
+        let g: PyramidGeometry
+        do { g = try PyramidGeometry(width: width, height: height, tileSize: tileSize) } catch {
+            throw .inconsistent(error.description)
+        }
+        guard g.maxLevel == maxLevel, g.levels == levels else {
+            throw .inconsistent("levels do not match a \(width)×\(height) image with \(tileSize) px tiles")
+        }
+        return g
+    }
+
+    /// The relative path of a tile inside the pyramid folder: `LEVEL/ROW/COLUMN.EXT`.
+    public func tilePath(_ tile: TileCoordinate) -> String {
+        "\(tile.level)/\(tile.row)/\(tile.column).\(format.fileExtension)"
+    }
+}
+
+/// Why a manifest cannot be used.
+public enum ManifestError: Error, Hashable, Sendable, CustomStringConvertible {
+    case unsupportedVersion(Int)
+    case inconsistent(String)
+
+    public var description: String {
+        switch self {
+        case let .unsupportedVersion(v):
+            "pyramid format version \(v) is not supported by this tiler (it reads 1...\(PyramidManifest.currentFormatVersion)); upgrade tiler"
+        case let .inconsistent(why): "pyramid.json is inconsistent: \(why)"
+        }
+    }
+}

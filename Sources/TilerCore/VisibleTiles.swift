@@ -1,0 +1,260 @@
+/// A viewport in full-resolution image pixels. It may extend past the image or lie
+/// wholly outside it.
+public struct Viewport: Sendable, Hashable {
+    public let x: Double
+    public let y: Double
+    public let width: Double
+    public let height: Double
+
+    public init(x: Double, y: Double, width: Double, height: Double) {
+        self.x = x
+        self.y = y
+        self.width = width
+        self.height = height
+    }
+
+    public var centerX: Double { x + width / 2 }
+    public var centerY: Double { y + height / 2 }
+}
+
+/// The question a client asks: which tiles do I need for this viewport at this zoom?
+public struct VisibleTilesQuery: Sendable, Hashable {
+    /// The viewport in full-resolution image pixels.
+    public let viewport: Viewport
+    /// Display pixels per full-resolution pixel.
+    public let scale: Double
+    /// Extra rings of neighbouring tiles to list for prefetching.
+    public let margin: Int
+    /// Whether the image repeats horizontally with period `width` (panoramas).
+    public let wrapX: Bool
+
+    /// Coordinates beyond ±2^50 pixels are refused: no image is that large, and past it
+    /// `Double` can no longer place a tile to the pixel.
+    public static let coordinateLimit = Double(1 << 50)
+    /// The largest margin accepted.
+    public static let maximumMargin = 64
+
+    public init(viewport: Viewport, scale: Double, margin: Int = 0, wrapX: Bool = false) throws(VisibleTilesError) {
+        let v = viewport
+        for (name, value) in [("x", v.x), ("y", v.y), ("width", v.width), ("height", v.height), ("scale", scale)] {
+            guard value.isFinite else { throw .invalidParameter(name, "must be a finite number") }
+            guard abs(value) <= Self.coordinateLimit else { throw .invalidParameter(name, "is out of range") }
+        }
+        guard v.width > 0 else { throw .invalidParameter("width", "must be positive") }
+        guard v.height > 0 else { throw .invalidParameter("height", "must be positive") }
+        guard scale > 0 else { throw .invalidParameter("scale", "must be positive") }
+        guard (0...Self.maximumMargin).contains(margin) else {
+            throw .invalidParameter("margin", "must be an integer in 0...\(Self.maximumMargin)")
+        }
+        self.viewport = viewport
+        self.scale = scale
+        self.margin = margin
+        self.wrapX = wrapX
+    }
+
+    /// Parses the query string of `/images/ID/visible`: `x`, `y`, `width`, `height`,
+    /// `scale` (required), `margin` (default 0) and `wrap` (`x` or absent).
+    /// Items are already percent-decoded `(name, value)` pairs; unknown names are ignored,
+    /// a repeated name is an error.
+    public init(queryItems: [(name: String, value: String)]) throws(VisibleTilesError) {
+        var values: [String: String] = [:]
+        for item in queryItems {
+            guard values[item.name] == nil else { throw .invalidParameter(item.name, "is given more than once") }
+            values[item.name] = item.value
+        }
+        func number(_ name: String) throws(VisibleTilesError) -> Double {
+            guard let text = values[name] else { throw .missingParameter(name) }
+            guard let value = parseDecimal(text) else {
+                throw .invalidParameter(name, "is not a number: '\(text.prefix(32))'")
+            }
+            return value
+        }
+        let viewport = Viewport(x: try number("x"), y: try number("y"),
+                                width: try number("width"), height: try number("height"))
+        let scale = try number("scale")
+        var margin = 0
+        if let text = values["margin"] {
+            guard let m = Int(text), m >= 0, m <= Self.maximumMargin else {
+                throw .invalidParameter("margin", "must be an integer in 0...\(Self.maximumMargin)")
+            }
+            margin = m
+        }
+        var wrapX = false
+        if let text = values["wrap"] {
+            switch text {
+            case "x": wrapX = true
+            case "", "none": wrapX = false
+            default: throw .invalidParameter("wrap", "must be 'x'")
+            }
+        }
+        try self.init(viewport: viewport, scale: scale, margin: margin, wrapX: wrapX)
+    }
+}
+
+/// One tile to show: its stored address and where it sits in the (possibly repeated)
+/// full-resolution plane.
+public struct VisibleTile: Sendable, Hashable {
+    public let coordinate: TileCoordinate
+    /// Left edge in the plane: `k·W + column·T·f` for repetition `k` (0 without wrap).
+    public let x: Int
+    public let y: Int
+    /// Full-resolution size of the clipped tile.
+    public let width: Int
+    public let height: Int
+
+    public init(coordinate: TileCoordinate, x: Int, y: Int, width: Int, height: Int) {
+        self.coordinate = coordinate
+        self.x = x
+        self.y = y
+        self.width = width
+        self.height = height
+    }
+}
+
+/// The answer to a `VisibleTilesQuery`: the level chosen and its tiles, nearest first.
+public struct VisibleTiles: Sendable, Hashable {
+    public let level: Level
+    /// The chosen level's scale, `1 / f`.
+    public let scale: Double
+    public let tiles: [VisibleTile]
+}
+
+/// Why a visible-tiles question cannot be answered; the server maps each to a 400.
+public enum VisibleTilesError: Error, Hashable, Sendable, CustomStringConvertible {
+    case missingParameter(String)
+    case invalidParameter(String, String)
+    case tooManyTiles(count: Int, limit: Int)
+
+    public var description: String {
+        switch self {
+        case let .missingParameter(name): "missing parameter '\(name)'"
+        case let .invalidParameter(name, why): "parameter '\(name)' \(why)"
+        case let .tooManyTiles(count, limit):
+            "the viewport would list \(count) tiles, more than the limit of \(limit); use a smaller viewport or scale"
+        }
+    }
+}
+
+extension PyramidGeometry {
+    /// The default cap on tiles listed for one viewport.
+    public static let defaultMaximumVisibleTiles = 4096
+
+    /// The tiles of the level chosen for `query.scale` whose clipped rectangle meets the
+    /// viewport with positive area, plus `margin` rings of neighbours (clipped to the grid,
+    /// except horizontally under `wrapX`, where they continue into the neighbouring
+    /// repetitions), ordered by distance from the tile's centre to the viewport's centre,
+    /// then row, column and x.
+    public func visibleTiles(for query: VisibleTilesQuery,
+                             maximumTiles: Int = defaultMaximumVisibleTiles) throws(VisibleTilesError) -> VisibleTiles {
+        let z = level(forScale: query.scale)
+        let l = level(z)
+        let span = Double(tileSize * l.downscale)  // full-resolution pixels per tile step
+        let v = query.viewport
+        let W = Double(width), H = Double(height)
+        let empty = VisibleTiles(level: l, scale: scale(of: z), tiles: [])
+
+        // Rows: the viewport clipped to [0, H); none when it misses the image.
+        let top = max(v.y, 0), bottom = min(v.y + v.height, H)
+        guard top < bottom else { return empty }
+        var firstRow = min(Int((top / span).rounded(.down)), l.rows - 1)
+        var lastRow = min(Int((bottom / span).rounded(.up)) - 1, l.rows - 1)
+        firstRow = max(firstRow - query.margin, 0)
+        lastRow = min(lastRow + query.margin, l.rows - 1)
+
+        // Columns as "global" indices g = k·columns + column over the repeated plane.
+        let firstColumn: Int, lastColumn: Int
+        if query.wrapX {
+            // Estimate the count in Double before any Int conversion can overflow.
+            let estimate = (v.width / W + 2) * Double(l.columns) + Double(2 * query.margin)
+            let rowsListed = lastRow - firstRow + 1
+            if estimate * Double(rowsListed) > Double(maximumTiles) * 4 + 64 {
+                throw .tooManyTiles(count: Int(min(estimate * Double(rowsListed), Double(Int32.max))), limit: maximumTiles)
+            }
+            firstColumn = globalColumn(containing: v.x, in: l, span: span, roundingUp: false) - query.margin
+            lastColumn = globalColumn(containing: v.x + v.width, in: l, span: span, roundingUp: true) + query.margin
+        } else {
+            let left = max(v.x, 0), right = min(v.x + v.width, W)
+            guard left < right else { return empty }
+            let first = min(Int((left / span).rounded(.down)), l.columns - 1)
+            let last = min(Int((right / span).rounded(.up)) - 1, l.columns - 1)
+            firstColumn = max(first - query.margin, 0)
+            lastColumn = min(last + query.margin, l.columns - 1)
+        }
+
+        let count = (lastColumn - firstColumn + 1) * (lastRow - firstRow + 1)
+        guard count <= maximumTiles else { throw .tooManyTiles(count: count, limit: maximumTiles) }
+
+        let cx = v.centerX, cy = v.centerY
+        var scored: [(distance: Double, tile: VisibleTile)] = []
+        scored.reserveCapacity(count)
+        let step = tileSize * l.downscale
+        for row in firstRow...lastRow {
+            let y = row * step
+            let h = min(y + step, height) - y
+            for g in firstColumn...lastColumn {
+                let k = floorDiv(g, l.columns)
+                let column = g - k * l.columns
+                let local = column * step
+                let w = min(local + step, width) - local
+                let x = k * width + local
+                let dx = Double(x) + Double(w) / 2 - cx
+                let dy = Double(y) + Double(h) / 2 - cy
+                let tile = VisibleTile(coordinate: TileCoordinate(level: z, row: row, column: column),
+                                       x: x, y: y, width: w, height: h)
+                scored.append((dx * dx + dy * dy, tile))
+            }
+        }
+        scored.sort { a, b in
+            if a.distance != b.distance { return a.distance < b.distance }
+            let ta = a.tile, tb = b.tile
+            if ta.coordinate.row != tb.coordinate.row { return ta.coordinate.row < tb.coordinate.row }
+            if ta.coordinate.column != tb.coordinate.column { return ta.coordinate.column < tb.coordinate.column }
+            return ta.x < tb.x
+        }
+        return VisibleTiles(level: l, scale: scale(of: z), tiles: scored.map(\.tile))
+    }
+
+    /// The global column index (over the plane repeated with period W) of the tile that
+    /// holds the point just right of `position` (`roundingUp == false`: the first tile the
+    /// viewport meets) or just left of it (`roundingUp == true`: the last tile it meets).
+    private func globalColumn(containing position: Double, in l: Level, span: Double, roundingUp: Bool) -> Int {
+        let W = Double(width)
+        var k = Int((position / W).rounded(.down))
+        var local = position - Double(k) * W
+        if local < 0 { local = 0 }
+        if local >= W { local = 0; k += 1 }
+        if roundingUp {
+            // The last tile meeting [.., position): a point exactly on a repetition's
+            // start belongs to the previous repetition's last column.
+            if local == 0 { return k * l.columns - 1 }
+            let column = min(Int((local / span).rounded(.up)) - 1, l.columns - 1)
+            return k * l.columns + max(column, 0)
+        } else {
+            let column = min(Int((local / span).rounded(.down)), l.columns - 1)
+            return k * l.columns + column
+        }
+    }
+}
+
+/// Floor division for a positive divisor.
+@inline(__always)
+func floorDiv(_ a: Int, _ b: Int) -> Int {
+    a >= 0 ? a / b : -((-a + b - 1) / b)
+}
+
+/// A strict decimal parser for query values: optional sign, digits, optional fraction and
+/// exponent. Refuses `nan`, `inf`, hex floats and anything Swift's `Double(_:)` would
+/// accept beyond plain decimals.
+func parseDecimal(_ text: String) -> Double? {
+    guard !text.isEmpty, text.utf8.count <= 64 else { return nil }
+    var sawDigit = false
+    for (i, c) in text.utf8.enumerated() {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): sawDigit = true
+        case UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E"): continue
+        default: _ = i; return nil
+        }
+    }
+    guard sawDigit, let value = Double(text), value.isFinite else { return nil }
+    return value
+}

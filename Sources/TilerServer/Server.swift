@@ -1,0 +1,2 @@
+import TilerCore
+import TilerHTTP

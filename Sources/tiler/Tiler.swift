@@ -1,0 +1,12 @@
+import ArgumentParser
+
+/// `tiler`: cut large images into tile pyramids and serve them.
+@main
+struct Tiler: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tiler",
+        abstract: "Cut gigapixel images into 256 px tile pyramids and serve them over HTTP.",
+        version: "0.1.0",
+        subcommands: [Cut.self, Serve.self, Healthcheck.self]
+    )
+}
