@@ -1,0 +1,49 @@
+import Foundation
+import Testing
+@testable import TilerCore
+
+@Suite struct PyramidManifestTests {
+    @Test func idValidation() {
+        for good in ["a", "A9", "big-photo_2.v1", String(repeating: "x", count: 128)] { #expect(PyramidID(good) != nil, "\(good)") }
+        for bad in ["", ".", "..", ".hidden", "-x", "_x", "a/b", "a\\b", "a b", "a%2fb", "é", "a\0b",
+                    String(repeating: "x", count: 129)] {
+            #expect(PyramidID(bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func idDerivedFromFileName() {
+        #expect(PyramidID(deriving: "/data/in/Big Photo (1).JPG")?.rawValue == "Big_Photo_1_")
+        #expect(PyramidID(deriving: "scan.tiff")?.rawValue == "scan")
+        #expect(PyramidID(deriving: "archive.tar.gz")?.rawValue == "archive.tar")
+        #expect(PyramidID(deriving: "..weird.png")?.rawValue == "weird")
+        #expect(PyramidID(deriving: "日本.png") == nil)
+        #expect(PyramidID(deriving: "日本2.png")?.rawValue == "2")
+        #expect(PyramidID(deriving: String(repeating: "y", count: 300) + ".png")?.rawValue.count == 128)
+    }
+
+    @Test func roundTripAndConsistency() throws {
+        let g = try PyramidGeometry(width: 3001, height: 1999)
+        let m = PyramidManifest(id: PyramidID("x")!, geometry: g, format: .png,
+                                thumbnail: .init(file: "thumbnail.png", width: 256, height: 171))
+        let data = try JSONEncoder().encode(m)
+        let back = try JSONDecoder().decode(PyramidManifest.self, from: data)
+        #expect(back == m)
+        #expect(try back.geometry() == g)
+        #expect(m.tilePath(TileCoordinate(level: 3, row: 2, column: 1)) == "3/2/1.png")
+
+        var tampered = m
+        tampered.width = 5000
+        #expect(throws: ManifestError.self) { try tampered.geometry() }
+        var future = m
+        future.formatVersion = 99
+        #expect(throws: ManifestError.unsupportedVersion(99)) { try future.geometry() }
+        let badID = String(decoding: data, as: UTF8.self).replacingOccurrences(of: "\"id\":\"x\"", with: "\"id\":\"..\"")
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode(PyramidManifest.self, from: Data(badID.utf8)) }
+    }
+
+    @Test func formats() {
+        #expect(TileFormat(fileExtension: "JPG") == .jpeg)
+        #expect(TileFormat.webp.mimeType == "image/webp")
+        #expect(TileFormat(fileExtension: "gif") == nil)
+    }
+}
