@@ -124,6 +124,29 @@ int tiler_render_save_webp(VipsImage *in, void **buffer, size_t *length, int qua
     return vips_webpsave_buffer(in, buffer, length, "Q", quality, "strip", TRUE, NULL);
 }
 
+int tiler_render_decode(const void *data, size_t size, unsigned char **pixels, size_t *length,
+                        int *width, int *height, int *bands) {
+    VipsBlob *blob = vips_blob_new((VipsCallbackFn) g_free, g_memdup2(data, size), size);
+    VipsSource *source = vips_source_new_from_blob(blob);
+    vips_area_unref(VIPS_AREA(blob));
+    if (!source) return -1;
+    VipsImage *image = vips_image_new_from_source(source, "", NULL);
+    g_object_unref(source);
+    if (!image) return -1;
+    VipsImage *bytes = NULL;
+    if (vips_cast_uchar(image, &bytes, NULL)) {
+        g_object_unref(image);
+        return -1;
+    }
+    g_object_unref(image);
+    *width = vips_image_get_width(bytes);
+    *height = vips_image_get_height(bytes);
+    *bands = vips_image_get_bands(bytes);
+    *pixels = vips_image_write_to_memory(bytes, length);
+    g_object_unref(bytes);
+    return *pixels ? 0 : -1;
+}
+
 int tiler_render_has_alpha(VipsImage *in) {
     return vips_image_hasalpha(in) ? 1 : 0;
 }

@@ -168,6 +168,51 @@ public struct RegionRenderer: Sendable {
     }
 }
 
+/// An image decoded to 8-bit pixels: for checking what was rendered (tests, screenshots),
+/// not for serving.
+public struct DecodedImage: Sendable, Hashable {
+    public let width: Int
+    public let height: Int
+    public let bands: Int
+    /// Rows of `width * bands` bytes, top to bottom.
+    public let pixels: [UInt8]
+
+    /// Decodes PNG, JPEG, WebP or anything else libvips reads.
+    public init(encoded bytes: [UInt8]) throws(RenderError) {
+        guard tiler_render_init() == 0 else { throw RenderError.libvips("cannot start libvips: \(vipsError())") }
+        var data: UnsafeMutablePointer<UInt8>?
+        var length = 0
+        var w: Int32 = 0, h: Int32 = 0, b: Int32 = 0
+        let status = bytes.withUnsafeBytes { tiler_render_decode($0.baseAddress, $0.count, &data, &length, &w, &h, &b) }
+        guard status == 0, let data else { throw RenderError.libvips("decoding \(bytes.count) bytes: \(vipsError())") }
+        defer { g_free(data) }
+        self.width = Int(w)
+        self.height = Int(h)
+        self.bands = Int(b)
+        self.pixels = Array(UnsafeBufferPointer(start: data, count: length))
+    }
+
+    /// The bands of the pixel at `x, y`.
+    public subscript(x: Int, y: Int) -> ArraySlice<UInt8> {
+        let i = (y * width + x) * bands
+        return pixels[i..<(i + bands)]
+    }
+
+    /// The mean of each band over a rectangle (clipped to the image).
+    public func mean(x: Int, y: Int, width w: Int, height h: Int) -> [Double] {
+        var sums = [Double](repeating: 0, count: bands)
+        var n = 0
+        for yy in max(0, y)..<min(height, y + h) {
+            for xx in max(0, x)..<min(width, x + w) {
+                let i = (yy * width + xx) * bands
+                for b in 0..<bands { sums[b] += Double(pixels[i + b]) }
+                n += 1
+            }
+        }
+        return sums.map { n == 0 ? 0 : $0 / Double(n) }
+    }
+}
+
 /// Why a region could not be drawn.
 public enum RenderError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The pyramid's manifest does not describe a valid geometry.

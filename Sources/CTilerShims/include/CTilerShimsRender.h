@@ -56,6 +56,12 @@ int tiler_render_save_jpeg(VipsImage *in, void **buffer, size_t *length, int qua
 int tiler_render_save_png(VipsImage *in, void **buffer, size_t *length);
 int tiler_render_save_webp(VipsImage *in, void **buffer, size_t *length, int quality);
 
+/* Decodes an encoded image (PNG, JPEG, WebP, ...) to 8-bit pixels, rows of
+   width * bands bytes, in a newly allocated buffer (free with g_free). For tests and
+   checks, not for serving: the whole image is held in memory. */
+int tiler_render_decode(const void *data, size_t size, unsigned char **pixels, size_t *length,
+                        int *width, int *height, int *bands);
+
 /* Whether the image has an alpha band (vips_image_hasalpha). */
 int tiler_render_has_alpha(VipsImage *in);
 
