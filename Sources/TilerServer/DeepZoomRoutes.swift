@@ -1,60 +1,62 @@
 import TilerCore
+import TilerHTTP
 import TilerImaging
 
 /// DeepZoom for OpenSeadragon and other DZI clients:
-/// - `/images/ID.dzi`: the descriptor;
+/// - `/images/ID.dzi`: the descriptor (TileSize = the pyramid's tile size, Overlap 0,
+///   Format = its tile format);
 /// - `/images/ID_files/L/COLUMN_ROW.EXT`: tiles of DeepZoom level `L`, for every level
 ///   `0…ceil(log2(max(W, H)))`. Levels that are pyramid levels are the pyramid's own tile
-///   files; the smaller ones (down to 1 × 1) are drawn by shrinking level 0.
-public struct DeepZoomRoutes: Sendable {
-    public let pyramids: any PyramidLookup
-
-    public init(pyramids: any PyramidLookup) {
-        self.pyramids = pyramids
-    }
-
-    /// The answer for `path` (percent-encoded, without the query), or nil when the path is
-    /// not a DeepZoom URL, so that other routes may take it.
-    public func answer(path: Substring) -> RouteAnswer? {
-        guard path.hasPrefix("/images/") else { return nil }
-        let rest = path.dropFirst("/images/".count)
-        let segments = rest.split(separator: "/", omittingEmptySubsequences: false)
-        if segments.count == 1, rest.hasSuffix(".dzi") {
-            let name = rest.dropLast(4)
-            // An id may itself end in ".dzi": such a pyramid keeps its own route.
-            if let literal = PyramidID(String(rest)), pyramids.pyramid(literal) != nil { return nil }
-            guard let id = PyramidID(String(name)), let found = pyramids.pyramid(id) else {
-                return .noImage(String(name))
-            }
-            let xml = DeepZoomGeometry(pyramid: found.geometry).descriptorXML(format: found.manifest.format.fileExtension)
-            return .bytes(status: 200, contentType: "application/xml; charset=utf-8", body: Array(xml.utf8), headers: [])
+///   files (through the store's cache); the smaller ones, down to 1 × 1, are drawn once
+///   by shrinking level 0 and then cached like documents.
+///
+/// Must come before `imageRoutes`: `/images/ID.dzi` would otherwise be read as the
+/// manifest of an image named `ID.dzi` (a pyramid really named so keeps its manifest).
+func deepZoomRoutes(store: TileStore) -> [Route] {
+    [Route("deepzoom") { request throws(HTTPError) in
+        let s = request.segments
+        guard s.first == "images" else { return nil }
+        if s.count == 2, s[1].hasSuffix(".dzi") {
+            if (try? store.pyramid(named: s[1])) != nil { return nil }
+            let pyramid = try store.pyramid(named: String(s[1].dropLast(4)))
+            return .prepared(store.document("dzi", of: pyramid, contentType: "application/xml; charset=utf-8") { p in
+                Array(DeepZoomGeometry(pyramid: p.geometry).descriptorXML(format: p.manifest.format.fileExtension).utf8)
+            })
         }
-        guard segments.count == 3, segments[0].hasSuffix("_files") else { return nil }
-        let name = segments[0].dropLast("_files".count)
-        guard let id = PyramidID(String(name)), let found = pyramids.pyramid(id) else {
-            return .noImage(String(name))
+        guard s.count == 4, s[1].hasSuffix("_files") else { return nil }
+        let pyramid = try store.pyramid(named: String(s[1].dropLast("_files".count)))
+        guard let (level, column, row, ext) = DeepZoomGeometry.parseTilePath(level: s[2], file: s[3]) else {
+            throw HTTPError(400, "'\(s[2].prefix(20))/\(s[3].prefix(40))' is not a DeepZoom LEVEL/COLUMN_ROW.EXT")
         }
-        guard let (level, column, row, ext) = DeepZoomGeometry.parseTilePath(level: String(segments[1]), file: String(segments[2])) else {
-            return .error(status: 400, message: "'\(segments[1].prefix(20))/\(segments[2].prefix(40))' is not LEVEL/COLUMN_ROW.EXT")
-        }
-        let format = found.manifest.format
+        let format = pyramid.manifest.format
         guard TileFormat(fileExtension: ext) == format else {
-            return .error(status: 404, message: "'\(id)' has \(format.fileExtension) tiles, not \(ext.prefix(10))")
+            throw HTTPError(404, "image '\(pyramid.id)' has .\(format.fileExtension) tiles, not .\(ext.prefix(16))")
         }
-        let dz = DeepZoomGeometry(pyramid: found.geometry)
+        let dz = DeepZoomGeometry(pyramid: pyramid.geometry)
         switch dz.source(level: level, column: column, row: row) {
         case nil:
-            return .error(status: 404, message: "no DeepZoom tile \(level)/\(column)_\(row) in '\(id)' (levels 0…\(dz.maxLevel))")
+            throw HTTPError(404, "no DeepZoom tile \(level)/\(column)_\(row) in image '\(pyramid.id)' (levels 0...\(dz.maxLevel))")
         case let .pyramidTile(tile)?:
-            return .file(path: found.directory + "/" + found.manifest.tilePath(tile), contentType: format.mimeType, headers: [])
+            return .prepared(try store.tile(tile, of: pyramid))
         case let .shrunkLevelZero(width, height)?:
-            do {
-                let renderer = try RegionRenderer(directory: found.directory, manifest: found.manifest)
-                let bytes = try renderer.render(renderer.shrunkLevelZeroJob(width: width, height: height))
-                return .bytes(status: 200, contentType: format.mimeType, body: bytes, headers: [])
-            } catch {
-                return .error(status: 500, message: "cannot draw DeepZoom level \(level) of '\(id)': \(error)")
-            }
+            return .prepared(try renderedDocument("dz-\(level)", of: pyramid, store: store, contentType: format.mimeType) {
+                let renderer = try RegionRenderer(directory: pyramid.directory, manifest: pyramid.manifest)
+                return try renderer.render(renderer.shrunkLevelZeroJob(width: width, height: height))
+            })
         }
+    }]
+}
+
+/// A drawn image cached like a document of the pyramid: drawn on the first request, then
+/// served from the store's cache with validators until the pyramid is re-cut.
+func renderedDocument(_ name: String, of pyramid: Pyramid, store: TileStore, contentType: String,
+                      draw: () throws -> [UInt8]) throws(HTTPError) -> PreparedResponse {
+    if let hit = store.cache.value(for: .document(generation: pyramid.generation, name: name)) { return hit }
+    let bytes: [UInt8]
+    do {
+        bytes = try draw()
+    } catch {
+        throw HTTPError(500, "cannot draw \(name.prefix(200)) of image '\(pyramid.id)': \(error)")
     }
+    return store.document(name, of: pyramid, contentType: contentType) { _ in bytes }
 }

@@ -1,92 +1,97 @@
 import Foundation
 import TilerCore
+import TilerHTTP
 import TilerImaging
 
 /// IIIF Image API 3.0 under `/iiif/3/`, compliance level 2:
 /// - `/iiif/3/ID` redirects (303) to `/iiif/3/ID/info.json`;
-/// - `/iiif/3/ID/info.json` is the Image Information document, `application/ld+json`;
-/// - `/iiif/3/ID/REGION/SIZE/ROTATION/QUALITY.FORMAT` is an image: the stored tile's
-///   bytes when the request is exactly a tile, otherwise drawn with libvips from the
-///   coarsest pyramid level that still has the resolution the output needs.
+/// - `/iiif/3/ID/info.json` is the Image Information document (`application/ld+json`
+///   with the IIIF 3 context as profile; its `id` is built from the `Host` header);
+/// - `/iiif/3/ID/REGION/SIZE/ROTATION/QUALITY.FORMAT` is an image: the stored tile itself
+///   when the request is exactly a tile, otherwise drawn with libvips from the coarsest
+///   pyramid level that still has the resolution the output needs, and cached.
 ///
-/// Identifiers are percent-decoded, then must be pyramid ids; anything else is a 404.
-public struct IIIFRoutes: Sendable {
-    public static let prefix = "/iiif/3/"
-
-    public let pyramids: any PyramidLookup
-    /// The largest output, advertised in info.json (`maxWidth`, `maxHeight`, `maxArea`).
-    public let limits: IIIFLimits
-
-    public init(pyramids: any PyramidLookup, limits: IIIFLimits = .default) {
-        self.pyramids = pyramids
-        self.limits = limits
-    }
-
-    /// Image responses name the compliance profile (`Link: …;rel="profile"`).
-    static let profileLink = HTTPHeaderField("Link", "<\(IIIF.profileURI)>;rel=\"profile\"")
-
-    /// The answer for `path` (percent-encoded, without the query), or nil when the path is
-    /// not under `/iiif/3/`.
-    public func answer(path: Substring, context: RouteContext) -> RouteAnswer? {
-        guard path.hasPrefix(Self.prefix) else { return path == "/iiif/3" ? .error(status: 404, message: "no IIIF identifier in the path") : nil }
-        let rest = path.dropFirst(Self.prefix.count)
-        let route: IIIFRoute
-        do {
-            route = try IIIFRoute.parse(path: rest)
-        } catch {
-            return .error(status: error.status, message: error.description)
+/// Identifiers are percent-decoded (the request's raw path is parsed, so the id in
+/// info.json is the one the client wrote). Output size is capped by
+/// `ServerConfiguration.iiifLimits`. CORS comes from the HTTP layer, like every route.
+func iiifRoutes(store: TileStore) -> [Route] {
+    [Route("iiif") { request throws(HTTPError) in
+        guard request.segments.first == "iiif" else { return nil }
+        let target = request.head.target
+        let path = String(decoding: target[0..<request.head.pathLength], as: UTF8.self)
+        guard path.hasPrefix(iiifPrefix) else {
+            throw HTTPError(404, "IIIF Image API 3.0 lives under \(iiifPrefix)ID/")
         }
-        // The identifier exactly as the client wrote it, for the URLs we hand back.
-        let rawIdentifier = rest.prefix { $0 != "/" }
-        let base = context.baseURL + Self.prefix + rawIdentifier
-        guard let id = PyramidID(route.identifier), let found = pyramids.pyramid(id) else {
-            return .noImage(route.identifier)
-        }
+        let rest = path.dropFirst(iiifPrefix.count)
+        let route = try httpError { () throws(IIIFError) in try IIIFRoute.parse(path: Substring(rest)) }
+        let pyramid = try store.pyramid(named: route.identifier)
+        let base = baseURL(request.head) + iiifPrefix + rest.prefix { $0 != "/" }
+        let limits = store.configuration.iiifLimits
         switch route {
         case .base:
-            return .redirect(status: 303, location: base + "/info.json")
+            return .withHeaders([("Location", base + "/info.json")],
+                                .bytes(status: 303, contentType: "application/json",
+                                       body: Array(#"{"location":"\#(base)/info.json"}"#.utf8), cacheControl: "no-cache"))
         case .info:
-            let info = IIIFImageInfo(id: base, geometry: found.geometry, format: found.manifest.format, limits: limits)
+            let info = IIIFImageInfo(id: base, geometry: pyramid.geometry, format: pyramid.manifest.format, limits: limits)
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
             guard let body = try? encoder.encode(info) else {
-                return .error(status: 500, message: "cannot encode info.json for '\(id)'")
+                throw HTTPError(500, "cannot encode info.json for '\(pyramid.id)'")
             }
-            return .bytes(status: 200, contentType: IIIF.jsonLDMediaType, body: Array(body),
-                          headers: [HTTPHeaderField("Link", "<\(IIIF.context)>;rel=\"http://www.w3.org/ns/json-ld#context\";type=\"application/ld+json\"")])
+            // Not cached as a document: the id depends on the Host the client used.
+            return .bytes(status: 200, contentType: IIIF.jsonLDMediaType, body: Array(body), cacheControl: "no-cache")
         case let .image(request):
-            let plan: IIIFImagePlan
-            do {
-                plan = try IIIFImagePlan(request, geometry: found.geometry, limits: limits)
-            } catch {
-                return .error(status: error.status, message: error.description)
+            let plan = try httpError { () throws(IIIFError) in
+                try IIIFImagePlan(request, geometry: pyramid.geometry, limits: limits)
             }
-            let canonical = HTTPHeaderField("Link", "<\(base)/\(canonicalParameters(plan, found.geometry))>;rel=\"canonical\"")
-            if let tile = plan.exactTile(in: found.geometry, format: found.manifest.format) {
-                return .file(path: found.directory + "/" + found.manifest.tilePath(tile),
-                             contentType: plan.format.mimeType, headers: [Self.profileLink, canonical])
+            let canonical = canonicalParameters(plan, pyramid.geometry)
+            let links = [("Link", "<\(IIIF.profileURI)>;rel=\"profile\""),
+                         ("Link", "<\(base)/\(canonical)>;rel=\"canonical\"")]
+            if let tile = plan.exactTile(in: pyramid.geometry, format: pyramid.manifest.format) {
+                return .withHeaders(links, .prepared(try store.tile(tile, of: pyramid)))
             }
-            do {
-                let renderer = try RegionRenderer(directory: found.directory, manifest: found.manifest)
-                let bytes = try renderer.render(plan)
-                return .bytes(status: 200, contentType: plan.format.mimeType, body: bytes, headers: [Self.profileLink, canonical])
-            } catch {
-                return .error(status: 500, message: "cannot draw \(rest.prefix(200)): \(error)")
+            let drawn = try renderedDocument("iiif/" + canonical, of: pyramid, store: store, contentType: plan.format.mimeType) {
+                try RegionRenderer(directory: pyramid.directory, manifest: pyramid.manifest).render(plan)
             }
+            return .withHeaders(links, .prepared(drawn))
         }
-    }
+    }]
+}
 
-    /// The canonical form of a request (region as `x,y,w,h` or `full`, size as `w,h` or
-    /// `max`), for the `rel="canonical"` link.
-    func canonicalParameters(_ plan: IIIFImagePlan, _ g: PyramidGeometry) -> String {
-        let r = plan.region
-        let full = r.x == 0 && r.y == 0 && r.width == g.width && r.height == g.height
-        let region = full ? "full" : "\(r.x),\(r.y),\(r.width),\(r.height)"
-        let upscaled = plan.width > r.width || plan.height > r.height
-        let size = plan.width == r.width && plan.height == r.height ? "max" : (upscaled ? "^" : "") + "\(plan.width),\(plan.height)"
-        let degrees = plan.rotation.degrees
-        let number = degrees == degrees.rounded() ? String(Int(degrees)) : String(degrees)
-        let rotation = (plan.rotation.mirror ? "!" : "") + number
-        return "\(region)/\(size)/\(rotation)/\(plan.quality.rawValue).\(plan.format.rawValue)"
+let iiifPrefix = "/iiif/3/"
+
+/// Runs `body`, turning a IIIF 400/404 into the same HTTP error.
+private func httpError<T>(_ body: () throws(IIIFError) -> T) throws(HTTPError) -> T {
+    do {
+        return try body()
+    } catch {
+        throw HTTPError(error.status, error.description)
     }
+}
+
+/// `http://` and the request's `Host` when it is a plausible authority, else the address
+/// the server was told to listen on.
+func baseURL(_ head: HTTPRequestHead) -> String {
+    let host = head.host
+    if !host.isEmpty, host.count <= 255,
+       host.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "\\")
+           && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "<") && $0 != UInt8(ascii: ">") && $0 != UInt8(ascii: "@") }) {
+        return "http://" + String(decoding: host, as: UTF8.self)
+    }
+    return "http://localhost"
+}
+
+/// The canonical form of a request (region `full` or `x,y,w,h`; size `max`, `w,h` or
+/// `^w,h`), for the `rel="canonical"` link and as the cache key of drawn images.
+func canonicalParameters(_ plan: IIIFImagePlan, _ g: PyramidGeometry) -> String {
+    let r = plan.region
+    let full = r.x == 0 && r.y == 0 && r.width == g.width && r.height == g.height
+    let region = full ? "full" : "\(r.x),\(r.y),\(r.width),\(r.height)"
+    let upscaled = plan.width > r.width || plan.height > r.height
+    let size = plan.width == r.width && plan.height == r.height ? "max" : (upscaled ? "^" : "") + "\(plan.width),\(plan.height)"
+    let degrees = plan.rotation.degrees
+    let number = degrees == degrees.rounded() ? String(Int(degrees)) : String(degrees)
+    let rotation = (plan.rotation.mirror ? "!" : "") + number
+    return "\(region)/\(size)/\(rotation)/\(plan.quality.rawValue).\(plan.format.rawValue)"
 }
