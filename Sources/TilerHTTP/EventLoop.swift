@@ -197,11 +197,7 @@ final class EventLoop: @unchecked Sendable {
         }
         if ev & CNS_EPOLLOUT != 0 {
             flush(c)
-            if connections[Int(c.fd)] == nil { return }
-            if !c.hasQueuedOutput && c.readingPaused && !c.closeAfterFlush && c.lingerDeadline == nil {
-                resumeReading(c)
-                if connections[Int(c.fd)] == nil { return }
-            }
+            if connections[Int(c.fd)] !== c { return }
         }
         if ev & (CNS_EPOLLIN | CNS_EPOLLRDHUP | CNS_EPOLLHUP | CNS_EPOLLERR) != 0 && !c.readingPaused {
             readAvailable(c)
@@ -224,7 +220,7 @@ final class EventLoop: @unchecked Sendable {
         }
         c.lastActivity = now
         process(c, UnsafeRawBufferPointer(start: readBuffer.baseAddress, count: n))
-        if connections[Int(c.fd)] != nil { flush(c) }
+        if connections[Int(c.fd)] === c { flush(c) }
     }
 
     /// Parses and answers every complete request in `bytes` (pipelining), stopping when
@@ -323,7 +319,6 @@ final class EventLoop: @unchecked Sendable {
             c.output.removeAll(keepingCapacity: true)
         }
         c.outputStart = 0
-        if c.registeredForWrite && !c.closeAfterFlush { setInterest(c, write: false) }
         if c.closeAfterFlush {
             if c.lingerDeadline != nil {
                 _ = shutdown(c.fd, Int32(SHUT_WR))
@@ -335,8 +330,12 @@ final class EventLoop: @unchecked Sendable {
             } else {
                 closeConnection(c)
             }
-        } else if draining && c.parser.isIdle && c.pendingInput.isEmpty {
-            closeConnection(c)
+        } else if c.readingPaused {
+            // Backpressure relieved: answer what was held back and read again.
+            resumeReading(c)
+        } else {
+            if c.registeredForWrite { setInterest(c, write: false) }
+            if draining && c.parser.isIdle { closeConnection(c) }
         }
     }
 
@@ -361,16 +360,13 @@ final class EventLoop: @unchecked Sendable {
     /// Answers requests held back by backpressure, then listens for input again.
     private func resumeReading(_ c: Connection) {
         c.readingPaused = false
-        if !c.pendingInput.isEmpty {
-            let held = c.pendingInput
-            c.pendingInput = []
-            held.withUnsafeBytes { process(c, $0) }
-            guard connections[Int(c.fd)] != nil else { return }
-            if c.readingPaused { flush(c); return }
-        }
         c.registeredForWrite = false
         _ = cns_epoll_modify(epfd, c.fd, CNS_EPOLLIN | CNS_EPOLLRDHUP)
-        flush(c)
+        guard !c.pendingInput.isEmpty else { return }
+        let held = c.pendingInput
+        c.pendingInput = []
+        held.withUnsafeBytes { process(c, $0) }
+        if connections[Int(c.fd)] === c { flush(c) }
     }
 
     private func setInterest(_ c: Connection, write: Bool) {
