@@ -46,8 +46,8 @@ func iiifRoutes(store: TileStore) -> [Route] {
                 try IIIFImagePlan(request, geometry: pyramid.geometry, limits: limits)
             }
             let canonical = canonicalParameters(plan, pyramid.geometry)
-            let links = [("Link", "<\(IIIF.profileURI)>;rel=\"profile\""),
-                         ("Link", "<\(base)/\(canonical)>;rel=\"canonical\"")]
+            // One Link field with both links: some clients read only the first field.
+            let links = [("Link", "<\(IIIF.profileURI)>;rel=\"profile\", <\(base)/\(canonical)>;rel=\"canonical\"")]
             if let tile = plan.exactTile(in: pyramid.geometry, format: pyramid.manifest.format) {
                 return .withHeaders(links, .prepared(try store.tile(tile, of: pyramid)))
             }
