@@ -90,7 +90,7 @@ a { color: var(--accent); }
 .album { flex: 1; display: flex; flex-direction: column; justify-content: center; min-height: 0; }
 .strip-wrap { position: relative; }
 .strip {
-  list-style: none; margin: 0; padding: 1rem calc((100vw - var(--card)) / 2);
+  position: relative; list-style: none; margin: 0; padding: 1rem calc((100vw - var(--card)) / 2);
   display: flex; gap: 1.25rem; overflow-x: auto; overflow-y: hidden;
   scroll-snap-type: x mandatory; scroll-behavior: smooth; scrollbar-width: none;
   overscroll-behavior-x: contain;
@@ -151,7 +151,9 @@ a { color: var(--accent); }
 }
 @media (max-width: 600px) {
   .nav { display: none; }
-  .controls { top: auto; bottom: 3rem; flex-direction: row; flex-wrap: wrap; justify-content: flex-end; left: .75rem; }
+  .controls { top: auto; bottom: .75rem; flex-direction: row; flex-wrap: wrap; justify-content: flex-end; left: 40%; }
+  .button { width: 40px; height: 40px; }
+  .info { bottom: auto; top: .75rem; }
 }
 @media (prefers-reduced-motion: reduce) {
   .strip { scroll-behavior: auto; }
@@ -780,7 +782,13 @@ a { color: var(--accent); }
   /** For tests and the console: counters and the current view. */
   window.tilerViewer = {
     stats,
-    view: () => viewer.image && { id: viewer.image.id, x: viewer.cx, y: viewer.cy, scale: viewer.scale, level: viewer.level, wrap: viewer.wrap, activeTiles: viewer.active.size, pooled: viewer.pool.length },
+    view: () => viewer.image && {
+      id: viewer.image.id, x: viewer.cx, y: viewer.cy, scale: viewer.scale, level: viewer.level, wrap: viewer.wrap,
+      activeTiles: viewer.active.size, pooled: viewer.pool.length,
+      // Tiles of the current level still loading, and where the placed tiles start.
+      pending: [...viewer.active.values()].filter((e) => e.level === viewer.level && !e.loaded).length,
+      tileXs: [...viewer.active.values()].map((e) => e.tile.x),
+    },
     album: () => ({ loaded: album.images.length, total: album.total, current: album.current }),
     zoomBy: zoomCentre,
     panBy,
