@@ -58,5 +58,11 @@ func renderedDocument(_ name: String, of pyramid: Pyramid, store: TileStore, con
     } catch {
         throw HTTPError(500, "cannot draw \(name.prefix(200)) of image '\(pyramid.id)': \(error)")
     }
+    // Large drawings (a big IIIF region) are sent once and not kept, like large files.
+    guard bytes.count <= store.configuration.maximumCachedFileBytes else {
+        return PreparedResponse(body: bytes, contentType: contentType, etag: nil,
+                                lastModified: pyramid.manifestInfo.modificationSeconds,
+                                cacheControl: store.configuration.cacheControl)
+    }
     return store.document(name, of: pyramid, contentType: contentType) { _ in bytes }
 }
