@@ -54,7 +54,7 @@ public struct PNGSettings: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The settings tiler cuts with.
-    public static let tiles = PNGSettings(zlibLevel: 2, filter: .up, strategy: .default)
+    public static let tiles = PNGSettings(zlibLevel: 2, filter: .paeth, strategy: .rle)
 
     /// ``tiles`` with any `TILER_PNG_LEVEL` (0-9), `TILER_PNG_FILTER` (none, sub, up,
     /// average, paeth, adaptive) or `TILER_PNG_STRATEGY` (default, filtered, huffman,
