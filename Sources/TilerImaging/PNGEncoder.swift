@@ -91,7 +91,7 @@ public struct PNGEncoder: Sendable {
                                       &buffer, &length, &message, message.count)
         guard status == 0, let buffer else {
             let text = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            throw ImagingError.libpng(text.isEmpty ? "libpng failed" : text)
+            throw ImagingError.encoding(text.isEmpty ? "libpng failed" : "libpng: \(text)")
         }
         defer { free(buffer) }
         return try body(UnsafeRawBufferPointer(start: buffer, count: length))

@@ -150,7 +150,7 @@ public struct PyramidCutter: Sendable {
             if isCancelled() { throw .interrupted }
             switch error {
             case let error as CutError: throw error
-            case let error as ImagingError: throw .unreadablePixels(error.description)
+            case let .libvips(why) as ImagingError: throw .unreadablePixels(why)
             default: throw .output(Self.reason(error))
             }
         }
