@@ -53,6 +53,7 @@ final class VipsImageHandle {
     /// Opens a file for one top-to-bottom pass; only the header is read now.
     static func openSequential(path: String) throws(ImagingError) -> VipsImageHandle {
         try Vips.start()
+        vips_error_clear()
         var out: UnsafeMutablePointer<VipsImage>?
         guard tiler_vips_open_sequential(path, &out) == 0, let out else { throw .libvips(Vips.takeError()) }
         return VipsImageHandle(taking: out)
