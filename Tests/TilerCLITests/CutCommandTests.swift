@@ -135,9 +135,10 @@ import TilerCore
         let input = scratch.path("photo.png")
         try Self.makeImage(input, width: width, height: height, bands: bands, scratch: scratch)
         let root = scratch.url.appendingPathComponent("tiles")
-        let result = try run(try tilerBinary(), ["cut", input, "--output", root.path, "--quiet"])
+        // No --quiet: stderr is a pipe, not a terminal, so there is no progress display.
+        let result = try run(try tilerBinary(), ["cut", input, "--output", root.path])
         #expect(result.status == 0, "tiler cut failed: \(result.stderr)")
-        #expect(result.stdout.isEmpty && result.stderr.isEmpty)
+        #expect(result.stdout.isEmpty && result.stderr.isEmpty, "stdout: \(result.stdout) stderr: \(result.stderr)")
         let manifest = try Self.checkPyramid(root: root, id: "photo", width: width, height: height, bands: bands)
         try Self.checkPixels(manifest, root: root, source: input, scratch: scratch)
     }
