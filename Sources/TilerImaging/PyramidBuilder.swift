@@ -250,6 +250,13 @@ final class PyramidBuilder {
         self.jobs.removeAll(keepingCapacity: true)
     }
 
+    /// Waits for the batch in flight, if any, ignoring its result: after a failure, before
+    /// the partial folder is removed.
+    func drain() {
+        inFlight?.done.wait()
+        inFlight = nil
+    }
+
     /// Waits for the batch in flight, if any, and takes its result.
     private func waitForEncoding() throws {
         guard let batch = inFlight else { return }
