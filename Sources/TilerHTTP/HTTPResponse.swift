@@ -27,9 +27,12 @@ public enum HTTPStatus {
         return lines
     }()
 
+    static let ok = Array("HTTP/1.1 200 OK\r\n".utf8)
+
     @inline(__always)
     static func statusLine(_ status: Int) -> [UInt8] {
-        statusLines[status] ?? Array("HTTP/1.1 \(status) \(reason(status))\r\n".utf8)
+        if status == 200 { return ok }
+        return statusLines[status] ?? Array("HTTP/1.1 \(status) \(reason(status))\r\n".utf8)
     }
 }
 
