@@ -33,7 +33,22 @@ final class Connection {
         output.reserveCapacity(8192)
     }
 
-    var hasQueuedOutput: Bool { outputStart < output.count }
+    /// A cached body to send after `output` without copying it there first (the last
+    /// response's). Any later bytes for `output` must first append it (`materialize`).
+    var deferredBody: [UInt8]?
+
+    var hasQueuedOutput: Bool { outputStart < output.count || deferredBody != nil }
+
+    var queuedBytes: Int { output.count - outputStart + (deferredBody?.count ?? 0) }
+
+    /// Moves the deferred body into `output`, so that more bytes can follow it.
+    @inline(__always)
+    func materialize() {
+        if let body = deferredBody {
+            output += body
+            deferredBody = nil
+        }
+    }
 }
 
 /// An epoll loop on one thread with its own listening socket.
@@ -228,7 +243,7 @@ final class EventLoop: @unchecked Sendable {
     private func process(_ c: Connection, _ bytes: UnsafeRawBufferPointer) {
         var offset = 0
         while offset < bytes.count {
-            if c.output.count - c.outputStart >= shared.configuration.maximumQueuedOutputBytes {
+            if c.queuedBytes >= shared.configuration.maximumQueuedOutputBytes {
                 c.pendingInput.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
                 pauseReading(c)
                 return
@@ -245,6 +260,7 @@ final class EventLoop: @unchecked Sendable {
                 if c.closeAfterFlush { pauseReading(c); return }
             case .failed(let e):
                 c.requestStarted = nil
+                c.materialize()
                 shared.serializer.writeProtocolError(HTTPError(e.status, e.reason), date: date, into: &c.output)
                 logProtocolError(e)
                 c.closeAfterFlush = true
@@ -256,6 +272,7 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func respond(_ c: Connection) {
+        c.materialize()
         let head = c.parser.head
         let keepAlive = head.keepAlive && !draining
         if !keepAlive { c.closeAfterFlush = true }
@@ -263,7 +280,10 @@ final class EventLoop: @unchecked Sendable {
         switch head.method {
         case .get, .head:
             let response = shared.handler.respond(to: head)
-            result = shared.serializer.write(response, for: head, keepAlive: keepAlive, date: date, into: &c.output)
+            result = withUnsafeMutablePointer(to: &c.deferredBody) { deferred in
+                shared.serializer.write(response, for: head, keepAlive: keepAlive, date: date, into: &c.output,
+                                        deferredBody: deferred)
+            }
         case .options:
             shared.serializer.writeOptions(for: head, keepAlive: keepAlive, date: date, into: &c.output)
             result = (204, 0)
@@ -295,7 +315,34 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func flush(_ c: Connection) {
-        while c.hasQueuedOutput {
+        if let body = c.deferredBody {
+            // Headers and the cached body in one sendmsg, without copying the body.
+            let headLength = c.output.count - c.outputStart
+            let n = c.output.withUnsafeBytes { head in
+                body.withUnsafeBytes { b in
+                    cns_send2(c.fd, head.baseAddress! + c.outputStart, headLength, b.baseAddress, b.count)
+                }
+            }
+            if n < 0 && errno != EAGAIN && errno != EINTR {
+                closeConnection(c)
+                return
+            }
+            let sent = max(n, 0)
+            if sent > 0 { c.lastActivity = now }
+            if sent == headLength + body.count {
+                c.deferredBody = nil
+                c.outputStart = c.output.count
+            } else if sent < headLength {
+                c.outputStart += sent
+                c.materialize()
+            } else {
+                c.output.removeAll(keepingCapacity: true)
+                c.outputStart = 0
+                c.output += body[(sent - headLength)...]
+                c.deferredBody = nil
+            }
+        }
+        while c.outputStart < c.output.count {
             let n = c.output.withUnsafeBytes { buffer in
                 cns_send(c.fd, buffer.baseAddress! + c.outputStart, buffer.count - c.outputStart)
             }
@@ -411,6 +458,7 @@ final class EventLoop: @unchecked Sendable {
             } else if let started = c.requestStarted {
                 if now - started > headTimeout {
                     refreshDate()
+                    c.materialize()
                     shared.serializer.writeProtocolError(HTTPError(408, "the request head took too long to arrive"),
                                                          date: date, into: &c.output)
                     c.closeAfterFlush = true

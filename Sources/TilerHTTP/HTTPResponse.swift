@@ -171,9 +171,11 @@ struct ResponseSerializer {
     }
 
     /// Appends the response and returns its status and body size (for the access log).
+    /// A prepared body is not copied when `deferredBody` is given: it is returned there,
+    /// to be sent straight from the cache after the bytes in `out`.
     @discardableResult
     func write(_ response: HTTPResponse, for head: HTTPRequestHead, keepAlive: Bool, date: [UInt8],
-               into out: inout [UInt8]) -> (status: Int, bytes: Int) {
+               into out: inout [UInt8], deferredBody: UnsafeMutablePointer<[UInt8]?>? = nil) -> (status: Int, bytes: Int) {
         let isHead = head.method == .head
         switch response {
         case .prepared(let p):
@@ -187,7 +189,9 @@ struct ResponseSerializer {
             out += p.entityHeaders
             out += p.validatorHeaders
             end(keepAlive: keepAlive, version: head.version, into: &out)
-            if !isHead { out += p.body }
+            if !isHead {
+                if let deferredBody { deferredBody.pointee = p.body } else { out += p.body }
+            }
             return (200, p.body.count)
         case let .bytes(status, contentType, body, cacheControl):
             writeBytes(status: status, contentType: contentType, body: body, cacheControl: cacheControl, extra: nil,
