@@ -16,6 +16,9 @@ final class Connection {
     var lastActivity: Int64
     /// When the current request's first byte arrived; nil between requests.
     var requestStarted: Int64?
+    /// Whether any request has been answered (until then, silence is held to the
+    /// request-head timeout rather than the longer idle timeout).
+    var hasServedRequest = false
     /// Close once `output` is written.
     var closeAfterFlush = false
     /// Reading has stopped (closing or backpressure); only EPOLLOUT matters.
@@ -62,7 +65,6 @@ final class EventLoop: @unchecked Sendable {
         let connectionCount: UnsafeMutablePointer<CLong>
         let serializer: ResponseSerializer
         let limits: HTTPRequestParser.Limits
-        let overloaded: [UInt8]
 
         init(configuration: HTTPConfiguration, handler: any HTTPHandler, accessLog: Logger?,
              maximumConnections: Int, connectionCount: UnsafeMutablePointer<Int>) {
@@ -73,10 +75,6 @@ final class EventLoop: @unchecked Sendable {
             self.connectionCount = UnsafeMutableRawPointer(connectionCount).assumingMemoryBound(to: CLong.self)
             serializer = ResponseSerializer(configuration: configuration)
             limits = configuration.parserLimits
-            var out: [UInt8] = []
-            serializer.writeProtocolError(HTTPError(503, "the server is at its connection limit; retry later"),
-                                          date: HTTPDate.format(SystemClock.wallSeconds()), into: &out)
-            overloaded = out
         }
     }
 
@@ -188,7 +186,10 @@ final class EventLoop: @unchecked Sendable {
             }
             if cns_atomic_add(shared.connectionCount, 1) > shared.maximumConnections {
                 _ = cns_atomic_add(shared.connectionCount, -1)
-                shared.overloaded.withUnsafeBytes { _ = cns_send(fd, $0.baseAddress, $0.count) }
+                var refusal: [UInt8] = []
+                shared.serializer.writeProtocolError(HTTPError(503, "the server is at its connection limit; retry later"),
+                                                     date: date, into: &refusal)
+                refusal.withUnsafeBytes { _ = cns_send(fd, $0.baseAddress, $0.count) }
                 close(fd)
                 continue
             }
@@ -256,6 +257,7 @@ final class EventLoop: @unchecked Sendable {
                 return
             case .complete:
                 c.requestStarted = nil
+                c.hasServedRequest = true
                 respond(c)
                 if c.closeAfterFlush { pauseReading(c); return }
             case .failed(let e):
@@ -466,7 +468,7 @@ final class EventLoop: @unchecked Sendable {
                     flush(c)
                     if connections[Int(c.fd)] === c { closeConnection(c) }
                 }
-            } else if now - c.lastActivity > idleTimeout {
+            } else if now - c.lastActivity > (c.hasServedRequest ? idleTimeout : min(idleTimeout, headTimeout)) {
                 closeConnection(c)
             }
         }

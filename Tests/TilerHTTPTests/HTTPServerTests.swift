@@ -353,6 +353,16 @@ final class FailureBox: @unchecked Sendable {
         }
     }
 
+    @Test func silentNewConnectionsAreClosedAfterTheHeadTimeout() throws {
+        try withServer({ $0.requestHeadTimeout = 0.4 }) { port, _ throws in
+            let c = try RawHTTPClient(port: port)
+            let start = Date()
+            #expect(c.waitForClose())
+            let waited = Date().timeIntervalSince(start)
+            #expect(waited > 0.3 && waited < 3)
+        }
+    }
+
     @Test func connectionsPastTheCapGet503() throws {
         try withServer({ $0.maximumConnections = 4; $0.threads = 1 }) { port, server throws in
             let held = try (0..<4).map { _ in try RawHTTPClient(port: port) }
@@ -363,6 +373,7 @@ final class FailureBox: @unchecked Sendable {
             let extra = try RawHTTPClient(port: port)
             let r = try extra.readResponse()
             #expect(r.status == 503)
+            #expect(r.header("Date").flatMap { HTTPDate.parse(Array($0.utf8)) }.map { abs($0 - SystemClock.wallSeconds()) < 5 } == true)
             #expect(extra.waitForClose())
             #expect(server.openConnections == 4)
             // Capacity comes back when a connection closes.
