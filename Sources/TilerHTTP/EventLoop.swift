@@ -322,7 +322,7 @@ final class EventLoop: @unchecked Sendable {
             let headLength = c.output.count - c.outputStart
             let n = c.output.withUnsafeBytes { head in
                 body.withUnsafeBytes { b in
-                    cns_send2(c.fd, head.baseAddress! + c.outputStart, headLength, b.baseAddress, b.count)
+                    cns_send2(c.fd, head.baseAddress.map { $0 + c.outputStart }, headLength, b.baseAddress, b.count)
                 }
             }
             if n < 0 && errno != EAGAIN && errno != EINTR {
