@@ -10,11 +10,15 @@ struct TestHandler: HTTPHandler {
     static let big = PreparedResponse(body: (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 7) },
                                       contentType: "application/octet-stream", etag: nil, lastModified: nil, cacheControl: nil)
 
+    static let huge = PreparedResponse(body: [UInt8](repeating: 7, count: 64 << 20), contentType: "application/octet-stream",
+                                       etag: nil, lastModified: nil, cacheControl: nil)
+
     func respond(to head: HTTPRequestHead) -> HTTPResponse {
         let target = String(decoding: head.target, as: UTF8.self)
         switch target {
         case "/file": return .prepared(Self.file)
         case "/big": return .prepared(Self.big)
+        case "/huge": return .prepared(Self.huge)
         case "/missing": return .error(HTTPError(404, "no such thing"))
         default: return .bytes(status: 200, contentType: "text/plain", body: Array(target.utf8), cacheControl: nil)
         }
@@ -360,6 +364,24 @@ final class FailureBox: @unchecked Sendable {
             #expect(c.waitForClose())
             let waited = Date().timeIntervalSince(start)
             #expect(waited > 0.3 && waited < 3)
+        }
+    }
+
+    @Test func clientsThatStopReadingAreCutOffAfterTheWriteTimeout() throws {
+        try withServer({ $0.writeTimeout = 0.5 }) { port, server throws in
+            let c = try RawHTTPClient(port: port, timeout: 5)
+            try c.request("/huge")  // 64 MiB: far more than the socket buffers hold
+            Thread.sleep(forTimeInterval: 2)
+            #expect(server.openConnections == 0)
+            var received = 0
+            var chunk = [UInt8](repeating: 0, count: 1 << 20)
+            while true {
+                let n = chunk.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
+                if n <= 0 { break }
+                received += n
+            }
+            #expect(received < 64 << 20)
+            try expectStillServing(port)
         }
     }
 
