@@ -19,9 +19,8 @@ struct RecordingHandler: LogHandler {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
-    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
-             file: String, function: String, line: UInt) {
-        log.add(message.description, metadata ?? [:])
+    func log(event: LogEvent) {
+        log.add(event.message.description, event.metadata ?? [:])
     }
 }
 
