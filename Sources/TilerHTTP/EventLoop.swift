@@ -16,6 +16,9 @@ final class Connection {
     var lastActivity: Int64
     /// When the current request's first byte arrived; nil between requests.
     var requestStarted: Int64?
+    /// Whether any request has been answered (until then, silence is held to the
+    /// request-head timeout rather than the longer idle timeout).
+    var hasServedRequest = false
     /// Close once `output` is written.
     var closeAfterFlush = false
     /// Reading has stopped (closing or backpressure); only EPOLLOUT matters.
@@ -33,7 +36,22 @@ final class Connection {
         output.reserveCapacity(8192)
     }
 
-    var hasQueuedOutput: Bool { outputStart < output.count }
+    /// A cached body to send after `output` without copying it there first (the last
+    /// response's). Any later bytes for `output` must first append it (`materialize`).
+    var deferredBody: [UInt8]?
+
+    var hasQueuedOutput: Bool { outputStart < output.count || deferredBody != nil }
+
+    var queuedBytes: Int { output.count - outputStart + (deferredBody?.count ?? 0) }
+
+    /// Moves the deferred body into `output`, so that more bytes can follow it.
+    @inline(__always)
+    func materialize() {
+        if let body = deferredBody {
+            output += body
+            deferredBody = nil
+        }
+    }
 }
 
 /// An epoll loop on one thread with its own listening socket.
@@ -47,7 +65,6 @@ final class EventLoop: @unchecked Sendable {
         let connectionCount: UnsafeMutablePointer<CLong>
         let serializer: ResponseSerializer
         let limits: HTTPRequestParser.Limits
-        let overloaded: [UInt8]
 
         init(configuration: HTTPConfiguration, handler: any HTTPHandler, accessLog: Logger?,
              maximumConnections: Int, connectionCount: UnsafeMutablePointer<Int>) {
@@ -58,10 +75,6 @@ final class EventLoop: @unchecked Sendable {
             self.connectionCount = UnsafeMutableRawPointer(connectionCount).assumingMemoryBound(to: CLong.self)
             serializer = ResponseSerializer(configuration: configuration)
             limits = configuration.parserLimits
-            var out: [UInt8] = []
-            serializer.writeProtocolError(HTTPError(503, "the server is at its connection limit; retry later"),
-                                          date: HTTPDate.format(SystemClock.wallSeconds()), into: &out)
-            overloaded = out
         }
     }
 
@@ -173,7 +186,10 @@ final class EventLoop: @unchecked Sendable {
             }
             if cns_atomic_add(shared.connectionCount, 1) > shared.maximumConnections {
                 _ = cns_atomic_add(shared.connectionCount, -1)
-                shared.overloaded.withUnsafeBytes { _ = cns_send(fd, $0.baseAddress, $0.count) }
+                var refusal: [UInt8] = []
+                shared.serializer.writeProtocolError(HTTPError(503, "the server is at its connection limit; retry later"),
+                                                     date: date, into: &refusal)
+                refusal.withUnsafeBytes { _ = cns_send(fd, $0.baseAddress, $0.count) }
                 close(fd)
                 continue
             }
@@ -228,7 +244,7 @@ final class EventLoop: @unchecked Sendable {
     private func process(_ c: Connection, _ bytes: UnsafeRawBufferPointer) {
         var offset = 0
         while offset < bytes.count {
-            if c.output.count - c.outputStart >= shared.configuration.maximumQueuedOutputBytes {
+            if c.queuedBytes >= shared.configuration.maximumQueuedOutputBytes {
                 c.pendingInput.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
                 pauseReading(c)
                 return
@@ -241,10 +257,12 @@ final class EventLoop: @unchecked Sendable {
                 return
             case .complete:
                 c.requestStarted = nil
+                c.hasServedRequest = true
                 respond(c)
                 if c.closeAfterFlush { pauseReading(c); return }
             case .failed(let e):
                 c.requestStarted = nil
+                c.materialize()
                 shared.serializer.writeProtocolError(HTTPError(e.status, e.reason), date: date, into: &c.output)
                 logProtocolError(e)
                 c.closeAfterFlush = true
@@ -256,6 +274,7 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func respond(_ c: Connection) {
+        c.materialize()
         let head = c.parser.head
         let keepAlive = head.keepAlive && !draining
         if !keepAlive { c.closeAfterFlush = true }
@@ -263,7 +282,10 @@ final class EventLoop: @unchecked Sendable {
         switch head.method {
         case .get, .head:
             let response = shared.handler.respond(to: head)
-            result = shared.serializer.write(response, for: head, keepAlive: keepAlive, date: date, into: &c.output)
+            result = withUnsafeMutablePointer(to: &c.deferredBody) { deferred in
+                shared.serializer.write(response, for: head, keepAlive: keepAlive, date: date, into: &c.output,
+                                        deferredBody: deferred)
+            }
         case .options:
             shared.serializer.writeOptions(for: head, keepAlive: keepAlive, date: date, into: &c.output)
             result = (204, 0)
@@ -295,7 +317,34 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func flush(_ c: Connection) {
-        while c.hasQueuedOutput {
+        if let body = c.deferredBody {
+            // Headers and the cached body in one sendmsg, without copying the body.
+            let headLength = c.output.count - c.outputStart
+            let n = c.output.withUnsafeBytes { head in
+                body.withUnsafeBytes { b in
+                    cns_send2(c.fd, head.baseAddress.map { $0 + c.outputStart }, headLength, b.baseAddress, b.count)
+                }
+            }
+            if n < 0 && errno != EAGAIN && errno != EINTR {
+                closeConnection(c)
+                return
+            }
+            let sent = max(n, 0)
+            if sent > 0 { c.lastActivity = now }
+            if sent == headLength + body.count {
+                c.deferredBody = nil
+                c.outputStart = c.output.count
+            } else if sent < headLength {
+                c.outputStart += sent
+                c.materialize()
+            } else {
+                c.output.removeAll(keepingCapacity: true)
+                c.outputStart = 0
+                c.output += body[(sent - headLength)...]
+                c.deferredBody = nil
+            }
+        }
+        while c.outputStart < c.output.count {
             let n = c.output.withUnsafeBytes { buffer in
                 cns_send(c.fd, buffer.baseAddress! + c.outputStart, buffer.count - c.outputStart)
             }
@@ -411,6 +460,7 @@ final class EventLoop: @unchecked Sendable {
             } else if let started = c.requestStarted {
                 if now - started > headTimeout {
                     refreshDate()
+                    c.materialize()
                     shared.serializer.writeProtocolError(HTTPError(408, "the request head took too long to arrive"),
                                                          date: date, into: &c.output)
                     c.closeAfterFlush = true
@@ -418,7 +468,7 @@ final class EventLoop: @unchecked Sendable {
                     flush(c)
                     if connections[Int(c.fd)] === c { closeConnection(c) }
                 }
-            } else if now - c.lastActivity > idleTimeout {
+            } else if now - c.lastActivity > (c.hasServedRequest ? idleTimeout : min(idleTimeout, headTimeout)) {
                 closeConnection(c)
             }
         }

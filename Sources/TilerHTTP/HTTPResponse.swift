@@ -27,9 +27,12 @@ public enum HTTPStatus {
         return lines
     }()
 
+    static let ok = Array("HTTP/1.1 200 OK\r\n".utf8)
+
     @inline(__always)
     static func statusLine(_ status: Int) -> [UInt8] {
-        statusLines[status] ?? Array("HTTP/1.1 \(status) \(reason(status))\r\n".utf8)
+        if status == 200 { return ok }
+        return statusLines[status] ?? Array("HTTP/1.1 \(status) \(reason(status))\r\n".utf8)
     }
 }
 
@@ -170,15 +173,19 @@ struct ResponseSerializer {
     }
 
     /// Appends the response and returns its status and body size (for the access log).
+    /// A prepared body is not copied when `deferredBody` is given: it is returned there,
+    /// to be sent straight from the cache after the bytes in `out`.
     @discardableResult
     func write(_ response: HTTPResponse, for head: HTTPRequestHead, keepAlive: Bool, date: [UInt8],
-               extra: [UInt8] = [], into out: inout [UInt8]) -> (status: Int, bytes: Int) {
+               extra: [UInt8] = [], into out: inout [UInt8],
+               deferredBody: UnsafeMutablePointer<[UInt8]?>? = nil) -> (status: Int, bytes: Int) {
         let isHead = head.method == .head
         switch response {
         case let .withHeaders(fields, inner):
             var lines = extra
             for f in fields { lines += Array("\(f.name): \(f.value)\r\n".utf8) }
-            return write(inner, for: head, keepAlive: keepAlive, date: date, extra: lines, into: &out)
+            return write(inner, for: head, keepAlive: keepAlive, date: date, extra: lines, into: &out,
+                         deferredBody: deferredBody)
         case .prepared(let p):
             if p.isNotModified(for: head) {
                 begin(304, date: date, into: &out)
@@ -192,7 +199,9 @@ struct ResponseSerializer {
             out += p.entityHeaders
             out += p.validatorHeaders
             end(keepAlive: keepAlive, version: head.version, into: &out)
-            if !isHead { out += p.body }
+            if !isHead {
+                if let deferredBody { deferredBody.pointee = p.body } else { out += p.body }
+            }
             return (200, p.body.count)
         case let .bytes(status, contentType, body, cacheControl):
             writeBytes(status: status, contentType: contentType, body: body, cacheControl: cacheControl, extra: extra,

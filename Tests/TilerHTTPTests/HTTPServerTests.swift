@@ -10,11 +10,15 @@ struct TestHandler: HTTPHandler {
     static let big = PreparedResponse(body: (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 7) },
                                       contentType: "application/octet-stream", etag: nil, lastModified: nil, cacheControl: nil)
 
+    static let huge = PreparedResponse(body: [UInt8](repeating: 7, count: 64 << 20), contentType: "application/octet-stream",
+                                       etag: nil, lastModified: nil, cacheControl: nil)
+
     func respond(to head: HTTPRequestHead) -> HTTPResponse {
         let target = String(decoding: head.target, as: UTF8.self)
         switch target {
         case "/file": return .prepared(Self.file)
         case "/big": return .prepared(Self.big)
+        case "/huge": return .prepared(Self.huge)
         case "/missing": return .error(HTTPError(404, "no such thing"))
         default: return .bytes(status: 200, contentType: "text/plain", body: Array(target.utf8), cacheControl: nil)
         }
@@ -60,7 +64,7 @@ final class FailureBox: @unchecked Sendable {
 
 @Suite struct HTTPServerTests {
     @Test func keepAliveServesManyRequestsOnOneConnection() throws {
-        try withServer { port, _ in
+        try withServer { port, _ throws in
             let c = try RawHTTPClient(port: port)
             for i in 0..<200 {
                 try c.request("/n/\(i)")
@@ -74,7 +78,7 @@ final class FailureBox: @unchecked Sendable {
     }
 
     @Test func pipelinedRequestsAreAnsweredInOrder() throws {
-        try withServer { port, _ in
+        try withServer { port, _ throws in
             let c = try RawHTTPClient(port: port)
             try c.send((0..<100).map { "GET /p/\($0) HTTP/1.1\r\nHost: x\r\n\r\n" }.joined())
             for i in 0..<100 {
@@ -85,7 +89,7 @@ final class FailureBox: @unchecked Sendable {
     }
 
     @Test func pipelinedLargeResponsesApplyBackpressureAndArriveWhole() throws {
-        try withServer { port, _ in
+        try withServer { port, _ throws in
             let c = try RawHTTPClient(port: port)
             try c.send((0..<10).map { _ in "GET /big HTTP/1.1\r\nHost: x\r\n\r\n" }.joined() + "GET /after HTTP/1.1\r\nHost: x\r\n\r\n")
             for _ in 0..<10 {
@@ -98,7 +102,7 @@ final class FailureBox: @unchecked Sendable {
     }
 
     @Test func thirtyTwoConcurrentKeepAliveClients() throws {
-        try withServer { port, _ in
+        try withServer { port, _ throws in
             try onThreads(32) { t in
                 let c = try RawHTTPClient(port: port)
                 for i in 0..<150 {
@@ -115,7 +119,7 @@ final class FailureBox: @unchecked Sendable {
     }
 
     @Test func http10ClosesUnlessKeepAliveIsAsked() throws {
-        try withServer { port, _ in
+        try withServer { port, _ throws in
             let c = try RawHTTPClient(port: port)
             try c.send("GET /old HTTP/1.0\r\n\r\n")
             let r = try c.readResponse()
@@ -134,7 +138,7 @@ final class FailureBox: @unchecked Sendable {
     }
 
     @Test func connectionCloseIsHonoured() throws {
-        try withServer { port, _ in
+        try withServer { port, _ throws in
             let c = try RawHTTPClient(port: port)
             try c.request("/x", headers: ["Connection: close"])
             #expect(try c.readResponse().header("Connection") == "close")
@@ -143,7 +147,7 @@ final class FailureBox: @unchecked Sendable {
     }
 
     @Test func headSendsTheSameHeadersWithoutABody() throws {
-        try withServer { port, _ in
+        try withServer { port, _ throws in
             let c = try RawHTTPClient(port: port)
             try c.request("/file")
             let get = try c.readResponse()
@@ -160,7 +164,7 @@ final class FailureBox: @unchecked Sendable {
     }
 
     @Test func optionsIs204WithCORS() throws {
-        try withServer { port, _ in
+        try withServer { port, _ throws in
             let c = try RawHTTPClient(port: port)
             try c.request("/anything", method: "OPTIONS", headers: ["Origin: http://a.example", "Access-Control-Request-Method: GET"])
             let r = try c.readResponse()
@@ -174,18 +178,18 @@ final class FailureBox: @unchecked Sendable {
     }
 
     @Test func corsCanBeConfiguredOrTurnedOff() throws {
-        try withServer({ $0.corsAllowOrigin = "https://maps.example" }) { port, _ in
+        try withServer({ $0.corsAllowOrigin = "https://maps.example" }) { port, _ throws in
             let r = try fetch(port, "/x")
             #expect(r.header("Access-Control-Allow-Origin") == "https://maps.example")
         }
-        try withServer({ $0.corsAllowOrigin = nil }) { port, _ in
+        try withServer({ $0.corsAllowOrigin = nil }) { port, _ throws in
             let r = try fetch(port, "/x")
             #expect(r.header("Access-Control-Allow-Origin") == nil)
         }
     }
 
     @Test func otherMethodsAre405WithAllow() throws {
-        try withServer { port, _ in
+        try withServer { port, _ throws in
             let c = try RawHTTPClient(port: port)
             for method in ["POST", "PUT", "DELETE", "PATCH", "BREW"] {
                 try c.request("/file", method: method)
@@ -199,7 +203,7 @@ final class FailureBox: @unchecked Sendable {
     }
 
     @Test func conditionalRequestsGet304() throws {
-        try withServer { port, _ in
+        try withServer { port, _ throws in
             let c = try RawHTTPClient(port: port)
             func status(_ headers: [String]) throws -> RawResponse {
                 try c.request("/file", headers: headers)
@@ -226,7 +230,7 @@ final class FailureBox: @unchecked Sendable {
     }
 
     @Test func errorsAreJSON() throws {
-        try withServer { port, _ in
+        try withServer { port, _ throws in
             let r = try fetch(port, "/missing")
             #expect(r.status == 404)
             #expect(r.header("Content-Type") == "application/json")
@@ -240,7 +244,7 @@ final class FailureBox: @unchecked Sendable {
     }
 
     @Test func hugeRequestLineIs414OrClosed() throws {
-        try withServer { port, _ in
+        try withServer { port, _ throws in
             let c = try RawHTTPClient(port: port)
             try? c.send("GET /\(String(repeating: "a", count: 100_000)) HTTP/1.1\r\nHost: x\r\n\r\n")
             if let r = try? c.readResponse() {
@@ -253,7 +257,7 @@ final class FailureBox: @unchecked Sendable {
     }
 
     @Test func twoThousandHeadersAre431() throws {
-        try withServer { port, _ in
+        try withServer { port, _ throws in
             let c = try RawHTTPClient(port: port)
             try? c.send("GET / HTTP/1.1\r\nHost: x\r\n" + (0..<2000).map { "X-H\($0): v\r\n" }.joined() + "\r\n")
             let r = try c.readResponse()
@@ -264,7 +268,7 @@ final class FailureBox: @unchecked Sendable {
     }
 
     @Test func oversizedHeaderSectionIs431() throws {
-        try withServer { port, _ in
+        try withServer { port, _ throws in
             let c = try RawHTTPClient(port: port)
             try? c.send("GET / HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "b", count: 20_000))\r\n\r\n")
             #expect(try c.readResponse().status == 431)
@@ -273,7 +277,7 @@ final class FailureBox: @unchecked Sendable {
     }
 
     @Test func garbageIs400AndClosed() throws {
-        try withServer { port, _ in
+        try withServer { port, _ throws in
             let c = try RawHTTPClient(port: port)
             try c.send([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xFC, 0x03, 0x03] + Array("\r\n\r\n".utf8))
             let r = try c.readResponse()
@@ -286,7 +290,7 @@ final class FailureBox: @unchecked Sendable {
     }
 
     @Test func contentLengthWithTransferEncodingIs400() throws {
-        try withServer { port, _ in
+        try withServer { port, _ throws in
             let c = try RawHTTPClient(port: port)
             try c.send("GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
             #expect(try c.readResponse().status == 400)
@@ -296,7 +300,7 @@ final class FailureBox: @unchecked Sendable {
     }
 
     @Test func requestBodiesAre413() throws {
-        try withServer { port, _ in
+        try withServer { port, _ throws in
             let c = try RawHTTPClient(port: port)
             try c.send("GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n" + String(repeating: "z", count: 5000))
             #expect(try c.readResponse().status == 413)
@@ -306,7 +310,7 @@ final class FailureBox: @unchecked Sendable {
     }
 
     @Test func halfSentRequestsDoNotDelayOthers() throws {
-        try withServer { port, _ in
+        try withServer { port, _ throws in
             var slow: [RawHTTPClient] = []
             for i in 0..<60 {
                 let c = try RawHTTPClient(port: port)
@@ -329,7 +333,7 @@ final class FailureBox: @unchecked Sendable {
     }
 
     @Test func slowRequestHeadsGet408AndAreClosed() throws {
-        try withServer({ $0.requestHeadTimeout = 0.4 }) { port, _ in
+        try withServer({ $0.requestHeadTimeout = 0.4 }) { port, _ throws in
             let c = try RawHTTPClient(port: port)
             try c.send("GET / HTTP/1.1\r\nHost: x\r\n")
             let start = Date()
@@ -342,7 +346,7 @@ final class FailureBox: @unchecked Sendable {
     }
 
     @Test func idleConnectionsAreClosed() throws {
-        try withServer({ $0.idleTimeout = 0.4 }) { port, server in
+        try withServer({ $0.idleTimeout = 0.4 }) { port, server throws in
             let c = try RawHTTPClient(port: port)
             try c.request("/one")
             _ = try c.readResponse()
@@ -353,8 +357,36 @@ final class FailureBox: @unchecked Sendable {
         }
     }
 
+    @Test func silentNewConnectionsAreClosedAfterTheHeadTimeout() throws {
+        try withServer({ $0.requestHeadTimeout = 0.4 }) { port, _ throws in
+            let c = try RawHTTPClient(port: port)
+            let start = Date()
+            #expect(c.waitForClose())
+            let waited = Date().timeIntervalSince(start)
+            #expect(waited > 0.3 && waited < 3)
+        }
+    }
+
+    @Test func clientsThatStopReadingAreCutOffAfterTheWriteTimeout() throws {
+        try withServer({ $0.writeTimeout = 0.5 }) { port, server throws in
+            let c = try RawHTTPClient(port: port, timeout: 5)
+            try c.request("/huge")  // 64 MiB: far more than the socket buffers hold
+            Thread.sleep(forTimeInterval: 2)
+            #expect(server.openConnections == 0)
+            var received = 0
+            var chunk = [UInt8](repeating: 0, count: 1 << 20)
+            while true {
+                let n = chunk.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
+                if n <= 0 { break }
+                received += n
+            }
+            #expect(received < 64 << 20)
+            try expectStillServing(port)
+        }
+    }
+
     @Test func connectionsPastTheCapGet503() throws {
-        try withServer({ $0.maximumConnections = 4; $0.threads = 1 }) { port, server in
+        try withServer({ $0.maximumConnections = 4; $0.threads = 1 }) { port, server throws in
             let held = try (0..<4).map { _ in try RawHTTPClient(port: port) }
             for (i, c) in held.enumerated() {
                 try c.request("/h\(i)")
@@ -363,6 +395,7 @@ final class FailureBox: @unchecked Sendable {
             let extra = try RawHTTPClient(port: port)
             let r = try extra.readResponse()
             #expect(r.status == 503)
+            #expect(r.header("Date").flatMap { HTTPDate.parse(Array($0.utf8)) }.map { abs($0 - SystemClock.wallSeconds()) < 5 } == true)
             #expect(extra.waitForClose())
             #expect(server.openConnections == 4)
             // Capacity comes back when a connection closes.
