@@ -104,7 +104,7 @@ a { color: var(--accent); }
 .card.current { opacity: 1; transform: none; }
 .card a { display: block; color: inherit; text-decoration: none; }
 .thumb { position: relative; aspect-ratio: 4 / 3; background: #0b0d10; display: grid; place-items: center; }
-.thumb img { max-width: 100%; max-height: 100%; object-fit: contain; opacity: 0; transition: opacity .3s; }
+.thumb img { width: 100%; height: 100%; object-fit: contain; opacity: 0; transition: opacity .3s; }
 .thumb img.loaded { opacity: 1; }
 .caption { padding: .6rem .9rem .8rem; display: flex; justify-content: space-between; gap: .5rem; }
 .caption .name { font-weight: 600; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
