@@ -560,7 +560,8 @@ a { color: var(--accent); }
     }
     const fragment = document.createDocumentFragment();
     for (const [key, tile] of wanted) {
-      if (viewer.active.has(key)) continue;
+      const kept = viewer.active.get(key);
+      if (kept) { kept.el.classList.remove('retiring'); continue; }
       const el = dequeueTile();
       el.dataset.key = key;
       el.className = 'tile';
