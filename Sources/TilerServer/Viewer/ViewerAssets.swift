@@ -71,7 +71,8 @@ enum ViewerAssets {
   --fg: #e8eaee;
   --dim: #9aa3b2;
   --accent: #5fa8ff;
-  --card: min(78vw, 560px);
+  /* A page fits the window both ways: 4:3 thumbnail + caption + header + page control. */
+  --card: min(78vw, 560px, calc((100vh - 240px) * 4 / 3));
   font: 15px/1.4 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
 }
 * { box-sizing: border-box; }
@@ -104,7 +105,7 @@ a { color: var(--accent); }
 .card.current { opacity: 1; transform: none; }
 .card a { display: block; color: inherit; text-decoration: none; }
 .thumb { position: relative; aspect-ratio: 4 / 3; background: #0b0d10; display: grid; place-items: center; }
-.thumb img { width: 100%; height: 100%; object-fit: contain; opacity: 0; transition: opacity .3s; }
+.thumb img { position: absolute; inset: 0; width: 100%; height: 100%; object-fit: contain; opacity: 0; transition: opacity .3s; }
 .thumb img.loaded { opacity: 1; }
 .caption { padding: .6rem .9rem .8rem; display: flex; justify-content: space-between; gap: .5rem; }
 .caption .name { font-weight: 600; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
