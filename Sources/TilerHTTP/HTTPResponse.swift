@@ -4,6 +4,7 @@ public enum HTTPStatus {
         switch status {
         case 200: "OK"
         case 204: "No Content"
+        case 303: "See Other"
         case 304: "Not Modified"
         case 400: "Bad Request"
         case 404: "Not Found"
@@ -21,7 +22,7 @@ public enum HTTPStatus {
 
     static let statusLines: [Int: [UInt8]] = {
         var lines: [Int: [UInt8]] = [:]
-        for s in [200, 204, 304, 400, 404, 405, 408, 413, 414, 431, 500, 503, 505] {
+        for s in [200, 204, 303, 304, 400, 404, 405, 408, 413, 414, 431, 500, 503, 505] {
             lines[s] = Array("HTTP/1.1 \(s) \(reason(s))\r\n".utf8)
         }
         return lines
