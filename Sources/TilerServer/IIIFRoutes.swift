@@ -25,7 +25,7 @@ func iiifRoutes(store: TileStore) -> [Route] {
         let rest = path.dropFirst(iiifPrefix.count)
         let route = try httpError { () throws(IIIFError) in try IIIFRoute.parse(path: Substring(rest)) }
         let pyramid = try store.pyramid(named: route.identifier)
-        let base = baseURL(request.head) + iiifPrefix + rest.prefix { $0 != "/" }
+        let base = baseURL(request.head, store.configuration.http) + iiifPrefix + rest.prefix { $0 != "/" }
         let limits = store.configuration.iiifLimits
         switch route {
         case .base:
@@ -71,15 +71,16 @@ private func httpError<T>(_ body: () throws(IIIFError) -> T) throws(HTTPError) -
 }
 
 /// `http://` and the request's `Host` when it is a plausible authority, else the address
-/// the server was told to listen on.
-func baseURL(_ head: HTTPRequestHead) -> String {
+/// the server was told to listen on (HTTP/1.0 clients may send no Host).
+func baseURL(_ head: HTTPRequestHead, _ configuration: HTTPConfiguration) -> String {
     let host = head.host
     if !host.isEmpty, host.count <= 255,
        host.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "\\")
            && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "<") && $0 != UInt8(ascii: ">") && $0 != UInt8(ascii: "@") }) {
         return "http://" + String(decoding: host, as: UTF8.self)
     }
-    return "http://localhost"
+    let listen = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+    return "http://\(listen):\(configuration.port)"
 }
 
 /// The canonical form of a request (region `full` or `x,y,w,h`; size `max`, `w,h` or

@@ -47,9 +47,10 @@ import TilerImaging
 
     @Test func drawnImages() throws {
         let port = try ViewerPyramids.port()
-        let r = try fetch(port, "/iiif/3/\(id)/113,213,74,74/37,/0/default.jpg")
+        let r = try request(port, "GET", "/iiif/3/\(id)/113,213,74,74/37,/0/default.jpg")
         #expect(r.status == 200 && r.header("Content-Type") == "image/jpeg")
-        #expect(r.header("Link")?.contains(#"rel="canonical""#) == true)
+        #expect(r.header("Link") == #"<http://iiif.io/api/image/3/level2.json>;rel="profile", "#
+            + #"<http://127.0.0.1:\#(port)/iiif/3/\#(id)/113,213,74,74/37,37/0/default.jpg>;rel="canonical""#)
         let img = try DecodedImage(encoded: r.body)
         #expect(img.width == 37 && img.height == 37)
         let c = img.mean(x: 4, y: 4, width: 29, height: 29)
