@@ -4,6 +4,7 @@ public enum HTTPStatus {
         switch status {
         case 200: "OK"
         case 204: "No Content"
+        case 303: "See Other"
         case 304: "Not Modified"
         case 400: "Bad Request"
         case 404: "Not Found"
@@ -25,6 +26,7 @@ public enum HTTPStatus {
         switch status {
         case 200: "HTTP/1.1 200 OK\r\n"
         case 204: "HTTP/1.1 204 No Content\r\n"
+        case 303: "HTTP/1.1 303 See Other\r\n"
         case 304: "HTTP/1.1 304 Not Modified\r\n"
         case 400: "HTTP/1.1 400 Bad Request\r\n"
         case 404: "HTTP/1.1 404 Not Found\r\n"
