@@ -59,26 +59,26 @@ final class EventLoop: @unchecked Sendable {
     /// What all loops share.
     final class Shared: @unchecked Sendable {
         let configuration: HTTPConfiguration
-        let handler: any HTTPHandler
         let accessLog: Logger?
         let maximumConnections: Int
         let connectionCount: UnsafeMutablePointer<CLong>
-        let serializer: ResponseSerializer
         let limits: HTTPRequestParser.Limits
 
-        init(configuration: HTTPConfiguration, handler: any HTTPHandler, accessLog: Logger?,
+        init(configuration: HTTPConfiguration, accessLog: Logger?,
              maximumConnections: Int, connectionCount: UnsafeMutablePointer<Int>) {
             self.configuration = configuration
-            self.handler = handler
             self.accessLog = accessLog
             self.maximumConnections = maximumConnections
             self.connectionCount = UnsafeMutableRawPointer(connectionCount).assumingMemoryBound(to: CLong.self)
-            serializer = ResponseSerializer(configuration: configuration)
             limits = configuration.parserLimits
         }
     }
 
     private let shared: Shared
+    /// This loop's own handler and serializer: nothing on the request path is shared with
+    /// other loops, so no reference count or lock bounces between cores.
+    private let handler: any HTTPHandler
+    private let serializer: ResponseSerializer
     private let epfd: Int32
     private var listener: Int32
     private let wakeFD: Int32
@@ -102,7 +102,7 @@ final class EventLoop: @unchecked Sendable {
     private static let lingerTime: Int64 = 2000
     private static let sweepInterval: Int64 = 250
 
-    init?(listener: Int32, shared: Shared) {
+    init?(listener: Int32, shared: Shared, handler: any HTTPHandler) {
         let ep = cns_epoll_create()
         guard ep >= 0 else { return nil }
         let wake = cns_eventfd()
@@ -111,6 +111,8 @@ final class EventLoop: @unchecked Sendable {
         wakeFD = wake
         self.listener = listener
         self.shared = shared
+        self.handler = handler
+        serializer = ResponseSerializer(configuration: shared.configuration)
         readBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
         events = .allocate(capacity: Int(eventCapacity))
         stopFlag = .allocate(capacity: 1)
@@ -187,7 +189,7 @@ final class EventLoop: @unchecked Sendable {
             if cns_atomic_add(shared.connectionCount, 1) > shared.maximumConnections {
                 _ = cns_atomic_add(shared.connectionCount, -1)
                 var refusal: [UInt8] = []
-                shared.serializer.writeProtocolError(HTTPError(503, "the server is at its connection limit; retry later"),
+                serializer.writeProtocolError(HTTPError(503, "the server is at its connection limit; retry later"),
                                                      date: date, into: &refusal)
                 refusal.withUnsafeBytes { _ = cns_send(fd, $0.baseAddress, $0.count) }
                 close(fd)
@@ -263,7 +265,7 @@ final class EventLoop: @unchecked Sendable {
             case .failed(let e):
                 c.requestStarted = nil
                 c.materialize()
-                shared.serializer.writeProtocolError(HTTPError(e.status, e.reason), date: date, into: &c.output)
+                serializer.writeProtocolError(HTTPError(e.status, e.reason), date: date, into: &c.output)
                 logProtocolError(e)
                 c.closeAfterFlush = true
                 c.lingerDeadline = now + Self.lingerTime
@@ -281,16 +283,16 @@ final class EventLoop: @unchecked Sendable {
         let result: (status: Int, bytes: Int)
         switch head.method {
         case .get, .head:
-            let response = shared.handler.respond(to: head)
+            let response = handler.respond(to: head)
             result = withUnsafeMutablePointer(to: &c.deferredBody) { deferred in
-                shared.serializer.write(response, for: head, keepAlive: keepAlive, date: date, into: &c.output,
+                serializer.write(response, for: head, keepAlive: keepAlive, date: date, into: &c.output,
                                         deferredBody: deferred)
             }
         case .options:
-            shared.serializer.writeOptions(for: head, keepAlive: keepAlive, date: date, into: &c.output)
+            serializer.writeOptions(for: head, keepAlive: keepAlive, date: date, into: &c.output)
             result = (204, 0)
         case .other:
-            result = shared.serializer.write(.error(HTTPError(405, "only GET, HEAD and OPTIONS are allowed")), for: head,
+            result = serializer.write(.error(HTTPError(405, "only GET, HEAD and OPTIONS are allowed")), for: head,
                                              keepAlive: keepAlive, date: date, into: &c.output)
         }
         if let log = shared.accessLog { logAccess(log, head, result) }
@@ -461,7 +463,7 @@ final class EventLoop: @unchecked Sendable {
                 if now - started > headTimeout {
                     refreshDate()
                     c.materialize()
-                    shared.serializer.writeProtocolError(HTTPError(408, "the request head took too long to arrive"),
+                    serializer.writeProtocolError(HTTPError(408, "the request head took too long to arrive"),
                                                          date: date, into: &c.output)
                     c.closeAfterFlush = true
                     pauseReading(c)
