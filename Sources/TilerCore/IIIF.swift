@@ -312,14 +312,11 @@ public struct IIIFImagePlan: Sendable, Hashable {
         var w: Int, h: Int
         switch request.size.form {
         case .max:
-            // The region's size, shrunk to fit the limits (and, with ^, grown to them).
-            var s = 1.0
-            s = min(s, Double(limits.maxWidth) / rw, Double(limits.maxHeight) / rh,
-                    (Double(limits.maxArea) / (rw * rh)).squareRoot())
-            if request.size.upscale {
-                s = min(Double(limits.maxWidth) / rw, Double(limits.maxHeight) / rh,
-                        (Double(limits.maxArea) / (rw * rh)).squareRoot())
-            }
+            // The largest scale the limits allow; without ^ never above 1 (the region's
+            // own size), with ^ exactly that (grown to the limits).
+            let fit = min(Double(limits.maxWidth) / rw, Double(limits.maxHeight) / rh,
+                          (Double(limits.maxArea) / (rw * rh)).squareRoot())
+            let s = request.size.upscale ? fit : min(1, fit)
             w = s == 1 ? region.width : max(1, Int((rw * s).rounded(.down)))
             h = s == 1 ? region.height : max(1, Int((rh * s).rounded(.down)))
         case let .width(ow):
