@@ -16,7 +16,7 @@ let package = Package(
         .systemLibrary(name: "CVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         // Fixed-arity wrappers for the libvips calls Swift cannot make (C varargs).
-        .target(name: "CTilerShims", dependencies: ["CVips"]),
+        .target(name: "CTilerShims", dependencies: ["CVips", "CPNG"]),
         // epoll, accept4 and friends, which Glibc's Swift module does not expose.
         .target(name: "CNetShims"),
 

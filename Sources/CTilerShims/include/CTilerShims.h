@@ -1,10 +1,80 @@
 #ifndef CTILERSHIMS_H
 #define CTILERSHIMS_H
-/* Fixed-arity wrappers for libvips' variadic operations, which Swift cannot call.
-   Each returns 0 on success and -1 on failure, with the reason in vips_error_buffer(). */
+/* Fixed-arity wrappers for the C calls Swift cannot make: libvips' variadic operations
+   and libpng's setjmp/longjmp error handling.
+
+   Every int-returning function returns 0 on success and -1 on failure; the reason is
+   then in libvips' error buffer (read it with tiler_vips_error_copy()). Images handed
+   back through VipsImage ** are new references the caller releases with g_object_unref
+   (Swift: tiler_vips_unref). */
+#include <stddef.h>
+#include <stdint.h>
 #include <vips/vips.h>
 
-/* Placeholder: the cutter adds one documented function per operation it needs. */
+/* ---- runtime ------------------------------------------------------------------ */
+
+/* VIPS_INIT once per process, then: operation cache off (a cut reuses nothing) and
+   libvips' own warnings (e.g. "Premature end of JPEG file") kept off stderr, because
+   tiler reports problems itself, one line per input. */
 int tiler_vips_init(const char *program);
+
+/* The error buffer as a newly allocated string (free with g_free), then cleared. */
+char *tiler_vips_error_copy(void);
+
+/* Drops one reference to an image. */
+void tiler_vips_unref(VipsImage *image);
+
+/* ---- loading and conversion ----------------------------------------------------- */
+
+/* Opens `path` for one top-to-bottom pass (access=sequential), failing on truncated
+   data (fail_on=truncated) instead of warning and padding with grey. Only the header
+   is read here; pixel errors surface when the image is streamed. */
+int tiler_vips_open_sequential(const char *path, VipsImage **out);
+
+/* Converts any image to what tiles hold: 8-bit unsigned, sRGB (3 bands) or grey
+   (1 band), plus alpha if the input has one. 16-bit input is scaled (>> 8), not
+   clipped; colour spaces libvips knows (CMYK, Lab, scRGB, ...) go to sRGB; extra
+   bands beyond colour + alpha are dropped. With flatten_alpha, alpha is composited
+   on white and removed (for JPEG tiles). */
+int tiler_vips_to_tile_pixels(VipsImage *in, int flatten_alpha, VipsImage **out);
+
+/* Streams `image` top to bottom through libvips' threaded sink (vips_sink_disc):
+   `rows` is called in order, on one thread at a time, with `count` consecutive full
+   rows starting at row `top`; row i is at first + i * stride. A non-zero return
+   from `rows` stops the stream, and this function then returns -1. */
+typedef int (*tiler_rows_fn)(const uint8_t *first, size_t stride, int top, int count, void *context);
+int tiler_vips_stream_rows(VipsImage *image, tiler_rows_fn rows, void *context);
+
+/* Wraps 8-bit pixels (rows of width * bands bytes, contiguous) as an image without
+   copying; the caller keeps `pixels` alive for the image's lifetime. */
+VipsImage *tiler_vips_image_from_pixels(const uint8_t *pixels, int width, int height, int bands);
+
+/* Shrinks `in` so that its longest side is at most `size` (never enlarges). */
+int tiler_vips_thumbnail_image(VipsImage *in, int size, VipsImage **out);
+
+/* Reads a whole (small) image into a newly allocated buffer of rows (free with g_free). */
+int tiler_vips_pixels(VipsImage *in, uint8_t **pixels, size_t *length);
+
+/* ---- encoding ------------------------------------------------------------------- */
+
+/* JPEG and WebP into a newly allocated buffer (free with g_free), metadata stripped. */
+int tiler_vips_jpegsave_buffer(VipsImage *in, int quality, void **buffer, size_t *length);
+int tiler_vips_webpsave_buffer(VipsImage *in, int quality, void **buffer, size_t *length);
+
+/* Encodes 8-bit pixels (1 grey, 2 grey+alpha, 3 RGB, 4 RGBA bands) as a PNG with libpng
+   into a newly allocated buffer (free with free()). `filters` is a PNG_FILTER_* mask,
+   `zlib_level` 0-9, `zlib_strategy` a zlib Z_* strategy. On failure returns -1 and, if
+   `message` is not NULL, copies libpng's reason into it (up to message_size bytes). */
+int tiler_png_encode(const uint8_t *pixels, size_t stride, int width, int height, int bands,
+                     int zlib_level, int filters, int zlib_strategy,
+                     uint8_t **buffer, size_t *length, char *message, size_t message_size);
+
+/* ---- files -------------------------------------------------------------------- */
+
+/* Swaps two existing paths in one step (Linux renameat2 RENAME_EXCHANGE), so a reader
+   sees either the old or the new folder and never neither. Returns -1 with errno set
+   when the file system or kernel cannot exchange (EINVAL, ENOSYS); the caller then
+   falls back to two renames. */
+int tiler_exchange_paths(const char *a, const char *b);
 
 #endif
