@@ -745,7 +745,8 @@ def section_serve(t, res, args):
 # ---- profiles
 
 def perf_top(data, sort, n=15):
-    rep = out_of(["perf", "report", "-i", data, "--no-children", "--sort", sort, "--stdio", "--percent-limit", "0.7"])
+    rep = out_of(["perf", "report", "-i", data, "--no-children", "-g", "none", "--sort", sort, "--stdio",
+                  "--percent-limit", "0.7"])
     rows = [l.rstrip() for l in rep.splitlines() if l.strip() and not l.startswith("#") and "%" in l[:10]]
     return rows[:n]
 
@@ -764,24 +765,24 @@ def profile_server(pid, port, script, sdir):
 def section_profile(t, res, args):
     side = 4000
     src = t.image(side, side)
-    out = {}
-    if t.tiler_error:
-        out["error"] = t.tiler_error
-    else:
-        for tool in ("tiler", "dzsave"):
-            dest = os.path.join(t.out, "profile-" + tool)
-            clear(dest)
-            os.makedirs(dest)
-            data = os.path.join(t.out, f"cut-{tool}.perf")
-            cmd = t.cut_cmd(tool, "png", src, dest)
-            p = run(["perf", "record", "-e", "cpu-clock", "-F", "999", "-g", "-o", data, "--"] + cmd,
-                    check=False, capture_output=True)
-            clear(dest)
-            if p.returncode != 0:
-                out[tool] = {"error": p.stderr[-300:]}
-                continue
-            out[tool] = {"dso": perf_top(data, "dso"), "symbol": perf_top(data, "dso,symbol", 25)}
-            log(f"profile {tool}:\n    " + "\n    ".join(out[tool]["dso"][:8]))
+    out = {"image": f"{side}x{side}", "format": "png", "how": "perf record -e cpu-clock -F 999 -g"}
+    for tool in ("tiler", "dzsave"):
+        if tool == "tiler" and t.tiler_error:
+            out[tool] = {"error": t.tiler_error}
+            continue
+        dest = os.path.join(t.out, "profile-" + tool)
+        clear(dest)
+        os.makedirs(dest)
+        data = os.path.join(t.out, f"cut-{tool}.perf")
+        cmd = t.cut_cmd(tool, "png", src, dest)
+        p = run(["perf", "record", "-e", "cpu-clock", "-F", "999", "-g", "-o", data, "--"] + cmd,
+                check=False, capture_output=True)
+        clear(dest)
+        if p.returncode != 0:
+            out[tool] = {"error": p.stderr[-300:]}
+            continue
+        out[tool] = {"dso": perf_top(data, "dso"), "symbol": perf_top(data, "dso,symbol", 25)}
+        log(f"profile {tool}:\n    " + "\n    ".join(out[tool]["dso"][:8]))
     res["profile"] = out
 
 
@@ -801,7 +802,9 @@ def targets(res):
                 tg.append((label, "error: " + (a.get("error") or b.get("error") or "not measured"), None, False))
             else:
                 r = a[key] / b[key]
-                tg.append((label, f"{a[key]:g} vs {b[key]:g}", round(r, 3), r <= limit))
+                unit = {"wall": ("s", 1), "bytes": ("MB", 1e6), "rss_mb": ("MB", 1)}[key]
+                val = f"{a[key] / unit[1]:.{2 if key == 'wall' else 0}f} vs {b[key] / unit[1]:.{2 if key == 'wall' else 0}f} {unit[0]}"
+                tg.append((label, val, round(r, 3), r <= limit))
         ratio(tp, dp, "wall", 0.5, "cut PNG wall <= 0.5x dzsave default")
         ratio(tp, dp, "bytes", 1.0, "cut PNG bytes <= dzsave default")
         ratio(tp, dp, "rss_mb", 1.0, "cut PNG peak RSS <= dzsave default")
@@ -899,6 +902,17 @@ def report_md(res):
                      f"(median of {len(s['time_to_first_answer_ms']['runs'])}); peak RSS (VmHWM) after all runs "
                      f"{s.get('tiler_rss_mb')} MB.")
             L.append("")
+    if "profile" in res:
+        pf = res["profile"]
+        L += [f"## Where the time goes: `tiler cut` and `vips dzsave`, {pf.get('image')} PNG ({pf.get('how')})", ""]
+        for tool in ("tiler", "dzsave"):
+            x = pf.get(tool, {})
+            L += [f"{tool}:", "", "```"] + (x.get("dso", []) + [""] + x.get("symbol", [])[:15]
+                                              if "error" not in x else [x["error"]]) + ["```", ""]
+    if "profile" in res.get("serve", {}):
+        x = res["serve"]["profile"]
+        L += ["## Where the time goes: `tiler serve` under wrk (PNG tiles)", "", "```"] + x["dso"] + [""] + \
+             x["symbol"][:15] + ["```", ""]
     if res["targets"]:
         L += ["## Targets", "", "| target | values | ratio | result |", "|---|---|---|---|"]
         for name, val, r, ok in res["targets"]:
