@@ -26,6 +26,7 @@ import math
 import os
 import platform
 import random
+import re
 import shutil
 import signal
 import socket
@@ -747,8 +748,12 @@ def section_serve(t, res, args):
 def perf_top(data, sort, n=15):
     rep = out_of(["perf", "report", "-i", data, "--no-children", "-g", "none", "--sort", sort, "--stdio",
                   "--percent-limit", "0.7"])
-    rows = [l.rstrip() for l in rep.splitlines() if l.strip() and not l.startswith("#") and "%" in l[:10]]
-    return rows[:n]
+    rows = [l.strip() for l in rep.splitlines() if l.strip() and not l.startswith("#") and "%" in l[:10]]
+    rows = [re.sub(r"(\s+-)+$", "", re.sub(r"\s+", " ", l)) for l in rows[:n]]
+    # Swift symbols are mangled; swift demangle (from the toolchain) makes them readable.
+    p = subprocess.run(["swift", "demangle", "--simplified", "--compact"], input="\n".join(rows),
+                       text=True, capture_output=True)
+    return p.stdout.splitlines() if p.returncode == 0 and p.stdout.strip() else rows
 
 
 def profile_server(pid, port, script, sdir):
