@@ -1,0 +1,449 @@
+/// The request methods the server distinguishes. Anything else is `.other` and gets 405.
+public enum HTTPMethod: Sendable, Hashable {
+    case get, head, options, other
+
+    init(_ bytes: UnsafeRawBufferPointer) {
+        switch bytes.count {
+        case 3 where bytes[0] == 0x47 && bytes[1] == 0x45 && bytes[2] == 0x54: self = .get  // GET
+        case 4 where bytes[0] == 0x48 && bytes[1] == 0x45 && bytes[2] == 0x41 && bytes[3] == 0x44: self = .head  // HEAD
+        case 7 where bytes.elementsEqual("OPTIONS".utf8): self = .options
+        default: self = .other
+        }
+    }
+}
+
+/// HTTP/1.0 or HTTP/1.1 (the only versions accepted; others are 505 or 400).
+public enum HTTPVersion: Sendable, Hashable {
+    case http10, http11
+}
+
+/// The parts of a request head the server acts on. The parser reuses the arrays'
+/// storage from one request to the next, so reading a head allocates nothing.
+public struct HTTPRequestHead: Sendable {
+    public internal(set) var method: HTTPMethod = .other
+    public internal(set) var version: HTTPVersion = .http11
+    /// The request target as sent, e.g. `/images/a/tiles/0/0/0.png?x=1` (absolute-form
+    /// targets are reduced to their path and query).
+    public internal(set) var target: [UInt8] = []
+    /// The raw value of `If-None-Match`, or empty when absent.
+    public internal(set) var ifNoneMatch: [UInt8] = []
+    /// The raw value of `If-Modified-Since`, or empty when absent.
+    public internal(set) var ifModifiedSince: [UInt8] = []
+    /// Whether `Connection: close` was sent.
+    public internal(set) var connectionClose = false
+    /// Whether `Connection: keep-alive` was sent.
+    public internal(set) var connectionKeepAlive = false
+    /// The declared body length, if any.
+    public internal(set) var contentLength: Int?
+    public internal(set) var hasTransferEncoding = false
+    public internal(set) var hasHost = false
+
+    public init() {}
+
+    /// Whether the connection may carry another request after this one: HTTP/1.1 unless
+    /// `Connection: close`, HTTP/1.0 only with `Connection: keep-alive`.
+    public var keepAlive: Bool {
+        switch version {
+        case .http11: !connectionClose
+        case .http10: connectionKeepAlive && !connectionClose
+        }
+    }
+
+    /// The length of the path part of `target` (up to `?` or `#`).
+    public var pathLength: Int {
+        for (i, b) in target.enumerated() where b == UInt8(ascii: "?") || b == UInt8(ascii: "#") { return i }
+        return target.count
+    }
+
+    mutating func clear() {
+        method = .other
+        version = .http11
+        target.removeAll(keepingCapacity: true)
+        ifNoneMatch.removeAll(keepingCapacity: true)
+        ifModifiedSince.removeAll(keepingCapacity: true)
+        connectionClose = false
+        connectionKeepAlive = false
+        contentLength = nil
+        hasTransferEncoding = false
+        hasHost = false
+    }
+}
+
+/// Why a request was refused before it reached a handler: a status and a fixed reason.
+public struct HTTPParseError: Error, Sendable, Hashable, CustomStringConvertible {
+    public let status: Int
+    public let reason: String
+
+    static func bad(_ reason: String) -> HTTPParseError { HTTPParseError(status: 400, reason: reason) }
+    static let uriTooLong = HTTPParseError(status: 414, reason: "the request line is too long")
+    static let headersTooLarge = HTTPParseError(status: 431, reason: "the request headers are too large")
+    static let tooManyHeaders = HTTPParseError(status: 431, reason: "the request has too many headers")
+    static let bodyTooLarge = HTTPParseError(status: 413, reason: "request bodies are not accepted")
+    static let versionNotSupported = HTTPParseError(status: 505, reason: "only HTTP/1.0 and HTTP/1.1 are supported")
+
+    public var description: String { "\(status) \(reason)" }
+}
+
+/// An incremental HTTP/1.1 request parser: a state machine over bytes with no I/O.
+///
+/// Feed it whatever arrived with `parse(_:)`; it consumes bytes until a request is
+/// complete (`.complete`: read `head`, then keep feeding the unconsumed bytes — that is
+/// pipelining), needs more (`.needMore`: everything was consumed), or fails
+/// (`.failed`: answer with the error's status and close the connection). Bodies, which
+/// this server never uses, are counted off and discarded when within
+/// `Limits.maximumBodyBytes`.
+public struct HTTPRequestParser: Sendable {
+    /// Size limits enforced while parsing.
+    public struct Limits: Sendable, Hashable {
+        /// Longest request line (method, target, version), in bytes: 414 past it.
+        public var maximumRequestLineBytes: Int
+        /// Largest header section (all header lines), in bytes: 431 past it.
+        public var maximumHeaderBytes: Int
+        /// Most header fields: 431 past it.
+        public var maximumHeaderCount: Int
+        /// Largest request body accepted (and discarded): 413 past it.
+        public var maximumBodyBytes: Int
+
+        public init(maximumRequestLineBytes: Int = 8192, maximumHeaderBytes: Int = 16384,
+                    maximumHeaderCount: Int = 100, maximumBodyBytes: Int = 0) {
+            self.maximumRequestLineBytes = maximumRequestLineBytes
+            self.maximumHeaderBytes = maximumHeaderBytes
+            self.maximumHeaderCount = maximumHeaderCount
+            self.maximumBodyBytes = maximumBodyBytes
+        }
+    }
+
+    /// What a call to `parse(_:)` found.
+    public enum Status: Sendable, Hashable {
+        case needMore
+        case complete
+        case failed(HTTPParseError)
+    }
+
+    /// The outcome of `parse(_:)`: how many bytes were used and what they made.
+    public struct ParseResult: Sendable, Hashable {
+        public var consumed: Int
+        public var status: Status
+    }
+
+    private enum State: Sendable, Hashable {
+        case start, method, target, version, requestLineEnd
+        case lineStart, name, valueSpace, value, valueEnd, headersEnd
+        case body(Int)
+        case complete, failed
+    }
+
+    /// Headers whose values the parser keeps.
+    private enum Field: Sendable { case other, host, connection, contentLength, transferEncoding, ifNoneMatch, ifModifiedSince }
+
+    public let limits: Limits
+    /// The head of the request most recently completed (valid until the next `parse`).
+    public private(set) var head = HTTPRequestHead()
+
+    private var state: State = .start
+    private var method: [UInt8] = []
+    private var version: [UInt8] = []
+    private var name: [UInt8] = []
+    private var value: [UInt8] = []
+    private var field: Field = .other
+    private var requestLineBytes = 0
+    private var headerBytes = 0
+    private var headerCount = 0
+
+    public init(limits: Limits = Limits()) {
+        self.limits = limits
+        method.reserveCapacity(16)
+        version.reserveCapacity(16)
+        name.reserveCapacity(32)
+        value.reserveCapacity(64)
+        head.target.reserveCapacity(128)
+    }
+
+    /// Whether no byte of a next request has arrived yet (between requests).
+    public var isIdle: Bool { state == .start || state == .complete }
+
+    /// Whether the last request ended the parser's use (a failure).
+    public var hasFailed: Bool { state == .failed }
+
+    /// Forgets any partial request and starts afresh.
+    public mutating func reset() {
+        state = .start
+        method.removeAll(keepingCapacity: true)
+        version.removeAll(keepingCapacity: true)
+        name.removeAll(keepingCapacity: true)
+        value.removeAll(keepingCapacity: true)
+        field = .other
+        requestLineBytes = 0
+        headerBytes = 0
+        headerCount = 0
+        head.clear()
+    }
+
+    /// Parses as much of `bytes` as makes up the current request.
+    public mutating func parse(_ bytes: UnsafeRawBufferPointer) -> ParseResult {
+        if state == .complete { reset() }
+        if state == .failed { return ParseResult(consumed: 0, status: .failed(.bad("the connection has already failed"))) }
+        var i = 0
+        let n = bytes.count
+        while i < n {
+            let b = bytes[i]
+            switch state {
+            case .start:
+                // RFC 9112 §2.2: ignore empty lines before a request line.
+                if b == cr || b == lf {
+                    requestLineBytes += 1
+                    if requestLineBytes > limits.maximumRequestLineBytes { return fail(.bad("expected a request line"), i) }
+                    i += 1
+                    continue
+                }
+                requestLineBytes = 0
+                state = .method
+                continue
+            case .method:
+                requestLineBytes += 1
+                if b == sp {
+                    guard !method.isEmpty else { return fail(.bad("missing method"), i) }
+                    state = .target
+                } else if isToken(b) {
+                    guard method.count < 32 else { return fail(.bad("method too long"), i) }
+                    method.append(b)
+                } else {
+                    return fail(.bad("malformed request line"), i)
+                }
+            case .target:
+                requestLineBytes += 1
+                if requestLineBytes > limits.maximumRequestLineBytes { return fail(.uriTooLong, i) }
+                if b == sp {
+                    guard !head.target.isEmpty else { return fail(.bad("missing request target"), i) }
+                    state = .version
+                } else if b <= 0x20 || b >= 0x7F {
+                    return fail(.bad("malformed request target"), i)
+                } else {
+                    head.target.append(b)
+                }
+            case .version:
+                requestLineBytes += 1
+                if requestLineBytes > limits.maximumRequestLineBytes { return fail(.uriTooLong, i) }
+                if b == cr {
+                    state = .requestLineEnd
+                } else if b == lf {
+                    if let e = finishRequestLine() { return fail(e, i) }
+                } else {
+                    guard version.count < 8 else { return fail(.bad("malformed HTTP version"), i) }
+                    version.append(b)
+                }
+            case .requestLineEnd:
+                guard b == lf else { return fail(.bad("malformed request line"), i) }
+                if let e = finishRequestLine() { return fail(e, i) }
+            case .lineStart:
+                headerBytes += 1
+                if headerBytes > limits.maximumHeaderBytes { return fail(.headersTooLarge, i) }
+                if b == cr {
+                    state = .headersEnd
+                } else if b == lf {
+                    if let e = finishHead() { return fail(e, i) }
+                    if state == .complete { return ParseResult(consumed: i + 1, status: .complete) }
+                } else if b == sp || b == ht {
+                    return fail(.bad("obsolete header line folding is not accepted"), i)
+                } else {
+                    headerCount += 1
+                    if headerCount > limits.maximumHeaderCount { return fail(.tooManyHeaders, i) }
+                    name.removeAll(keepingCapacity: true)
+                    state = .name
+                    headerBytes -= 1
+                    continue
+                }
+            case .name:
+                headerBytes += 1
+                if headerBytes > limits.maximumHeaderBytes { return fail(.headersTooLarge, i) }
+                if b == colon {
+                    guard !name.isEmpty else { return fail(.bad("empty header name"), i) }
+                    field = classify()
+                    value.removeAll(keepingCapacity: true)
+                    state = .valueSpace
+                } else if isToken(b) {
+                    if name.count < 32 { name.append(b | (b >= 0x41 && b <= 0x5A ? 0x20 : 0)) } else { name.append(0) }
+                } else {
+                    return fail(.bad("malformed header name"), i)
+                }
+            case .valueSpace:
+                if b == sp || b == ht {
+                    headerBytes += 1
+                    if headerBytes > limits.maximumHeaderBytes { return fail(.headersTooLarge, i) }
+                    i += 1
+                    continue
+                }
+                state = .value
+                continue
+            case .value:
+                headerBytes += 1
+                if headerBytes > limits.maximumHeaderBytes { return fail(.headersTooLarge, i) }
+                if b == cr {
+                    state = .valueEnd
+                } else if b == lf {
+                    if let e = finishField() { return fail(e, i) }
+                } else if (b < 0x20 && b != ht) || b == 0x7F {
+                    return fail(.bad("malformed header value"), i)
+                } else if field != .other {
+                    guard value.count < 1024 else { return fail(.headersTooLarge, i) }
+                    value.append(b)
+                }
+            case .valueEnd:
+                headerBytes += 1
+                guard b == lf else { return fail(.bad("malformed header line"), i) }
+                if let e = finishField() { return fail(e, i) }
+            case .headersEnd:
+                guard b == lf else { return fail(.bad("malformed end of headers"), i) }
+                if let e = finishHead() { return fail(e, i) }
+                if state == .complete { return ParseResult(consumed: i + 1, status: .complete) }
+            case .body(let remaining):
+                let take = min(remaining, n - i)
+                i += take
+                if take == remaining {
+                    state = .complete
+                    return ParseResult(consumed: i, status: .complete)
+                }
+                state = .body(remaining - take)
+                continue
+            case .complete, .failed:
+                return ParseResult(consumed: i, status: .failed(.bad("internal parser state")))
+            }
+            i += 1
+        }
+        return ParseResult(consumed: n, status: .needMore)
+    }
+
+    private mutating func fail(_ error: HTTPParseError, _ at: Int) -> ParseResult {
+        state = .failed
+        return ParseResult(consumed: at + 1, status: .failed(error))
+    }
+
+    private mutating func finishRequestLine() -> HTTPParseError? {
+        head.method = method.withUnsafeBytes { HTTPMethod($0) }
+        // "HTTP/" DIGIT "." DIGIT
+        guard version.count == 8, version[0] == 0x48, version[1] == 0x54, version[2] == 0x54, version[3] == 0x50,
+              version[4] == slash, version[6] == UInt8(ascii: "."),
+              isDigit(version[5]), isDigit(version[7]) else {
+            return .bad("malformed HTTP version")
+        }
+        switch (version[5], version[7]) {
+        case (UInt8(ascii: "1"), UInt8(ascii: "1")): head.version = .http11
+        case (UInt8(ascii: "1"), UInt8(ascii: "0")): head.version = .http10
+        default: return .versionNotSupported
+        }
+        // Absolute-form (`http://host/path`): keep only the path and query.
+        let t = head.target
+        if t.first != slash {
+            if t.count == 1 && t[0] == UInt8(ascii: "*") && head.method == .options {
+                // asterisk-form, OPTIONS only
+            } else if let schemeEnd = absoluteFormPathStart(t) {
+                head.target.removeSubrange(0..<schemeEnd)
+                if head.target.isEmpty { head.target.append(slash) }
+            } else {
+                return .bad("the request target must start with '/'")
+            }
+        }
+        state = .lineStart
+        return nil
+    }
+
+    /// For `http://authority/path` or `https://…`, the index where the path starts.
+    private func absoluteFormPathStart(_ t: [UInt8]) -> Int? {
+        let http = Array("http://".utf8), https = Array("https://".utf8)
+        let lower = t.prefix(8).map { $0 | (($0 >= 0x41 && $0 <= 0x5A) ? 0x20 : 0) }
+        let skip: Int
+        if lower.starts(with: http) { skip = http.count } else if lower.starts(with: https) { skip = https.count } else { return nil }
+        guard let slashIndex = t[skip...].firstIndex(of: slash) else { return t.count }
+        return slashIndex
+    }
+
+    private func classify() -> Field {
+        switch name.count {
+        case 4 where name.elementsEqual("host".utf8): .host
+        case 10 where name.elementsEqual("connection".utf8): .connection
+        case 14 where name.elementsEqual("content-length".utf8): .contentLength
+        case 17 where name.elementsEqual("transfer-encoding".utf8): .transferEncoding
+        case 13 where name.elementsEqual("if-none-match".utf8): .ifNoneMatch
+        case 17 where name.elementsEqual("if-modified-since".utf8): .ifModifiedSince
+        default: .other
+        }
+    }
+
+    private mutating func finishField() -> HTTPParseError? {
+        state = .lineStart
+        while let last = value.last, last == sp || last == ht { value.removeLast() }
+        switch field {
+        case .other: break
+        case .host:
+            if head.hasHost { return .bad("more than one Host header") }
+            head.hasHost = true
+        case .connection:
+            // A comma-separated list of tokens, case-insensitive.
+            var start = 0
+            for end in 0...value.count where end == value.count || value[end] == UInt8(ascii: ",") {
+                var a = start, b = end
+                while a < b, value[a] == sp || value[a] == ht { a += 1 }
+                while b > a, value[b - 1] == sp || value[b - 1] == ht { b -= 1 }
+                if equalsLowercased(value[a..<b], "close") { head.connectionClose = true }
+                if equalsLowercased(value[a..<b], "keep-alive") { head.connectionKeepAlive = true }
+                start = end + 1
+            }
+        case .contentLength:
+            guard !value.isEmpty, value.count <= 18, value.allSatisfy(isDigit) else {
+                return .bad("malformed Content-Length")
+            }
+            let length = value.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+            if let previous = head.contentLength, previous != length { return .bad("conflicting Content-Length headers") }
+            head.contentLength = length
+        case .transferEncoding:
+            head.hasTransferEncoding = true
+        case .ifNoneMatch:
+            if !head.ifNoneMatch.isEmpty { head.ifNoneMatch.append(UInt8(ascii: ",")) }
+            head.ifNoneMatch.append(contentsOf: value)
+        case .ifModifiedSince:
+            head.ifModifiedSince.removeAll(keepingCapacity: true)
+            head.ifModifiedSince.append(contentsOf: value)
+        }
+        field = .other
+        return nil
+    }
+
+    private mutating func finishHead() -> HTTPParseError? {
+        if head.hasTransferEncoding {
+            if head.contentLength != nil { return .bad("Content-Length and Transfer-Encoding together are not accepted") }
+            return .bodyTooLarge
+        }
+        if head.version == .http11 && !head.hasHost { return .bad("HTTP/1.1 requests must have a Host header") }
+        let length = head.contentLength ?? 0
+        if length > limits.maximumBodyBytes { return .bodyTooLarge }
+        state = length > 0 ? .body(length) : .complete
+        return nil
+    }
+}
+
+private let cr: UInt8 = 0x0D
+private let lf: UInt8 = 0x0A
+private let sp: UInt8 = 0x20
+private let ht: UInt8 = 0x09
+private let colon: UInt8 = 0x3A
+private let slash: UInt8 = 0x2F
+
+@inline(__always) private func isDigit(_ b: UInt8) -> Bool { b >= 0x30 && b <= 0x39 }
+
+/// RFC 9110 `tchar`.
+@inline(__always) private func isToken(_ b: UInt8) -> Bool {
+    switch b {
+    case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: true
+    case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
+         UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."),
+         UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"): true
+    default: false
+    }
+}
+
+private func equalsLowercased(_ bytes: ArraySlice<UInt8>, _ word: StaticString) -> Bool {
+    guard bytes.count == word.utf8CodeUnitCount else { return false }
+    let w = UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount)
+    for (a, b) in zip(bytes, w) where (a | ((a >= 0x41 && a <= 0x5A) ? 0x20 : 0)) != b { return false }
+    return true
+}

@@ -1,0 +1,243 @@
+/// Reason phrases for the statuses the server sends.
+public enum HTTPStatus {
+    public static func reason(_ status: Int) -> String {
+        switch status {
+        case 200: "OK"
+        case 204: "No Content"
+        case 304: "Not Modified"
+        case 400: "Bad Request"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 408: "Request Timeout"
+        case 413: "Content Too Large"
+        case 414: "URI Too Long"
+        case 431: "Request Header Fields Too Large"
+        case 500: "Internal Server Error"
+        case 503: "Service Unavailable"
+        case 505: "HTTP Version Not Supported"
+        default: "Status \(status)"
+        }
+    }
+
+    static let statusLines: [Int: [UInt8]] = {
+        var lines: [Int: [UInt8]] = [:]
+        for s in [200, 204, 304, 400, 404, 405, 408, 413, 414, 431, 500, 503, 505] {
+            lines[s] = Array("HTTP/1.1 \(s) \(reason(s))\r\n".utf8)
+        }
+        return lines
+    }()
+
+    @inline(__always)
+    static func statusLine(_ status: Int) -> [UInt8] {
+        statusLines[status] ?? Array("HTTP/1.1 \(status) \(reason(status))\r\n".utf8)
+    }
+}
+
+/// An HTTP error as a value: a status and a message for the client. Its body is the
+/// contract's JSON: `{"error": {"status": 404, "message": "no image named 'x'"}}`.
+public struct HTTPError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var status: Int
+    public var message: String
+
+    public init(_ status: Int, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+
+    public var jsonBody: [UInt8] {
+        var json = JSONWriter(capacity: 64 + message.utf8.count)
+        json.beginObject()
+        json.key("error")
+        json.beginObject()
+        json.field("status", status)
+        json.field("message", message)
+        json.endObject()
+        json.endObject()
+        return json.bytes
+    }
+
+    public var description: String { "\(status) \(message)" }
+}
+
+/// A response built once and sent many times: a file or document with its headers
+/// pre-rendered, and the validators that decide a 304.
+///
+/// `Content-Type`, `Content-Length`, `ETag`, `Last-Modified` and `Cache-Control` are
+/// rendered into bytes at construction, so sending it is two copies and no formatting.
+public final class PreparedResponse: Sendable {
+    public let body: [UInt8]
+    /// The quoted entity tag, e.g. `"5f2-1a2b3c-42"`, or empty for none.
+    public let etag: [UInt8]
+    /// Modification time in seconds since 1970, or nil for none.
+    public let lastModified: Int64?
+    /// `Content-Type` and `Content-Length` lines.
+    let entityHeaders: [UInt8]
+    /// `ETag`, `Last-Modified` and `Cache-Control` lines (also sent with 304).
+    let validatorHeaders: [UInt8]
+
+    public init(body: [UInt8], contentType: String, etag: String?, lastModified: Int64?, cacheControl: String?) {
+        self.body = body
+        self.etag = etag.map { Array($0.utf8) } ?? []
+        self.lastModified = lastModified
+        entityHeaders = Array("Content-Type: \(contentType)\r\nContent-Length: \(body.count)\r\n".utf8)
+        var v: [UInt8] = []
+        if let etag { v += Array("ETag: \(etag)\r\n".utf8) }
+        if let lastModified { v += Array("Last-Modified: ".utf8) + HTTPDate.format(lastModified) + [0x0D, 0x0A] }
+        if let cacheControl, !cacheControl.isEmpty { v += Array("Cache-Control: \(cacheControl)\r\n".utf8) }
+        validatorHeaders = v
+    }
+
+    /// Whether the request's validators match, so a 304 answers it (RFC 9110 §13.2.2:
+    /// `If-None-Match` wins over `If-Modified-Since` when both are present).
+    public func isNotModified(for head: HTTPRequestHead) -> Bool {
+        if !head.ifNoneMatch.isEmpty {
+            return !etag.isEmpty && Self.entityTagList(head.ifNoneMatch, matches: etag)
+        }
+        if !head.ifModifiedSince.isEmpty, let lastModified, let since = HTTPDate.parse(head.ifModifiedSince) {
+            return lastModified <= since
+        }
+        return false
+    }
+
+    /// Weak comparison of `etag` against a comma-separated `If-None-Match` list or `*`.
+    static func entityTagList(_ list: [UInt8], matches etag: [UInt8]) -> Bool {
+        var i = 0
+        let n = list.count
+        while i < n {
+            while i < n, list[i] == 0x20 || list[i] == 0x09 || list[i] == UInt8(ascii: ",") { i += 1 }
+            if i >= n { break }
+            if list[i] == UInt8(ascii: "*") { return true }
+            if i + 1 < n, list[i] == UInt8(ascii: "W"), list[i + 1] == UInt8(ascii: "/") { i += 2 }
+            let start = i
+            if i < n, list[i] == UInt8(ascii: "\"") {
+                i += 1
+                while i < n, list[i] != UInt8(ascii: "\"") { i += 1 }
+                i = min(i + 1, n)
+            } else {
+                while i < n, list[i] != UInt8(ascii: ",") { i += 1 }
+            }
+            if i - start == etag.count, list[start..<i].elementsEqual(etag) { return true }
+        }
+        return false
+    }
+}
+
+/// What a handler answers.
+public enum HTTPResponse: Sendable {
+    /// A prepared file or document, 200 or 304 depending on the request's validators.
+    case prepared(PreparedResponse)
+    /// Bytes with a status and content type, e.g. a JSON document built for this request.
+    case bytes(status: Int, contentType: String, body: [UInt8], cacheControl: String?)
+    /// An error, sent as the contract's JSON error body.
+    case error(HTTPError)
+
+    /// A JSON document.
+    public static func json(_ body: [UInt8], status: Int = 200, cacheControl: String? = "no-cache") -> HTTPResponse {
+        .bytes(status: status, contentType: "application/json", body: body, cacheControl: cacheControl)
+    }
+}
+
+/// Renders responses into a connection's output bytes: status line, `Date`, the
+/// response's headers, the server's common headers (CORS), `Connection`, then the body
+/// unless the request was HEAD.
+struct ResponseSerializer {
+    /// `Access-Control-Allow-Origin` and the like, sent on every response.
+    let commonHeaders: [UInt8]
+    /// The headers of the 204 answer to OPTIONS.
+    let optionsHeaders: [UInt8]
+    static let allowHeader = Array("Allow: GET, HEAD, OPTIONS\r\n".utf8)
+    static let connectionClose = Array("Connection: close\r\n".utf8)
+    static let connectionKeepAlive = Array("Connection: keep-alive\r\n".utf8)
+    static let crlf: [UInt8] = [0x0D, 0x0A]
+    static let dateKey = Array("Date: ".utf8)
+
+    init(configuration: HTTPConfiguration) {
+        var common: [UInt8] = []
+        if let origin = configuration.corsAllowOrigin, !origin.isEmpty {
+            common += Array("Access-Control-Allow-Origin: \(origin)\r\n".utf8)
+            if origin != "*" { common += Array("Vary: Origin\r\n".utf8) }
+        }
+        commonHeaders = common
+        var options = Self.allowHeader
+        if configuration.corsAllowOrigin != nil {
+            options += Array("Access-Control-Allow-Methods: GET, HEAD, OPTIONS\r\n".utf8)
+            options += Array("Access-Control-Allow-Headers: *\r\n".utf8)
+            options += Array("Access-Control-Max-Age: 86400\r\n".utf8)
+        }
+        optionsHeaders = options
+    }
+
+    /// Appends the response and returns its status and body size (for the access log).
+    @discardableResult
+    func write(_ response: HTTPResponse, for head: HTTPRequestHead, keepAlive: Bool, date: [UInt8],
+               into out: inout [UInt8]) -> (status: Int, bytes: Int) {
+        let isHead = head.method == .head
+        switch response {
+        case .prepared(let p):
+            if p.isNotModified(for: head) {
+                begin(304, date: date, into: &out)
+                out += p.validatorHeaders
+                end(keepAlive: keepAlive, version: head.version, into: &out)
+                return (304, 0)
+            }
+            begin(200, date: date, into: &out)
+            out += p.entityHeaders
+            out += p.validatorHeaders
+            end(keepAlive: keepAlive, version: head.version, into: &out)
+            if !isHead { out += p.body }
+            return (200, p.body.count)
+        case let .bytes(status, contentType, body, cacheControl):
+            writeBytes(status: status, contentType: contentType, body: body, cacheControl: cacheControl, extra: nil,
+                       isHead: isHead, keepAlive: keepAlive, version: head.version, date: date, into: &out)
+            return (status, body.count)
+        case .error(let e):
+            let body = e.jsonBody
+            writeBytes(status: e.status, contentType: "application/json", body: body, cacheControl: "no-store",
+                       extra: e.status == 405 ? Self.allowHeader : nil,
+                       isHead: isHead, keepAlive: keepAlive, version: head.version, date: date, into: &out)
+            return (e.status, body.count)
+        }
+    }
+
+    /// The 204 answer to OPTIONS (no Content-Length, as RFC 9110 requires for 204).
+    func writeOptions(for head: HTTPRequestHead, keepAlive: Bool, date: [UInt8], into out: inout [UInt8]) {
+        begin(204, date: date, into: &out)
+        out += optionsHeaders
+        end(keepAlive: keepAlive, version: head.version, into: &out)
+    }
+
+    /// An error for a request that never parsed; always closes.
+    func writeProtocolError(_ error: HTTPError, date: [UInt8], into out: inout [UInt8]) {
+        writeBytes(status: error.status, contentType: "application/json", body: error.jsonBody, cacheControl: "no-store",
+                   extra: nil, isHead: false, keepAlive: false, version: .http11, date: date, into: &out)
+    }
+
+    private func writeBytes(status: Int, contentType: String, body: [UInt8], cacheControl: String?, extra: [UInt8]?,
+                            isHead: Bool, keepAlive: Bool, version: HTTPVersion, date: [UInt8], into out: inout [UInt8]) {
+        begin(status, date: date, into: &out)
+        out += Array("Content-Type: \(contentType)\r\nContent-Length: \(body.count)\r\n".utf8)
+        if let cacheControl { out += Array("Cache-Control: \(cacheControl)\r\n".utf8) }
+        if let extra { out += extra }
+        end(keepAlive: keepAlive, version: version, into: &out)
+        if !isHead { out += body }
+    }
+
+    @inline(__always)
+    private func begin(_ status: Int, date: [UInt8], into out: inout [UInt8]) {
+        out += HTTPStatus.statusLine(status)
+        out += Self.dateKey
+        out += date
+        out += Self.crlf
+        out += commonHeaders
+    }
+
+    @inline(__always)
+    private func end(keepAlive: Bool, version: HTTPVersion, into out: inout [UInt8]) {
+        if !keepAlive {
+            out += Self.connectionClose
+        } else if version == .http10 {
+            out += Self.connectionKeepAlive
+        }
+        out += Self.crlf
+    }
+}

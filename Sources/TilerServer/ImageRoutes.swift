@@ -1,0 +1,204 @@
+import TilerCore
+import TilerHTTP
+
+/// `/healthz`: 200 with `{"status": "ok"}` while the loops answer.
+func healthRoutes() -> [Route] {
+    let body = Array(#"{"status":"ok"}"#.utf8)
+    return [Route("health") { request in
+        request.segments == ["healthz"] ? .json(body, cacheControl: "no-store") : nil
+    }]
+}
+
+/// The image API: `/images`, `/images/ID`, `/images/ID/tiles/L/R/C.EXT`,
+/// `/images/ID/thumbnail.EXT` and `/images/ID/visible`.
+func imageRoutes(store: TileStore) -> [Route] {
+    [Route("images") { request throws(HTTPError) in
+        let s = request.segments
+        guard s.first == "images" else { return nil }
+        switch s.count {
+        case 1: return try listImages(request, store)
+        case 2: return try manifest(s[1], store)
+        case 3 where s[2] == "visible": return try visible(request, s[1], store)
+        case 3 where s[2].hasPrefix("thumbnail."): return try thumbnail(s[1], s[2], store)
+        case 6 where s[2] == "tiles": return try tile(s, store)
+        default: return nil
+        }
+    }]
+}
+
+/// A strictly decimal non-negative integer: digits only, no sign, no leading zero.
+/// Returns nil for malformed text and `Int.max` for numbers too large to be a tile.
+func parseIndex(_ text: Substring) -> Int? {
+    let u = text.utf8
+    guard !u.isEmpty, u.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+    if u.count > 1 && u.first == 0x30 { return nil }
+    if u.count > 15 { return Int.max }
+    return u.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+}
+
+private func tile(_ s: [String], _ store: TileStore) throws(HTTPError) -> HTTPResponse {
+    // ["images", ID, "tiles", LEVEL, ROW, "COLUMN.EXT"]
+    let last = Substring(s[5])
+    guard let dot = last.lastIndex(of: ".") else { throw HTTPError(404, "a tile path ends in COLUMN.EXT") }
+    let columnText = last[..<dot], ext = last[last.index(after: dot)...]
+    guard let level = parseIndex(Substring(s[3])), let row = parseIndex(Substring(s[4])),
+          let column = parseIndex(columnText) else {
+        throw HTTPError(400, "level, row and column must be non-negative integers")
+    }
+    let pyramid = try store.pyramid(named: s[1])
+    guard TileFormat(fileExtension: String(ext)) == pyramid.manifest.format else {
+        throw HTTPError(404, "image '\(pyramid.id)' has .\(pyramid.manifest.format.fileExtension) tiles, not .\(ext.prefix(16))")
+    }
+    guard level <= Int(Int32.max), row <= Int(Int32.max), column <= Int(Int32.max) else {
+        throw HTTPError(404, "no tile \(s[3].prefix(20))/\(s[4].prefix(20))/\(columnText.prefix(20)) in image '\(pyramid.id)'")
+    }
+    return .prepared(try store.tile(TileCoordinate(level: level, row: row, column: column), of: pyramid))
+}
+
+private func thumbnail(_ name: String, _ fileName: String, _ store: TileStore) throws(HTTPError) -> HTTPResponse {
+    let pyramid = try store.pyramid(named: name)
+    guard let file = pyramid.thumbnailFile else { throw HTTPError(404, "image '\(pyramid.id)' has no thumbnail") }
+    let storedExt = file.split(separator: ".").last.map(String.init) ?? ""
+    let askedExt = String(fileName.dropFirst("thumbnail.".count))
+    guard let format = TileFormat(fileExtension: storedExt), TileFormat(fileExtension: askedExt) == format else {
+        throw HTTPError(404, "image '\(pyramid.id)' has no thumbnail '\(fileName.prefix(40))' (it is '\(file)')")
+    }
+    return .prepared(try store.file(named: file, of: pyramid, contentType: format.mimeType))
+}
+
+private func manifest(_ name: String, _ store: TileStore) throws(HTTPError) -> HTTPResponse {
+    let pyramid = try store.pyramid(named: name)
+    return .prepared(store.document("manifest", of: pyramid, contentType: "application/json", make: manifestDocument))
+}
+
+/// `url`, `thumbnail` and the fields every image listing carries.
+private func writeSummary(_ p: Pyramid, _ json: inout JSONWriter) {
+    let m = p.manifest
+    json.field("id", p.id.rawValue)
+    json.field("width", m.width)
+    json.field("height", m.height)
+    json.field("tileSize", m.tileSize)
+    json.field("format", m.format.rawValue)
+    json.field("maxLevel", m.maxLevel)
+    json.field("url", "/images/\(p.id)")
+    json.key("thumbnail")
+    json.beginObject()
+    json.field("url", "/images/\(p.id)/thumbnail.\(thumbnailExtension(p))")
+    json.field("width", m.thumbnail.width)
+    json.field("height", m.thumbnail.height)
+    json.endObject()
+}
+
+private func thumbnailExtension(_ p: Pyramid) -> String {
+    if let file = p.thumbnailFile, let ext = file.split(separator: ".").last, TileFormat(fileExtension: String(ext)) != nil {
+        return String(ext)
+    }
+    return p.manifest.format.fileExtension
+}
+
+/// The `/images/ID` document: the summary, `levels` and the `tiles` URL template.
+func manifestDocument(_ p: Pyramid) -> [UInt8] {
+    var json = JSONWriter(capacity: 1024)
+    json.beginObject()
+    writeSummary(p, &json)
+    json.field("tiles", "/images/\(p.id)/tiles/{level}/{row}/{column}.\(p.manifest.format.fileExtension)")
+    json.key("levels")
+    json.beginArray()
+    for l in p.geometry.levels {
+        json.beginObject()
+        json.field("level", l.level)
+        json.field("width", l.width)
+        json.field("height", l.height)
+        json.field("columns", l.columns)
+        json.field("rows", l.rows)
+        json.endObject()
+    }
+    json.endArray()
+    json.field("formatVersion", p.manifest.formatVersion)
+    if let quality = p.manifest.quality { json.field("quality", quality) }
+    if let bands = p.manifest.bands { json.field("bands", bands) }
+    if let created = p.manifest.created { json.field("created", created) }
+    json.endObject()
+    return json.bytes
+}
+
+private func listImages(_ request: Request, _ store: TileStore) throws(HTTPError) -> HTTPResponse {
+    var offset = 0, limit = 50
+    let maximum = store.configuration.maximumListLimit
+    for (name, value) in try request.queryItems() {
+        switch name {
+        case "offset":
+            guard let v = parseIndex(Substring(value)), v < Int(Int32.max) else {
+                throw HTTPError(400, "parameter 'offset' must be a non-negative integer")
+            }
+            offset = v
+        case "limit":
+            guard let v = parseIndex(Substring(value)), v >= 1, v <= maximum else {
+                throw HTTPError(400, "parameter 'limit' must be an integer in 1...\(maximum)")
+            }
+            limit = v
+        default: continue
+        }
+    }
+    let all = store.allPyramids()
+    var json = JSONWriter(capacity: 4096)
+    json.beginObject()
+    json.key("images")
+    json.beginArray()
+    if offset < all.count {
+        for p in all[offset..<min(all.count, offset + limit)] {
+            json.beginObject()
+            writeSummary(p, &json)
+            json.endObject()
+        }
+    }
+    json.endArray()
+    json.field("total", all.count)
+    json.field("offset", offset)
+    json.field("limit", limit)
+    json.endObject()
+    return .json(json.bytes)
+}
+
+private func visible(_ request: Request, _ name: String, _ store: TileStore) throws(HTTPError) -> HTTPResponse {
+    let pyramid = try store.pyramid(named: name)
+    let answer: VisibleTiles
+    do {
+        let query = try VisibleTilesQuery(queryItems: try request.queryItems())
+        answer = try pyramid.geometry.visibleTiles(for: query, maximumTiles: store.configuration.maximumVisibleTiles)
+    } catch let e as VisibleTilesError {
+        throw HTTPError(400, e.description)
+    } catch let e as HTTPError {
+        throw e
+    } catch {
+        throw HTTPError(400, "\(error)")
+    }
+    let ext = pyramid.manifest.format.fileExtension
+    let prefix = "/images/\(pyramid.id)/tiles/"
+    var json = JSONWriter(capacity: 256 + answer.tiles.count * 128)
+    json.beginObject()
+    json.field("id", pyramid.id.rawValue)
+    json.field("level", answer.level.level)
+    json.field("scale", answer.scale)
+    json.field("tileSize", pyramid.geometry.tileSize)
+    json.field("columns", answer.level.columns)
+    json.field("rows", answer.level.rows)
+    json.key("tiles")
+    json.beginArray()
+    for t in answer.tiles {
+        let c = t.coordinate
+        json.beginObject()
+        json.field("level", c.level)
+        json.field("row", c.row)
+        json.field("column", c.column)
+        json.field("url", "\(prefix)\(c.level)/\(c.row)/\(c.column).\(ext)")
+        json.field("x", t.x)
+        json.field("y", t.y)
+        json.field("width", t.width)
+        json.field("height", t.height)
+        json.endObject()
+    }
+    json.endArray()
+    json.endObject()
+    return .json(json.bytes, cacheControl: store.configuration.cacheControl.isEmpty ? nil : store.configuration.cacheControl)
+}

@@ -1,0 +1,166 @@
+import TilerCore
+import TilerHTTP
+
+/// A request as routes see it: the parsed head, and the path split on `/` into
+/// percent-decoded segments.
+///
+/// Decoding happens per segment after splitting, so `%2F` can never create a separator;
+/// a segment that decodes to `.` or `..`, or contains `/` or NUL, or a malformed `%`
+/// escape, is refused with 400 before any route runs.
+public struct Request: Sendable {
+    public let head: HTTPRequestHead
+    /// `/images/a/tiles/0/0/0.png` → `["images", "a", "tiles", "0", "0", "0.png"]`;
+    /// `/` → `[]`; a trailing slash gives a trailing empty segment.
+    public let segments: [String]
+
+    /// Splits and decodes the target's path.
+    public init(head: HTTPRequestHead) throws(HTTPError) {
+        self.head = head
+        let target = head.target
+        let end = head.pathLength
+        var segments: [String] = []
+        var start = 1  // after the leading '/'
+        if end <= 1 {
+            self.segments = []
+            return
+        }
+        var i = start
+        while i <= end {
+            if i == end || target[i] == UInt8(ascii: "/") {
+                segments.append(try Self.decodeSegment(target[start..<i]))
+                start = i + 1
+            }
+            i += 1
+        }
+        self.segments = segments
+    }
+
+    private static func decodeSegment(_ raw: ArraySlice<UInt8>) throws(HTTPError) -> String {
+        var bytes: [UInt8]
+        if raw.contains(UInt8(ascii: "%")) {
+            bytes = []
+            bytes.reserveCapacity(raw.count)
+            var i = raw.startIndex
+            while i < raw.endIndex {
+                let b = raw[i]
+                if b == UInt8(ascii: "%") {
+                    guard i + 2 < raw.endIndex, let hi = hexValue(raw[i + 1]), let lo = hexValue(raw[i + 2]) else {
+                        throw HTTPError(400, "malformed percent-encoding in the path")
+                    }
+                    bytes.append(hi << 4 | lo)
+                    i += 3
+                } else {
+                    bytes.append(b)
+                    i += 1
+                }
+            }
+        } else {
+            bytes = Array(raw)
+        }
+        if bytes.contains(0) || bytes.contains(UInt8(ascii: "/")) || bytes.contains(UInt8(ascii: "\\")) {
+            throw HTTPError(400, "the path contains an encoded slash, backslash or NUL")
+        }
+        if bytes == [UInt8(ascii: ".")] || bytes == [UInt8(ascii: "."), UInt8(ascii: ".")] {
+            throw HTTPError(400, "the path contains a '.' or '..' segment")
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The query's `name=value` pairs, percent-decoded (`+` is kept as is), in order.
+    public func queryItems() throws(HTTPError) -> [(name: String, value: String)] {
+        let target = head.target
+        guard let q = target.firstIndex(of: UInt8(ascii: "?")) else { return [] }
+        var end = target.count
+        if let hash = target[q...].firstIndex(of: UInt8(ascii: "#")) { end = hash }
+        var items: [(name: String, value: String)] = []
+        for part in target[(q + 1)..<end].split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
+            let eq = part.firstIndex(of: UInt8(ascii: "=")) ?? part.endIndex
+            let name = try Self.decodeQuery(part[part.startIndex..<eq])
+            let value = eq < part.endIndex ? try Self.decodeQuery(part[(eq + 1)...]) : ""
+            items.append((name, value))
+        }
+        return items
+    }
+
+    private static func decodeQuery(_ raw: ArraySlice<UInt8>) throws(HTTPError) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(raw.count)
+        var i = raw.startIndex
+        while i < raw.endIndex {
+            if raw[i] == UInt8(ascii: "%") {
+                guard i + 2 < raw.endIndex, let hi = hexValue(raw[i + 1]), let lo = hexValue(raw[i + 2]) else {
+                    throw HTTPError(400, "malformed percent-encoding in the query")
+                }
+                bytes.append(hi << 4 | lo)
+                i += 3
+            } else {
+                bytes.append(raw[i])
+                i += 1
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+@inline(__always)
+private func hexValue(_ b: UInt8) -> UInt8? {
+    switch b {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): b - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): b - UInt8(ascii: "a") + 10
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): b - UInt8(ascii: "A") + 10
+    default: nil
+    }
+}
+
+/// One route: given a request, its response, or nil when the request is not for it (the
+/// router then tries the next route). Routes throw `HTTPError` for 4xx/5xx answers.
+public struct Route: Sendable {
+    public let name: String
+    public let respond: @Sendable (Request) throws(HTTPError) -> HTTPResponse?
+
+    public init(_ name: String, _ respond: @escaping @Sendable (Request) throws(HTTPError) -> HTTPResponse?) {
+        self.name = name
+        self.respond = respond
+    }
+}
+
+/// Turns requests into responses by trying each route in order; no route → 404.
+///
+/// ## Adding routes
+/// Routes are listed in `Router.standardRoutes(store:)` below, in the order they are
+/// tried. To add one (the viewer, DeepZoom, IIIF), write a function returning `[Route]`
+/// in its own file of this module, e.g. `func deepZoomRoutes(store: TileStore) -> [Route]`,
+/// and add it to that list. A route matches on `request.segments`, returns nil when the
+/// request is not its own, and uses `TileStore` for pyramids and files (never building
+/// paths from request text itself). Put routes whose paths overlap the image API (such
+/// as `/images/ID.dzi`, where `ID.dzi` is also a valid image id) *before* `imageRoutes`.
+public final class Router: HTTPHandler {
+    public let store: TileStore
+    public let routes: [Route]
+
+    public init(store: TileStore, routes: [Route]? = nil) {
+        self.store = store
+        self.routes = routes ?? Router.standardRoutes(store: store)
+    }
+
+    /// Every route the server answers, in the order tried.
+    public static func standardRoutes(store: TileStore) -> [Route] {
+        var routes: [Route] = []
+        routes += healthRoutes()
+        // Add the viewer (`/`), DeepZoom and IIIF routes here, before the image API.
+        routes += imageRoutes(store: store)
+        return routes
+    }
+
+    public func respond(to head: HTTPRequestHead) -> HTTPResponse {
+        do {
+            let request = try Request(head: head)
+            for route in routes {
+                if let response = try route.respond(request) { return response }
+            }
+            return .error(HTTPError(404, "no such path"))
+        } catch {
+            return .error(error)
+        }
+    }
+}

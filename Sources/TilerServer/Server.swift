@@ -1,2 +1,0 @@
-import TilerCore
-import TilerHTTP

@@ -1,0 +1,27 @@
+import Logging
+import TilerHTTP
+
+/// `tiler serve` as a library: the store, the router and the HTTP server together.
+public final class TileServer: Sendable {
+    public let configuration: ServerConfiguration
+    public let store: TileStore
+    public let router: Router
+    public let http: HTTPServer
+
+    /// - Parameter accessLog: one line per request, or nil for none.
+    public init(configuration: ServerConfiguration, accessLog: Logger? = nil) {
+        self.configuration = configuration
+        store = TileStore(configuration: configuration)
+        router = Router(store: store)
+        http = HTTPServer(configuration: configuration.http, handler: router, accessLog: accessLog)
+    }
+
+    /// Binds and starts serving; returns at once.
+    public func start() throws(SocketError) { try http.start() }
+    /// The bound port.
+    public var port: Int { http.port }
+    /// Stops accepting and finishes in-flight responses.
+    public func stop() { http.stop() }
+    /// Blocks until the server has stopped.
+    public func wait() { http.wait() }
+}
