@@ -957,6 +957,12 @@ def main():
     os.makedirs(out, exist_ok=True)
     if not args.plot:
         args.plot = os.path.join(out, "scaling.png") if q else os.path.join(ROOT, "docs", "scaling.png")
+    # tiler is measured as a user gets it: no TILER_* tuning variables from the caller.
+    scrubbed = sorted(k for k in os.environ if k.startswith("TILER_"))
+    for k in scrubbed:
+        del os.environ[k]
+    if scrubbed:
+        log(f"ignoring {', '.join(scrubbed)}: tiler runs with its defaults")
     t0 = time.time()
     res = {"command": "scripts/bench " + " ".join(sys.argv[1:]), "machine": machine_info(), "quick": q}
     log(f"machine: {res['machine']['nproc']} × {res['machine']['cpu']}, {res['machine']['memory_gb']} GB; "
