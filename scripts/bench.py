@@ -360,20 +360,22 @@ def plot_scaling(sc, path):
         pts = [p for p in sc["square"] if "error" not in p[tool]]
         if pts:
             x = [p["mpx"] for p in pts]
-            ax[0].plot(x, [p[tool]["wall"] for p in pts], label=tool, **styles[tool])
+            ax[0].plot(x, [p[tool]["wall"] for p in pts], label=f"{tool} wall", **styles[tool])
+            ax[0].plot(x, [p[tool]["cpu"] for p in pts], label=f"{tool} CPU", linestyle="--", alpha=.6,
+                       **styles[tool])
             ax[1].plot(x, [p[tool]["rss_mb"] for p in pts], label=tool, **styles[tool])
         strip = [p for p in sc["strip"] if "error" not in p[tool]]
         if strip:
             ax[2].plot([p["height"] / 1000 for p in strip], [p[tool]["rss_mb"] for p in strip],
                        label=tool, **styles[tool])
-    ax[0].set(title="cut time, PNG tiles (squares)", xlabel="megapixels", ylabel="wall s")
+    ax[0].set(title="cut time, PNG tiles (squares)", xlabel="megapixels", ylabel="seconds")
     ax[1].set(title="peak RSS (squares)", xlabel="megapixels", ylabel="MB")
     w = sc["strip"][0]["width"] if sc["strip"] else 0
     ax[2].set(title=f"peak RSS, width {w} px", xlabel="height (thousand px)", ylabel="MB")
     for a in ax:
         a.grid(alpha=.3)
         a.set_ylim(bottom=0)
-        a.legend()
+        a.legend(fontsize=8)
     fig.tight_layout()
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fig.savefig(path)
