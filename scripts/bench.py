@@ -935,6 +935,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "bench-out"), help="working folder (default bench-out/)")
     ap.add_argument("--plot", help="where the scaling plot goes (default docs/scaling.png; OUT/scaling.png with --quick)")
     ap.add_argument("--tiler", help="use this tiler binary instead of building one")
+    ap.add_argument("--rounds", type=int, help="rounds for cut and serve (default 2; 1 with --quick)")
     ap.add_argument("--max-point-seconds", type=float, default=480,
                     help="skip a scaling point above 20k whose estimated time for both cuts exceeds this (default 480)")
     ap.add_argument("--iip-compression", default="jpeg", choices=["jpeg", "deflate"])
@@ -951,6 +952,8 @@ def main():
     args.serve_seconds = 3 if q else 10
     args.serve_rounds = 1 if q else 2
     args.ttfa_runs = 3 if q else 5
+    if args.rounds:
+        args.cut_rounds = args.serve_rounds = args.rounds
     sections = [s.strip() for s in args.only.split(",") if s.strip()]
     for s in sections:
         if s not in ("cut", "scaling", "serve", "profile"):
