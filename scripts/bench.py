@@ -10,8 +10,8 @@ Run it through scripts/bench, which installs the peers first. Sections:
   serve    wrk, uniformly random tiles, against tiler serve, nginx (static files) and
            iipsrv (FastCGI behind nginx, DeepZoom on a pyramidal TIFF); tiler's
            visible endpoint; time from start to the first answered request.
-  profile  perf (cpu-clock sampling) of tiler cut on a 4000x4000 image and of tiler
-           serve under wrk; not run unless named in --only.
+  profile  perf (cpu-clock sampling) of tiler cut and dzsave on a 4000x4000 image, and
+           of tiler serve under wrk after its measured runs; skipped without perf.
 
 Tools are alternated within each round (tiler first in even rounds, last in odd ones)
 so that a drift in the machine's load hits both. Every tiler leg that fails is reported
@@ -769,7 +769,17 @@ def profile_server(pid, port, script, sdir):
     return {"dso": perf_top(data, "dso"), "symbol": perf_top(data, "dso,symbol", 25)}
 
 
+def perf_works():
+    try:
+        return subprocess.run(["perf", "stat", "-e", "cpu-clock", "true"], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
 def section_profile(t, res, args):
+    if not perf_works():
+        res["profile"] = {"error": "perf is not installed or cannot sample here (apt-get install linux-perf)"}
+        return
     side = 4000
     src = t.image(side, side)
     out = {"image": f"{side}x{side}", "format": "png", "how": "perf record -e cpu-clock -F 999 -g"}
@@ -909,7 +919,9 @@ def report_md(res):
                      f"(median of {len(s['time_to_first_answer_ms']['runs'])}); peak RSS (VmHWM) after all runs "
                      f"{s.get('tiler_rss_mb')} MB.")
             L.append("")
-    if "profile" in res:
+    if "profile" in res and "error" in res["profile"]:
+        L += [f"Profile: {res['profile']['error']}", ""]
+    elif "profile" in res:
         pf = res["profile"]
         L += [f"## Where the time goes: `tiler cut` and `vips dzsave`, {pf.get('image')} PNG ({pf.get('how')})", ""]
         for tool in ("tiler", "dzsave"):
@@ -931,7 +943,8 @@ def report_md(res):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small images, one round, 3 s wrk runs: a smoke run")
-    ap.add_argument("--only", default="cut,scaling,serve", help="sections, comma separated: cut,scaling,serve,profile")
+    ap.add_argument("--only", default="cut,scaling,serve,profile",
+                    help="sections, comma separated (default all): cut,scaling,serve,profile")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench-out"), help="working folder (default bench-out/)")
     ap.add_argument("--plot", help="where the scaling plot goes (default docs/scaling.png; OUT/scaling.png with --quick)")
     ap.add_argument("--tiler", help="use this tiler binary instead of building one")
@@ -940,7 +953,6 @@ def main():
                     help="skip a scaling point above 20k whose estimated time for both cuts exceeds this (default 480)")
     ap.add_argument("--iip-compression", default="jpeg", choices=["jpeg", "deflate"])
     ap.add_argument("--iip-procs", type=int, default=os.cpu_count() or 2, help="iipsrv processes (default nproc)")
-    ap.add_argument("--profile-serve", action="store_true", help="perf-record tiler serve under wrk (with serve)")
     args = ap.parse_args()
     q = args.quick
     args.cut_side = 4000 if q else 20000
@@ -955,6 +967,8 @@ def main():
     if args.rounds:
         args.cut_rounds = args.serve_rounds = args.rounds
     sections = [s.strip() for s in args.only.split(",") if s.strip()]
+    # With profile, tiler serve is also perf-recorded under wrk, after its measured runs.
+    args.profile_serve = "profile" in sections and perf_works()
     for s in sections:
         if s not in ("cut", "scaling", "serve", "profile"):
             ap.error(f"unknown section '{s}'")
