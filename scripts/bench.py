@@ -460,8 +460,8 @@ end
 
 
 def lua_visible(path, image_id, w, h, max_level, seq=16384):
-    """Random viewports: a 1920x1080 display at a random zoom (log-uniform between the
-    whole image and 1:1), anywhere over the image, with margin=1."""
+    """Random viewports: a 1920x1080 display at a random zoom, log-uniform between the
+    image's width filling the display and 1:1, centred anywhere on the image, margin=1."""
     body = f"""
 local W, H, L = {w}, {h}, {max_level}
 local reqs, n, i = {{}}, {seq}, 0
@@ -470,7 +470,7 @@ function setup(thread) counter = counter + 1; thread:set("tid", counter) end
 function init(args)
   math.randomseed(tid * 104729 + os.time())
   for k = 1, n do
-    local s = 2 ^ (-L * math.random())
+    local s = math.min(1, 1920 / W) ^ math.random()
     local vw, vh = 1920 / s, 1080 / s
     local x = math.random() * W - vw / 2
     local y = math.random() * H - vh / 2
