@@ -167,7 +167,10 @@ extension PyramidGeometry {
             // Estimate the count in Double before any Int conversion can overflow.
             let estimate = (v.width / W + 2) * Double(l.columns) + Double(2 * query.margin)
             let rowsListed = lastRow - firstRow + 1
-            if estimate * Double(rowsListed) > Double(maximumTiles) * 4 + 64 {
+            // Only a guard against absurd viewports before Int arithmetic: the estimate
+            // allows two extra repetitions per row, so it can exceed the exact count many
+            // times over; the exact count below decides against `maximumTiles`.
+            if estimate * Double(rowsListed) > max(Double(maximumTiles), Double(Int32.max)) {
                 throw .tooManyTiles(count: Int(min(estimate * Double(rowsListed), Double(Int32.max))), limit: maximumTiles)
             }
             firstColumn = globalColumn(containing: v.x, in: l, span: span, roundingUp: false) - query.margin

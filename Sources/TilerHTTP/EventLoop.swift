@@ -16,6 +16,9 @@ final class Connection {
     var lastActivity: Int64
     /// When the current request's first byte arrived; nil between requests.
     var requestStarted: Int64?
+    /// Whether any request has been answered (until then, silence is held to the
+    /// request-head timeout rather than the longer idle timeout).
+    var hasServedRequest = false
     /// Close once `output` is written.
     var closeAfterFlush = false
     /// Reading has stopped (closing or backpressure); only EPOLLOUT matters.
@@ -33,7 +36,22 @@ final class Connection {
         output.reserveCapacity(8192)
     }
 
-    var hasQueuedOutput: Bool { outputStart < output.count }
+    /// A cached body to send after `output` without copying it there first (the last
+    /// response's). Any later bytes for `output` must first append it (`materialize`).
+    var deferredBody: [UInt8]?
+
+    var hasQueuedOutput: Bool { outputStart < output.count || deferredBody != nil }
+
+    var queuedBytes: Int { output.count - outputStart + (deferredBody?.count ?? 0) }
+
+    /// Moves the deferred body into `output`, so that more bytes can follow it.
+    @inline(__always)
+    func materialize() {
+        if let body = deferredBody {
+            output += body
+            deferredBody = nil
+        }
+    }
 }
 
 /// An epoll loop on one thread with its own listening socket.
@@ -41,31 +59,26 @@ final class EventLoop: @unchecked Sendable {
     /// What all loops share.
     final class Shared: @unchecked Sendable {
         let configuration: HTTPConfiguration
-        let handler: any HTTPHandler
         let accessLog: Logger?
         let maximumConnections: Int
         let connectionCount: UnsafeMutablePointer<CLong>
-        let serializer: ResponseSerializer
         let limits: HTTPRequestParser.Limits
-        let overloaded: [UInt8]
 
-        init(configuration: HTTPConfiguration, handler: any HTTPHandler, accessLog: Logger?,
+        init(configuration: HTTPConfiguration, accessLog: Logger?,
              maximumConnections: Int, connectionCount: UnsafeMutablePointer<Int>) {
             self.configuration = configuration
-            self.handler = handler
             self.accessLog = accessLog
             self.maximumConnections = maximumConnections
             self.connectionCount = UnsafeMutableRawPointer(connectionCount).assumingMemoryBound(to: CLong.self)
-            serializer = ResponseSerializer(configuration: configuration)
             limits = configuration.parserLimits
-            var out: [UInt8] = []
-            serializer.writeProtocolError(HTTPError(503, "the server is at its connection limit; retry later"),
-                                          date: HTTPDate.format(SystemClock.wallSeconds()), into: &out)
-            overloaded = out
         }
     }
 
     private let shared: Shared
+    /// This loop's own handler and serializer: nothing on the request path is shared with
+    /// other loops, so no reference count or lock bounces between cores.
+    private let handler: any HTTPHandler
+    private let serializer: ResponseSerializer
     private let epfd: Int32
     private var listener: Int32
     private let wakeFD: Int32
@@ -89,7 +102,7 @@ final class EventLoop: @unchecked Sendable {
     private static let lingerTime: Int64 = 2000
     private static let sweepInterval: Int64 = 250
 
-    init?(listener: Int32, shared: Shared) {
+    init?(listener: Int32, shared: Shared, handler: any HTTPHandler) {
         let ep = cns_epoll_create()
         guard ep >= 0 else { return nil }
         let wake = cns_eventfd()
@@ -98,6 +111,8 @@ final class EventLoop: @unchecked Sendable {
         wakeFD = wake
         self.listener = listener
         self.shared = shared
+        self.handler = handler
+        serializer = ResponseSerializer(configuration: shared.configuration)
         readBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
         events = .allocate(capacity: Int(eventCapacity))
         stopFlag = .allocate(capacity: 1)
@@ -173,7 +188,10 @@ final class EventLoop: @unchecked Sendable {
             }
             if cns_atomic_add(shared.connectionCount, 1) > shared.maximumConnections {
                 _ = cns_atomic_add(shared.connectionCount, -1)
-                shared.overloaded.withUnsafeBytes { _ = cns_send(fd, $0.baseAddress, $0.count) }
+                var refusal: [UInt8] = []
+                serializer.writeProtocolError(HTTPError(503, "the server is at its connection limit; retry later"),
+                                                     date: date, into: &refusal)
+                refusal.withUnsafeBytes { _ = cns_send(fd, $0.baseAddress, $0.count) }
                 close(fd)
                 continue
             }
@@ -197,11 +215,7 @@ final class EventLoop: @unchecked Sendable {
         }
         if ev & CNS_EPOLLOUT != 0 {
             flush(c)
-            if connections[Int(c.fd)] == nil { return }
-            if !c.hasQueuedOutput && c.readingPaused && !c.closeAfterFlush && c.lingerDeadline == nil {
-                resumeReading(c)
-                if connections[Int(c.fd)] == nil { return }
-            }
+            if connections[Int(c.fd)] !== c { return }
         }
         if ev & (CNS_EPOLLIN | CNS_EPOLLRDHUP | CNS_EPOLLHUP | CNS_EPOLLERR) != 0 && !c.readingPaused {
             readAvailable(c)
@@ -224,7 +238,7 @@ final class EventLoop: @unchecked Sendable {
         }
         c.lastActivity = now
         process(c, UnsafeRawBufferPointer(start: readBuffer.baseAddress, count: n))
-        if connections[Int(c.fd)] != nil { flush(c) }
+        if connections[Int(c.fd)] === c { flush(c) }
     }
 
     /// Parses and answers every complete request in `bytes` (pipelining), stopping when
@@ -232,7 +246,7 @@ final class EventLoop: @unchecked Sendable {
     private func process(_ c: Connection, _ bytes: UnsafeRawBufferPointer) {
         var offset = 0
         while offset < bytes.count {
-            if c.output.count - c.outputStart >= shared.configuration.maximumQueuedOutputBytes {
+            if c.queuedBytes >= shared.configuration.maximumQueuedOutputBytes {
                 c.pendingInput.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
                 pauseReading(c)
                 return
@@ -245,11 +259,13 @@ final class EventLoop: @unchecked Sendable {
                 return
             case .complete:
                 c.requestStarted = nil
+                c.hasServedRequest = true
                 respond(c)
                 if c.closeAfterFlush { pauseReading(c); return }
             case .failed(let e):
                 c.requestStarted = nil
-                shared.serializer.writeProtocolError(HTTPError(e.status, e.reason), date: date, into: &c.output)
+                c.materialize()
+                serializer.writeProtocolError(HTTPError(e.status, e.reason), date: date, into: &c.output)
                 logProtocolError(e)
                 c.closeAfterFlush = true
                 c.lingerDeadline = now + Self.lingerTime
@@ -260,19 +276,23 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func respond(_ c: Connection) {
+        c.materialize()
         let head = c.parser.head
         let keepAlive = head.keepAlive && !draining
         if !keepAlive { c.closeAfterFlush = true }
         let result: (status: Int, bytes: Int)
         switch head.method {
         case .get, .head:
-            let response = shared.handler.respond(to: head)
-            result = shared.serializer.write(response, for: head, keepAlive: keepAlive, date: date, into: &c.output)
+            let response = handler.respond(to: head)
+            result = withUnsafeMutablePointer(to: &c.deferredBody) { deferred in
+                serializer.write(response, for: head, keepAlive: keepAlive, date: date, into: &c.output,
+                                        deferredBody: deferred)
+            }
         case .options:
-            shared.serializer.writeOptions(for: head, keepAlive: keepAlive, date: date, into: &c.output)
+            serializer.writeOptions(for: head, keepAlive: keepAlive, date: date, into: &c.output)
             result = (204, 0)
         case .other:
-            result = shared.serializer.write(.error(HTTPError(405, "only GET, HEAD and OPTIONS are allowed")), for: head,
+            result = serializer.write(.error(HTTPError(405, "only GET, HEAD and OPTIONS are allowed")), for: head,
                                              keepAlive: keepAlive, date: date, into: &c.output)
         }
         if let log = shared.accessLog { logAccess(log, head, result) }
@@ -299,7 +319,34 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func flush(_ c: Connection) {
-        while c.hasQueuedOutput {
+        if let body = c.deferredBody {
+            // Headers and the cached body in one sendmsg, without copying the body.
+            let headLength = c.output.count - c.outputStart
+            let n = c.output.withUnsafeBytes { head in
+                body.withUnsafeBytes { b in
+                    cns_send2(c.fd, head.baseAddress.map { $0 + c.outputStart }, headLength, b.baseAddress, b.count)
+                }
+            }
+            if n < 0 && errno != EAGAIN && errno != EINTR {
+                closeConnection(c)
+                return
+            }
+            let sent = max(n, 0)
+            if sent > 0 { c.lastActivity = now }
+            if sent == headLength + body.count {
+                c.deferredBody = nil
+                c.outputStart = c.output.count
+            } else if sent < headLength {
+                c.outputStart += sent
+                c.materialize()
+            } else {
+                c.output.removeAll(keepingCapacity: true)
+                c.outputStart = 0
+                c.output += body[(sent - headLength)...]
+                c.deferredBody = nil
+            }
+        }
+        while c.outputStart < c.output.count {
             let n = c.output.withUnsafeBytes { buffer in
                 cns_send(c.fd, buffer.baseAddress! + c.outputStart, buffer.count - c.outputStart)
             }
@@ -323,7 +370,6 @@ final class EventLoop: @unchecked Sendable {
             c.output.removeAll(keepingCapacity: true)
         }
         c.outputStart = 0
-        if c.registeredForWrite && !c.closeAfterFlush { setInterest(c, write: false) }
         if c.closeAfterFlush {
             if c.lingerDeadline != nil {
                 _ = shutdown(c.fd, Int32(SHUT_WR))
@@ -335,8 +381,12 @@ final class EventLoop: @unchecked Sendable {
             } else {
                 closeConnection(c)
             }
-        } else if draining && c.parser.isIdle && c.pendingInput.isEmpty {
-            closeConnection(c)
+        } else if c.readingPaused {
+            // Backpressure relieved: answer what was held back and read again.
+            resumeReading(c)
+        } else {
+            if c.registeredForWrite { setInterest(c, write: false) }
+            if draining && c.parser.isIdle { closeConnection(c) }
         }
     }
 
@@ -361,16 +411,13 @@ final class EventLoop: @unchecked Sendable {
     /// Answers requests held back by backpressure, then listens for input again.
     private func resumeReading(_ c: Connection) {
         c.readingPaused = false
-        if !c.pendingInput.isEmpty {
-            let held = c.pendingInput
-            c.pendingInput = []
-            held.withUnsafeBytes { process(c, $0) }
-            guard connections[Int(c.fd)] != nil else { return }
-            if c.readingPaused { flush(c); return }
-        }
         c.registeredForWrite = false
         _ = cns_epoll_modify(epfd, c.fd, CNS_EPOLLIN | CNS_EPOLLRDHUP)
-        flush(c)
+        guard !c.pendingInput.isEmpty else { return }
+        let held = c.pendingInput
+        c.pendingInput = []
+        held.withUnsafeBytes { process(c, $0) }
+        if connections[Int(c.fd)] === c { flush(c) }
     }
 
     private func setInterest(_ c: Connection, write: Bool) {
@@ -415,14 +462,15 @@ final class EventLoop: @unchecked Sendable {
             } else if let started = c.requestStarted {
                 if now - started > headTimeout {
                     refreshDate()
-                    shared.serializer.writeProtocolError(HTTPError(408, "the request head took too long to arrive"),
+                    c.materialize()
+                    serializer.writeProtocolError(HTTPError(408, "the request head took too long to arrive"),
                                                          date: date, into: &c.output)
                     c.closeAfterFlush = true
                     pauseReading(c)
                     flush(c)
                     if connections[Int(c.fd)] === c { closeConnection(c) }
                 }
-            } else if now - c.lastActivity > idleTimeout {
+            } else if now - c.lastActivity > (c.hasServedRequest ? idleTimeout : min(idleTimeout, headTimeout)) {
                 closeConnection(c)
             }
         }

@@ -4,6 +4,7 @@ public enum HTTPStatus {
         switch status {
         case 200: "OK"
         case 204: "No Content"
+        case 303: "See Other"
         case 304: "Not Modified"
         case 400: "Bad Request"
         case 404: "Not Found"
@@ -19,17 +20,34 @@ public enum HTTPStatus {
         }
     }
 
-    static let statusLines: [Int: [UInt8]] = {
-        var lines: [Int: [UInt8]] = [:]
-        for s in [200, 204, 304, 400, 404, 405, 408, 413, 414, 431, 500, 503, 505] {
-            lines[s] = Array("HTTP/1.1 \(s) \(reason(s))\r\n".utf8)
+    /// The status line for the statuses the server sends, as a `StaticString` so that
+    /// writing it touches no reference count shared between threads.
+    static func staticStatusLine(_ status: Int) -> StaticString? {
+        switch status {
+        case 200: "HTTP/1.1 200 OK\r\n"
+        case 204: "HTTP/1.1 204 No Content\r\n"
+        case 303: "HTTP/1.1 303 See Other\r\n"
+        case 304: "HTTP/1.1 304 Not Modified\r\n"
+        case 400: "HTTP/1.1 400 Bad Request\r\n"
+        case 404: "HTTP/1.1 404 Not Found\r\n"
+        case 405: "HTTP/1.1 405 Method Not Allowed\r\n"
+        case 408: "HTTP/1.1 408 Request Timeout\r\n"
+        case 413: "HTTP/1.1 413 Content Too Large\r\n"
+        case 414: "HTTP/1.1 414 URI Too Long\r\n"
+        case 431: "HTTP/1.1 431 Request Header Fields Too Large\r\n"
+        case 500: "HTTP/1.1 500 Internal Server Error\r\n"
+        case 503: "HTTP/1.1 503 Service Unavailable\r\n"
+        case 505: "HTTP/1.1 505 HTTP Version Not Supported\r\n"
+        default: nil
         }
-        return lines
-    }()
+    }
+}
 
+extension Array where Element == UInt8 {
+    /// Appends a static string's bytes.
     @inline(__always)
-    static func statusLine(_ status: Int) -> [UInt8] {
-        statusLines[status] ?? Array("HTTP/1.1 \(status) \(reason(status))\r\n".utf8)
+    mutating func append(_ s: StaticString) {
+        append(contentsOf: UnsafeRawBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
     }
 }
 
@@ -146,10 +164,6 @@ struct ResponseSerializer {
     /// The headers of the 204 answer to OPTIONS.
     let optionsHeaders: [UInt8]
     static let allowHeader = Array("Allow: GET, HEAD, OPTIONS\r\n".utf8)
-    static let connectionClose = Array("Connection: close\r\n".utf8)
-    static let connectionKeepAlive = Array("Connection: keep-alive\r\n".utf8)
-    static let crlf: [UInt8] = [0x0D, 0x0A]
-    static let dateKey = Array("Date: ".utf8)
 
     init(configuration: HTTPConfiguration) {
         var common: [UInt8] = []
@@ -168,9 +182,11 @@ struct ResponseSerializer {
     }
 
     /// Appends the response and returns its status and body size (for the access log).
+    /// A prepared body is not copied when `deferredBody` is given: it is returned there,
+    /// to be sent straight from the cache after the bytes in `out`.
     @discardableResult
     func write(_ response: HTTPResponse, for head: HTTPRequestHead, keepAlive: Bool, date: [UInt8],
-               into out: inout [UInt8]) -> (status: Int, bytes: Int) {
+               into out: inout [UInt8], deferredBody: UnsafeMutablePointer<[UInt8]?>? = nil) -> (status: Int, bytes: Int) {
         let isHead = head.method == .head
         switch response {
         case .prepared(let p):
@@ -184,7 +200,9 @@ struct ResponseSerializer {
             out += p.entityHeaders
             out += p.validatorHeaders
             end(keepAlive: keepAlive, version: head.version, into: &out)
-            if !isHead { out += p.body }
+            if !isHead {
+                if let deferredBody { deferredBody.pointee = p.body } else { out += p.body }
+            }
             return (200, p.body.count)
         case let .bytes(status, contentType, body, cacheControl):
             writeBytes(status: status, contentType: contentType, body: body, cacheControl: cacheControl, extra: nil,
@@ -224,20 +242,24 @@ struct ResponseSerializer {
 
     @inline(__always)
     private func begin(_ status: Int, date: [UInt8], into out: inout [UInt8]) {
-        out += HTTPStatus.statusLine(status)
-        out += Self.dateKey
+        if let line = HTTPStatus.staticStatusLine(status) {
+            out.append(line)
+        } else {
+            out += Array("HTTP/1.1 \(status) \(HTTPStatus.reason(status))\r\n".utf8)
+        }
+        out.append("Date: ")
         out += date
-        out += Self.crlf
+        out.append("\r\n")
         out += commonHeaders
     }
 
     @inline(__always)
     private func end(keepAlive: Bool, version: HTTPVersion, into out: inout [UInt8]) {
         if !keepAlive {
-            out += Self.connectionClose
+            out.append("Connection: close\r\n")
         } else if version == .http10 {
-            out += Self.connectionKeepAlive
+            out.append("Connection: keep-alive\r\n")
         }
-        out += Self.crlf
+        out.append("\r\n")
     }
 }

@@ -22,7 +22,7 @@ public protocol HTTPHandler: Sendable {
 /// ```
 public final class HTTPServer: @unchecked Sendable {
     public let configuration: HTTPConfiguration
-    private let handler: any HTTPHandler
+    private let makeHandler: @Sendable () -> any HTTPHandler
     private let accessLog: Logger?
     private var loops: [EventLoop] = []
     private let finished = DispatchGroup()
@@ -34,9 +34,16 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// - Parameter accessLog: a logger that receives one `info` line per request, or nil
     ///   for none (the default; then logging costs one branch per request).
-    public init(configuration: HTTPConfiguration, handler: any HTTPHandler, accessLog: Logger? = nil) {
+    public convenience init(configuration: HTTPConfiguration, handler: any HTTPHandler, accessLog: Logger? = nil) {
+        self.init(configuration: configuration, accessLog: accessLog, makeHandler: { handler })
+    }
+
+    /// - Parameter makeHandler: called once per event loop at `start()`, so that each
+    ///   loop can have state (caches) no other loop touches.
+    public init(configuration: HTTPConfiguration, accessLog: Logger? = nil,
+                makeHandler: @escaping @Sendable () -> any HTTPHandler) {
         self.configuration = configuration
-        self.handler = handler
+        self.makeHandler = makeHandler
         self.accessLog = accessLog
         connectionCount = .allocate(capacity: 1)
         connectionCount.initialize(to: 0)
@@ -63,10 +70,10 @@ public final class HTTPServer: @unchecked Sendable {
             for s in sockets { close(s.fd) }
             throw error
         }
-        let shared = EventLoop.Shared(configuration: configuration, handler: handler, accessLog: accessLog,
+        let shared = EventLoop.Shared(configuration: configuration, accessLog: accessLog,
                                       maximumConnections: cap, connectionCount: connectionCount)
         for s in sockets {
-            guard let loop = EventLoop(listener: s.fd, shared: shared) else {
+            guard let loop = EventLoop(listener: s.fd, shared: shared, handler: makeHandler()) else {
                 let e = SocketError("epoll_create")
                 for l in loops { l.stop() }
                 throw e

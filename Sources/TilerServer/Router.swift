@@ -36,8 +36,16 @@ public struct Request: Sendable {
     }
 
     private static func decodeSegment(_ raw: ArraySlice<UInt8>) throws(HTTPError) -> String {
+        if !raw.contains(UInt8(ascii: "%")) {
+            // Fast path, no copy: the parser already refused NUL and control bytes.
+            if raw.contains(UInt8(ascii: "\\")) { throw HTTPError(400, "the path contains a backslash") }
+            if raw.count <= 2 && raw.allSatisfy({ $0 == UInt8(ascii: ".") }) && !raw.isEmpty {
+                throw HTTPError(400, "the path contains a '.' or '..' segment")
+            }
+            return String(decoding: raw, as: UTF8.self)
+        }
         var bytes: [UInt8]
-        if raw.contains(UInt8(ascii: "%")) {
+        do {
             bytes = []
             bytes.reserveCapacity(raw.count)
             var i = raw.startIndex
@@ -54,8 +62,6 @@ public struct Request: Sendable {
                     i += 1
                 }
             }
-        } else {
-            bytes = Array(raw)
         }
         if bytes.contains(0) || bytes.contains(UInt8(ascii: "/")) || bytes.contains(UInt8(ascii: "\\")) {
             throw HTTPError(400, "the path contains an encoded slash, backslash or NUL")

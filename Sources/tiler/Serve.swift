@@ -70,7 +70,7 @@ extension Tiler {
             }
             let logAccess = accessLog ?? Self.environmentBool("TILER_ACCESS_LOG") ?? false
             let signals = try TerminationSignals()  // before any thread starts
-            let server = TileServer(configuration: config, accessLog: logAccess ? Logger(label: "tiler.access") : nil)
+            let server = TileServer(configuration: config, accessLog: logAccess ? Logger(label: "tiler.access", factory: { label in StreamLogHandler.standardError(label: label) }) : nil)
             do {
                 try server.start()
             } catch {

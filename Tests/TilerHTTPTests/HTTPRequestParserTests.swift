@@ -1,0 +1,158 @@
+import Testing
+@testable import TilerHTTP
+
+/// Feeds `text` in one call (or byte by byte) and returns the statuses produced.
+private func parseAll(_ bytes: [UInt8], limits: HTTPRequestParser.Limits = .init(), byteByByte: Bool = false)
+    -> (statuses: [HTTPRequestParser.Status], heads: [HTTPRequestHead]) {
+    var parser = HTTPRequestParser(limits: limits)
+    var statuses: [HTTPRequestParser.Status] = []
+    var heads: [HTTPRequestHead] = []
+    let chunks: [[UInt8]] = byteByByte ? bytes.map { [$0] } : [bytes]
+    outer: for chunk in chunks {
+        var offset = 0
+        while offset < chunk.count {
+            let r = chunk[offset...].withUnsafeBytes { parser.parse($0) }
+            offset += r.consumed
+            switch r.status {
+            case .needMore: break
+            case .complete:
+                statuses.append(.complete)
+                heads.append(parser.head)
+            case .failed:
+                statuses.append(r.status)
+                break outer
+            }
+            if r.status == .needMore { break }
+        }
+    }
+    return (statuses, heads)
+}
+
+private func status(of text: String, limits: HTTPRequestParser.Limits = .init()) -> Int? {
+    let r = parseAll(Array(text.utf8), limits: limits)
+    if case .failed(let e)? = r.statuses.last { return e.status }
+    return r.statuses.last == .complete ? 200 : nil
+}
+
+@Suite struct HTTPRequestParserTests {
+    let get = "GET /images/a/tiles/1/2/3.png?x=1 HTTP/1.1\r\nHost: h\r\nIf-None-Match: \"abc\"\r\nIf-Modified-Since: Sun, 06 Nov 1994 08:49:37 GMT\r\nConnection: keep-alive\r\n\r\n"
+
+    @Test func parsesARequestHead() {
+        let r = parseAll(Array(get.utf8))
+        #expect(r.statuses == [.complete])
+        let h = r.heads[0]
+        #expect(h.method == .get)
+        #expect(h.version == .http11)
+        #expect(String(decoding: h.target, as: UTF8.self) == "/images/a/tiles/1/2/3.png?x=1")
+        #expect(h.pathLength == "/images/a/tiles/1/2/3.png".utf8.count)
+        #expect(String(decoding: h.ifNoneMatch, as: UTF8.self) == "\"abc\"")
+        #expect(String(decoding: h.ifModifiedSince, as: UTF8.self) == "Sun, 06 Nov 1994 08:49:37 GMT")
+        #expect(h.keepAlive)
+    }
+
+    @Test func byteByByteGivesTheSameHead() {
+        let whole = parseAll(Array(get.utf8)).heads[0]
+        let split = parseAll(Array(get.utf8), byteByByte: true)
+        #expect(split.statuses == [.complete])
+        #expect(split.heads[0].target == whole.target)
+        #expect(split.heads[0].ifNoneMatch == whole.ifNoneMatch)
+    }
+
+    @Test func pipelinedRequestsComeOutInOrder() {
+        let text = (1...5).map { "GET /\($0) HTTP/1.1\r\nHost: h\r\n\r\n" }.joined()
+        for byteByByte in [false, true] {
+            let r = parseAll(Array(text.utf8), byteByByte: byteByByte)
+            #expect(r.statuses.count == 5)
+            #expect(r.heads.map { String(decoding: $0.target, as: UTF8.self) } == ["/1", "/2", "/3", "/4", "/5"])
+        }
+    }
+
+    @Test func methodsAndVersions() {
+        #expect(parseAll(Array("HEAD / HTTP/1.1\r\nHost: h\r\n\r\n".utf8)).heads.first?.method == .head)
+        #expect(parseAll(Array("OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n".utf8)).heads.first?.method == .options)
+        #expect(parseAll(Array("DELETE / HTTP/1.1\r\nHost: h\r\n\r\n".utf8)).heads.first?.method == .other)
+        let ten = parseAll(Array("GET / HTTP/1.0\r\n\r\n".utf8)).heads[0]
+        #expect(ten.version == .http10 && !ten.keepAlive)
+        let tenKeep = parseAll(Array("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n".utf8)).heads[0]
+        #expect(tenKeep.keepAlive)
+        let close = parseAll(Array("GET / HTTP/1.1\r\nHost: h\r\nConnection: foo, close\r\n\r\n".utf8)).heads[0]
+        #expect(!close.keepAlive)
+        #expect(status(of: "GET / HTTP/2.0\r\nHost: h\r\n\r\n") == 505)
+        #expect(status(of: "GET / HTTP/1.x\r\nHost: h\r\n\r\n") == 400)
+        #expect(status(of: "GET /\r\n\r\n") == 400)  // HTTP/0.9
+    }
+
+    @Test func bareLineFeedsAndLeadingEmptyLinesAreAccepted() {
+        #expect(status(of: "\r\n\r\nGET / HTTP/1.1\nHost: h\n\n") == 200)
+    }
+
+    @Test func absoluteFormIsReducedToThePath() {
+        let h = parseAll(Array("GET http://example.com/healthz?a HTTP/1.1\r\nHost: h\r\n\r\n".utf8)).heads[0]
+        #expect(String(decoding: h.target, as: UTF8.self) == "/healthz?a")
+        #expect(status(of: "GET healthz HTTP/1.1\r\nHost: h\r\n\r\n") == 400)
+    }
+
+    @Test func malformedRequestsAre400() {
+        for text in [
+            "\u{01}\u{02}garbage\r\n\r\n",
+            "GET  / HTTP/1.1\r\nHost: h\r\n\r\n",
+            "GET /a b HTTP/1.1\r\nHost: h\r\n\r\n",
+            "GET /\u{7F} HTTP/1.1\r\nHost: h\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost : h\r\n\r\n",              // space before colon
+            "GET / HTTP/1.1\r\nHost: h\r\n folded\r\n\r\n",     // obs-fold
+            "GET / HTTP/1.1\r\n: empty\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\rX\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a\u{0}b\r\n\r\n",
+            "GET / HTTP/1.1\r\n\r\n",                            // no Host
+            "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 1x\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n",
+        ] {
+            #expect(status(of: text) == 400, "\(text.debugDescription)")
+        }
+    }
+
+    @Test func limitsGiveTheirStatuses() {
+        let small = HTTPRequestParser.Limits(maximumRequestLineBytes: 100, maximumHeaderBytes: 200, maximumHeaderCount: 5)
+        #expect(status(of: "GET /\(String(repeating: "a", count: 100)) HTTP/1.1\r\nHost: h\r\n\r\n", limits: small) == 414)
+        #expect(status(of: "GET /\(String(repeating: "a", count: 80)) HTTP/1.1\r\nHost: h\r\n\r\n", limits: small) == 200)
+        let many = (0..<6).map { "X-\($0): y\r\n" }.joined()
+        #expect(status(of: "GET / HTTP/1.1\r\nHost: h\r\n\(many)\r\n", limits: small) == 431)
+        #expect(status(of: "GET / HTTP/1.1\r\nHost: h\r\nX: \(String(repeating: "v", count: 300))\r\n\r\n", limits: small) == 431)
+        #expect(status(of: "GET / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n") == 413)
+        #expect(status(of: "GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\nx") == 413)
+        #expect(status(of: "GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n") == 200)
+    }
+
+    @Test func smallBodiesWithinTheLimitAreSkipped() {
+        let limits = HTTPRequestParser.Limits(maximumBodyBytes: 10)
+        let text = "GET /a HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhelloGET /b HTTP/1.1\r\nHost: h\r\n\r\n"
+        for byteByByte in [false, true] {
+            let r = parseAll(Array(text.utf8), limits: limits, byteByByte: byteByByte)
+            #expect(r.heads.map { String(decoding: $0.target, as: UTF8.self) } == ["/a", "/b"])
+        }
+    }
+
+    @Test func randomBytesNeverCrashAndAlwaysEnd() {
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<2000 {
+            let count = Int.random(in: 0..<300, using: &rng)
+            var bytes = (0..<count).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            if Bool.random() { bytes = Array("GET / HTTP/1.1\r\n".utf8) + bytes }
+            var parser = HTTPRequestParser(limits: .init(maximumRequestLineBytes: 64, maximumHeaderBytes: 128, maximumHeaderCount: 4))
+            var offset = 0
+            var steps = 0
+            while offset < bytes.count {
+                let r = bytes[offset...].withUnsafeBytes { parser.parse($0) }
+                #expect(r.consumed >= 0 && r.consumed <= bytes.count - offset)
+                offset += r.consumed
+                steps += 1
+                if case .failed = r.status { break }
+                if r.status == .needMore { #expect(offset == bytes.count); break }
+                #expect(steps < 1000)
+            }
+        }
+    }
+}

@@ -1,0 +1,426 @@
+import Foundation
+import Testing
+@testable import TilerHTTP
+
+/// A handler that answers `/file` with a prepared response, `/big` with 3 MB, and echoes
+/// every other target as the body.
+struct TestHandler: HTTPHandler {
+    static let file = PreparedResponse(body: Array("file body".utf8), contentType: "text/plain", etag: "\"v1\"",
+                                       lastModified: 1_000_000_000, cacheControl: "public, max-age=60")
+    static let big = PreparedResponse(body: (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 7) },
+                                      contentType: "application/octet-stream", etag: nil, lastModified: nil, cacheControl: nil)
+
+    static let huge = PreparedResponse(body: [UInt8](repeating: 7, count: 64 << 20), contentType: "application/octet-stream",
+                                       etag: nil, lastModified: nil, cacheControl: nil)
+
+    func respond(to head: HTTPRequestHead) -> HTTPResponse {
+        let target = String(decoding: head.target, as: UTF8.self)
+        switch target {
+        case "/file": return .prepared(Self.file)
+        case "/big": return .prepared(Self.big)
+        case "/huge": return .prepared(Self.huge)
+        case "/missing": return .error(HTTPError(404, "no such thing"))
+        default: return .bytes(status: 200, contentType: "text/plain", body: Array(target.utf8), cacheControl: nil)
+        }
+    }
+}
+
+func withServer(_ configure: (inout HTTPConfiguration) -> Void = { _ in },
+                _ body: (Int, HTTPServer) throws -> Void) throws {
+    var config = HTTPConfiguration()
+    config.port = 0
+    config.threads = 2
+    configure(&config)
+    let server = HTTPServer(configuration: config, handler: TestHandler())
+    try server.start()
+    defer {
+        server.stop()
+        server.wait()
+    }
+    try body(server.port, server)
+}
+
+/// Runs `body(i)` on `count` real threads at once and rethrows the first failure.
+func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) throws -> Void) throws {
+    let group = DispatchGroup()
+    let failures = FailureBox()
+    for i in 0..<count {
+        group.enter()
+        Thread {
+            do { try body(i) } catch { failures.add("\(error)") }
+            group.leave()
+        }.start()
+    }
+    group.wait()
+    if let first = failures.first { throw ClientError(first) }
+}
+
+final class FailureBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var items: [String] = []
+    func add(_ s: String) { lock.withLock { items.append(s) } }
+    var first: String? { lock.withLock { items.first } }
+}
+
+@Suite struct HTTPServerTests {
+    @Test func keepAliveServesManyRequestsOnOneConnection() throws {
+        try withServer { port, _ throws in
+            let c = try RawHTTPClient(port: port)
+            for i in 0..<200 {
+                try c.request("/n/\(i)")
+                let r = try c.readResponse()
+                #expect(r.status == 200)
+                #expect(r.text == "/n/\(i)")
+                #expect(r.header("Date") != nil)
+                #expect(r.header("Connection") == nil)
+            }
+        }
+    }
+
+    @Test func pipelinedRequestsAreAnsweredInOrder() throws {
+        try withServer { port, _ throws in
+            let c = try RawHTTPClient(port: port)
+            try c.send((0..<100).map { "GET /p/\($0) HTTP/1.1\r\nHost: x\r\n\r\n" }.joined())
+            for i in 0..<100 {
+                let r = try c.readResponse()
+                #expect(r.text == "/p/\(i)")
+            }
+        }
+    }
+
+    @Test func pipelinedLargeResponsesApplyBackpressureAndArriveWhole() throws {
+        try withServer { port, _ throws in
+            let c = try RawHTTPClient(port: port)
+            try c.send((0..<10).map { _ in "GET /big HTTP/1.1\r\nHost: x\r\n\r\n" }.joined() + "GET /after HTTP/1.1\r\nHost: x\r\n\r\n")
+            for _ in 0..<10 {
+                let r = try c.readResponse()
+                #expect(r.status == 200)
+                #expect(r.body == TestHandler.big.body)
+            }
+            #expect(try c.readResponse().text == "/after")
+        }
+    }
+
+    @Test func thirtyTwoConcurrentKeepAliveClients() throws {
+        try withServer { port, _ throws in
+            try onThreads(32) { t in
+                let c = try RawHTTPClient(port: port)
+                for i in 0..<150 {
+                    let path = i % 3 == 0 ? "/file" : "/c/\(t)/\(i)"
+                    try c.request(path)
+                    let r = try c.readResponse()
+                    let expected = path == "/file" ? "file body" : path
+                    guard r.status == 200, r.text == expected else {
+                        throw ClientError("client \(t) request \(i): \(r.status) '\(r.text)'")
+                    }
+                }
+            }
+        }
+    }
+
+    @Test func http10ClosesUnlessKeepAliveIsAsked() throws {
+        try withServer { port, _ throws in
+            let c = try RawHTTPClient(port: port)
+            try c.send("GET /old HTTP/1.0\r\n\r\n")
+            let r = try c.readResponse()
+            #expect(r.status == 200 && r.text == "/old")
+            #expect(r.header("Connection") == "close")
+            #expect(c.waitForClose())
+
+            let k = try RawHTTPClient(port: port)
+            for i in 0..<3 {
+                try k.send("GET /k\(i) HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+                let r = try k.readResponse()
+                #expect(r.text == "/k\(i)")
+                #expect(r.header("Connection") == "keep-alive")
+            }
+        }
+    }
+
+    @Test func connectionCloseIsHonoured() throws {
+        try withServer { port, _ throws in
+            let c = try RawHTTPClient(port: port)
+            try c.request("/x", headers: ["Connection: close"])
+            #expect(try c.readResponse().header("Connection") == "close")
+            #expect(c.waitForClose())
+        }
+    }
+
+    @Test func headSendsTheSameHeadersWithoutABody() throws {
+        try withServer { port, _ throws in
+            let c = try RawHTTPClient(port: port)
+            try c.request("/file")
+            let get = try c.readResponse()
+            // HEAD then GET pipelined: if HEAD carried a body the GET would misparse.
+            try c.send("HEAD /file HTTP/1.1\r\nHost: x\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\n\r\n")
+            let head = try c.readResponse(bodyless: true)
+            #expect(head.status == 200)
+            for name in ["Content-Type", "Content-Length", "ETag", "Last-Modified", "Cache-Control", "Access-Control-Allow-Origin"] {
+                #expect(head.header(name) == get.header(name), "\(name)")
+            }
+            #expect(head.header("Content-Length") == "9")
+            #expect(try c.readResponse().text == "/after")
+        }
+    }
+
+    @Test func optionsIs204WithCORS() throws {
+        try withServer { port, _ throws in
+            let c = try RawHTTPClient(port: port)
+            try c.request("/anything", method: "OPTIONS", headers: ["Origin: http://a.example", "Access-Control-Request-Method: GET"])
+            let r = try c.readResponse()
+            #expect(r.status == 204)
+            #expect(r.header("Access-Control-Allow-Origin") == "*")
+            #expect(r.header("Access-Control-Allow-Methods")?.contains("GET") == true)
+            #expect(r.header("Content-Length") == nil)
+            try c.request("/still")
+            #expect(try c.readResponse().text == "/still")
+        }
+    }
+
+    @Test func corsCanBeConfiguredOrTurnedOff() throws {
+        try withServer({ $0.corsAllowOrigin = "https://maps.example" }) { port, _ throws in
+            let r = try fetch(port, "/x")
+            #expect(r.header("Access-Control-Allow-Origin") == "https://maps.example")
+        }
+        try withServer({ $0.corsAllowOrigin = nil }) { port, _ throws in
+            let r = try fetch(port, "/x")
+            #expect(r.header("Access-Control-Allow-Origin") == nil)
+        }
+    }
+
+    @Test func otherMethodsAre405WithAllow() throws {
+        try withServer { port, _ throws in
+            let c = try RawHTTPClient(port: port)
+            for method in ["POST", "PUT", "DELETE", "PATCH", "BREW"] {
+                try c.request("/file", method: method)
+                let r = try c.readResponse()
+                #expect(r.status == 405)
+                #expect(r.header("Allow") == "GET, HEAD, OPTIONS")
+                #expect(r.header("Content-Type") == "application/json")
+                #expect((r.json["error"] as? [String: Any])?["status"] as? Int == 405)
+            }
+        }
+    }
+
+    @Test func conditionalRequestsGet304() throws {
+        try withServer { port, _ throws in
+            let c = try RawHTTPClient(port: port)
+            func status(_ headers: [String]) throws -> RawResponse {
+                try c.request("/file", headers: headers)
+                return try c.readResponse()
+            }
+            let notModified = try status(["If-None-Match: \"v1\""])
+            #expect(notModified.status == 304)
+            #expect(notModified.header("ETag") == "\"v1\"")
+            #expect(notModified.header("Cache-Control") == "public, max-age=60")
+            #expect(notModified.body.isEmpty)
+            #expect(try status(["If-None-Match: W/\"v1\""]).status == 304)
+            #expect(try status(["If-None-Match: \"a\", \"v1\""]).status == 304)
+            #expect(try status(["If-None-Match: *"]).status == 304)
+            #expect(try status(["If-None-Match: \"v2\""]).status == 200)
+            let lastModified = try status([]).header("Last-Modified")!
+            #expect(lastModified == "Sun, 09 Sep 2001 01:46:40 GMT")
+            #expect(try status(["If-Modified-Since: \(lastModified)"]).status == 304)
+            #expect(try status(["If-Modified-Since: Mon, 10 Sep 2001 00:00:00 GMT"]).status == 304)
+            #expect(try status(["If-Modified-Since: Sat, 08 Sep 2001 00:00:00 GMT"]).status == 200)
+            #expect(try status(["If-Modified-Since: garbage"]).status == 200)
+            // If-None-Match wins over If-Modified-Since.
+            #expect(try status(["If-None-Match: \"v2\"", "If-Modified-Since: \(lastModified)"]).status == 200)
+        }
+    }
+
+    @Test func errorsAreJSON() throws {
+        try withServer { port, _ throws in
+            let r = try fetch(port, "/missing")
+            #expect(r.status == 404)
+            #expect(r.header("Content-Type") == "application/json")
+            #expect(r.text == #"{"error":{"status":404,"message":"no such thing"}}"#)
+        }
+    }
+
+    /// After each bad request the server still answers a fresh connection.
+    private func expectStillServing(_ port: Int) throws {
+        #expect(try fetch(port, "/alive").text == "/alive")
+    }
+
+    @Test func hugeRequestLineIs414OrClosed() throws {
+        try withServer { port, _ throws in
+            let c = try RawHTTPClient(port: port)
+            try? c.send("GET /\(String(repeating: "a", count: 100_000)) HTTP/1.1\r\nHost: x\r\n\r\n")
+            if let r = try? c.readResponse() {
+                #expect(r.status == 414)
+                #expect(r.header("Connection") == "close")
+            }
+            #expect(c.waitForClose())
+            try expectStillServing(port)
+        }
+    }
+
+    @Test func twoThousandHeadersAre431() throws {
+        try withServer { port, _ throws in
+            let c = try RawHTTPClient(port: port)
+            try? c.send("GET / HTTP/1.1\r\nHost: x\r\n" + (0..<2000).map { "X-H\($0): v\r\n" }.joined() + "\r\n")
+            let r = try c.readResponse()
+            #expect(r.status == 431)
+            #expect(c.waitForClose())
+            try expectStillServing(port)
+        }
+    }
+
+    @Test func oversizedHeaderSectionIs431() throws {
+        try withServer { port, _ throws in
+            let c = try RawHTTPClient(port: port)
+            try? c.send("GET / HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "b", count: 20_000))\r\n\r\n")
+            #expect(try c.readResponse().status == 431)
+            try expectStillServing(port)
+        }
+    }
+
+    @Test func garbageIs400AndClosed() throws {
+        try withServer { port, _ throws in
+            let c = try RawHTTPClient(port: port)
+            try c.send([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xFC, 0x03, 0x03] + Array("\r\n\r\n".utf8))
+            let r = try c.readResponse()
+            #expect(r.status == 400)
+            #expect(r.header("Connection") == "close")
+            #expect(r.errorMessage != nil)
+            #expect(c.waitForClose())
+            try expectStillServing(port)
+        }
+    }
+
+    @Test func contentLengthWithTransferEncodingIs400() throws {
+        try withServer { port, _ throws in
+            let c = try RawHTTPClient(port: port)
+            try c.send("GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+            #expect(try c.readResponse().status == 400)
+            #expect(c.waitForClose())
+            try expectStillServing(port)
+        }
+    }
+
+    @Test func requestBodiesAre413() throws {
+        try withServer { port, _ throws in
+            let c = try RawHTTPClient(port: port)
+            try c.send("GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n" + String(repeating: "z", count: 5000))
+            #expect(try c.readResponse().status == 413)
+            #expect(c.waitForClose())
+            try expectStillServing(port)
+        }
+    }
+
+    @Test func halfSentRequestsDoNotDelayOthers() throws {
+        try withServer { port, _ throws in
+            var slow: [RawHTTPClient] = []
+            for i in 0..<60 {
+                let c = try RawHTTPClient(port: port)
+                try c.send("GET /slow/\(i) HTTP/1.1\r\nHost: x\r\nX-Partial: ")
+                slow.append(c)
+            }
+            let start = Date()
+            let c = try RawHTTPClient(port: port)
+            for i in 0..<20 {
+                try c.request("/fast/\(i)")
+                #expect(try c.readResponse().text == "/fast/\(i)")
+            }
+            #expect(Date().timeIntervalSince(start) < 1.0)
+            // The slow ones complete when they finish their heads.
+            for (i, s) in slow.enumerated() where i % 10 == 0 {
+                try s.send("y\r\n\r\n")
+                #expect(try s.readResponse().text == "/slow/\(i)")
+            }
+        }
+    }
+
+    @Test func slowRequestHeadsGet408AndAreClosed() throws {
+        try withServer({ $0.requestHeadTimeout = 0.4 }) { port, _ throws in
+            let c = try RawHTTPClient(port: port)
+            try c.send("GET / HTTP/1.1\r\nHost: x\r\n")
+            let start = Date()
+            let r = try c.readResponse()
+            #expect(r.status == 408)
+            #expect(c.waitForClose())
+            #expect(Date().timeIntervalSince(start) < 3)
+            try expectStillServing(port)
+        }
+    }
+
+    @Test func idleConnectionsAreClosed() throws {
+        try withServer({ $0.idleTimeout = 0.4 }) { port, server throws in
+            let c = try RawHTTPClient(port: port)
+            try c.request("/one")
+            _ = try c.readResponse()
+            let start = Date()
+            #expect(c.waitForClose())
+            let waited = Date().timeIntervalSince(start)
+            #expect(waited > 0.3 && waited < 3)
+        }
+    }
+
+    @Test func silentNewConnectionsAreClosedAfterTheHeadTimeout() throws {
+        try withServer({ $0.requestHeadTimeout = 0.4 }) { port, _ throws in
+            let c = try RawHTTPClient(port: port)
+            let start = Date()
+            #expect(c.waitForClose())
+            let waited = Date().timeIntervalSince(start)
+            #expect(waited > 0.3 && waited < 3)
+        }
+    }
+
+    @Test func clientsThatStopReadingAreCutOffAfterTheWriteTimeout() throws {
+        try withServer({ $0.writeTimeout = 0.5 }) { port, server throws in
+            let c = try RawHTTPClient(port: port, timeout: 5)
+            try c.request("/huge")  // 64 MiB: far more than the socket buffers hold
+            Thread.sleep(forTimeInterval: 2)
+            #expect(server.openConnections == 0)
+            var received = 0
+            var chunk = [UInt8](repeating: 0, count: 1 << 20)
+            while true {
+                let n = chunk.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
+                if n <= 0 { break }
+                received += n
+            }
+            #expect(received < 64 << 20)
+            try expectStillServing(port)
+        }
+    }
+
+    @Test func connectionsPastTheCapGet503() throws {
+        try withServer({ $0.maximumConnections = 4; $0.threads = 1 }) { port, server throws in
+            let held = try (0..<4).map { _ in try RawHTTPClient(port: port) }
+            for (i, c) in held.enumerated() {
+                try c.request("/h\(i)")
+                _ = try c.readResponse()
+            }
+            let extra = try RawHTTPClient(port: port)
+            let r = try extra.readResponse()
+            #expect(r.status == 503)
+            #expect(r.header("Date").flatMap { HTTPDate.parse(Array($0.utf8)) }.map { abs($0 - SystemClock.wallSeconds()) < 5 } == true)
+            #expect(extra.waitForClose())
+            #expect(server.openConnections == 4)
+            // Capacity comes back when a connection closes.
+            _ = held  // keep them open until here
+        }
+    }
+
+    @Test func stopFinishesInFlightResponsesAndStopsAccepting() throws {
+        var config = HTTPConfiguration()
+        config.port = 0
+        config.threads = 2
+        let server = HTTPServer(configuration: config, handler: TestHandler())
+        try server.start()
+        let port = server.port
+        let idle = try RawHTTPClient(port: port)
+        try idle.request("/first")
+        _ = try idle.readResponse()
+        let busy = try RawHTTPClient(port: port)
+        try busy.send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        Thread.sleep(forTimeInterval: 0.1)  // the response is now queued, the client not reading
+        server.stop()
+        let r = try busy.readResponse()
+        #expect(r.body.count == TestHandler.big.body.count)
+        #expect(idle.waitForClose())
+        server.wait()
+        #expect(throws: (any Error).self) { _ = try fetch(port, "/after") }
+    }
+}

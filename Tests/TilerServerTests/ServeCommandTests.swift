@@ -1,0 +1,120 @@
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `tiler serve` as a process: start-up line, environment variables, signals.
+@Suite struct ServeCommandTests {
+    /// `.build/debug/tiler`, built by `swift build --build-tests`.
+    static var binary: String {
+        get throws {
+            let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent()
+            let path = packageRoot.appendingPathComponent(".build/debug/tiler").path
+            guard FileManager.default.isExecutableFile(atPath: path) else {
+                throw ClientError("\(path) is missing: run `swift build --build-tests` before `swift test --skip-build`")
+            }
+            return path
+        }
+    }
+
+    /// Starts `tiler serve`, reads its start-up line and returns the process and port.
+    func launch(_ arguments: [String], environment: [String: String] = [:]) throws -> (Process, Int, String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try Self.binary)
+        process.arguments = ["serve"] + arguments
+        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TILER_") }
+        env.merge(environment) { $1 }
+        process.environment = env
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var line = [UInt8]()
+        let deadline = Date().addingTimeInterval(10)
+        while !line.contains(10) && Date() < deadline {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line += chunk
+        }
+        let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let range = text.range(of: #"http://127\.0\.0\.1:(\d+)/"#, options: .regularExpression),
+              let port = Int(text[range].dropFirst("http://127.0.0.1:".count).dropLast()) else {
+            process.terminate()
+            throw ClientError("unexpected start-up line '\(text)'")
+        }
+        return (process, port, text)
+    }
+
+    func waitForExit(_ p: Process, seconds: Double = 10) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while p.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        return !p.isRunning
+    }
+
+    @Test func sigtermFinishesInFlightRequestsAndExitsZero() throws {
+        let root = try PyramidRoot()
+        try root.addPyramid("a", width: 300, height: 200)
+        let (process, port, line) = try launch([root.path, "--port", "0"])
+        #expect(line == "tiler: serving \(root.path) at http://127.0.0.1:\(port)/")
+        #expect(try fetch(port, "/images/a/tiles/0/0/0.png").status == 200)
+
+        let idle = try RawHTTPClient(port: port)
+        try idle.request("/healthz")
+        _ = try idle.readResponse()
+        let inFlight = try RawHTTPClient(port: port)
+        try inFlight.send("GET /images/a/tiles/1/0/1.png HTTP/1.1\r\nHost: x\r\n")
+        Thread.sleep(forTimeInterval: 0.1)
+
+        kill(process.processIdentifier, SIGTERM)
+        Thread.sleep(forTimeInterval: 0.2)
+        try inFlight.send("\r\n")
+        let r = try inFlight.readResponse()
+        #expect(r.status == 200)
+        #expect(r.header("Connection") == "close")
+        #expect(r.body == root.file("a/1/0/1.png"))
+        #expect(idle.waitForClose())
+        #expect(waitForExit(process))
+        #expect(process.terminationReason == .exit)
+        #expect(process.terminationStatus == 0)
+    }
+
+    @Test func sigintExitsZeroAndEnvironmentConfigures() throws {
+        let root = try PyramidRoot()
+        // TILER_ROOT and TILER_PORT instead of arguments; TILER_CORS_ORIGIN applies.
+        let (process, port, _) = try launch([], environment: ["TILER_ROOT": root.path, "TILER_PORT": "0",
+                                                              "TILER_CORS_ORIGIN": "https://x.example"])
+        let r = try fetch(port, "/healthz")
+        #expect(r.status == 200)
+        #expect(r.header("Access-Control-Allow-Origin") == "https://x.example")
+        kill(process.processIdentifier, SIGINT)
+        #expect(waitForExit(process))
+        #expect(process.terminationStatus == 0)
+    }
+
+    @Test func flagsWinOverEnvironment() throws {
+        let root = try PyramidRoot()
+        let (process, port, _) = try launch([root.path, "--port", "0", "--cache-control", "no-cache"],
+                                            environment: ["TILER_PORT": "not-a-port", "TILER_CACHE_CONTROL": "max-age=1"])
+        try root.addPyramid("a", width: 300, height: 200)
+        #expect(try fetch(port, "/images/a/tiles/0/0/0.png").header("Cache-Control") == "no-cache")
+        kill(process.processIdentifier, SIGTERM)
+        #expect(waitForExit(process))
+        #expect(process.terminationStatus == 0)
+    }
+
+    @Test func aMissingRootIsAClearError() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try Self.binary)
+        process.arguments = ["serve", "/nonexistent/tiler-root", "--port", "0"]
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(process.terminationStatus != 0)
+        #expect(message.contains("/nonexistent/tiler-root"))
+    }
+}
