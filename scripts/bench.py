@@ -302,11 +302,15 @@ def section_cut(t, res, args):
     src = t.image(side, side)
     legs = [("tiler", "png"), ("dzsave", "png"), ("dzsave", "png-c1"), ("tiler", "jpeg"), ("dzsave", "jpeg")]
     rounds = {f"{a}/{b}": [] for a, b in legs}
+    clear(os.path.join(t.out, "pyramids"))   # only this run's pyramids may be served
     for r in range(args.cut_rounds):
         order = legs if r % 2 == 0 else list(reversed(legs))
         log(f"cut round {r + 1}/{args.cut_rounds} ({side}x{side})")
         for tool, fmt in order:
-            rounds[f"{tool}/{fmt}"].append(t.measure_cut(tool, fmt, src, side, side))
+            name = f"{IMAGE_ID}-{'png' if fmt.startswith('png') else 'jpeg'}"
+            # The last round's tiler pyramids are kept for the serve section.
+            keep = os.path.join(t.out, "pyramids", name) if tool == "tiler" and r == args.cut_rounds - 1 else None
+            rounds[f"{tool}/{fmt}"].append(t.measure_cut(tool, fmt, src, side, side, keep=keep, name=name))
     res["cut"] = {"image": f"{side}x{side}", "input_bytes": os.path.getsize(src),
                   "legs": {k: summarise(v) for k, v in rounds.items()}}
 
@@ -317,14 +321,28 @@ def section_scaling(t, res, args):
     pts = [("square", s, s) for s in squares if s <= 20000] + [("strip", strip_w, h) for h in strip_hs]
     big = [s for s in squares if s > 20000]
     out = {"square": [], "strip": [], "skipped": []}
+    res["scaling"] = out
 
     def point(kind, w, h):
-        src = t.image(w, h)
-        order = ["tiler", "dzsave"] if len(out[kind]) % 2 == 0 else ["dzsave", "tiler"]
         row = {"width": w, "height": h, "mpx": round(w * h / 1e6, 2)}
-        for tool in order:
-            row[tool] = t.measure_cut(tool, "png", src, w, h)
+        cut = res.get("cut", {})
+        if kind == "square" and cut.get("image") == f"{w}x{h}" and "legs" in cut:
+            # The same two commands on the same image were just timed by the cut section:
+            # its first round is this point (saves the longest pair of cuts at 20k).
+            for tool in ("tiler", "dzsave"):
+                row[tool] = dict(cut["legs"][f"{tool}/png"]["rounds"][0], reused="cut round 1")
+            log(f"  {w}x{h}: the cut section's first round")
+        else:
+            src = t.image(w, h)
+            order = ["tiler", "dzsave"] if len(out[kind]) % 2 == 0 else ["dzsave", "tiler"]
+            for tool in order:
+                row[tool] = t.measure_cut(tool, "png", src, w, h)
         out[kind].append(row)
+        if kind == "square":
+            out["square"].sort(key=lambda p: p["mpx"])
+        plot_scaling(out, args.plot)
+        if getattr(args, "save", None):
+            args.save()
         return row
 
     log("scaling")
@@ -346,8 +364,8 @@ def section_scaling(t, res, args):
                 out["skipped"].append({"side": s, "reason": f"time: estimated {secs:.0f} s > --max-point-seconds {args.max_point_seconds}"})
                 continue
         point("square", s, s)
-    res["scaling"] = out
     plot_scaling(out, args.plot)
+    log(f"plot written to {os.path.relpath(args.plot, ROOT)}")
 
 
 def plot_scaling(sc, path):
@@ -379,7 +397,7 @@ def plot_scaling(sc, path):
     fig.tight_layout()
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fig.savefig(path)
-    log(f"plot written to {os.path.relpath(path, ROOT)}")
+    plt.close(fig)
 
 
 # ---- serving
@@ -569,21 +587,26 @@ def section_serve(t, res, args):
     sdir = os.path.join(t.out, "serve")
     clear(sdir)
     os.makedirs(sdir)
-    root = os.path.join(sdir, "tiles")
-    os.makedirs(root)
+    root = os.path.join(t.out, "pyramids")
+    os.makedirs(root, exist_ok=True)
     out = {"image": f"{side}x{side}", "tiles": tile_count(side, side), "wrk": "2 threads, 32 connections",
            "seconds": args.serve_seconds, "rounds": args.serve_rounds, "legs": {}}
     ids = {fmt: f"{IMAGE_ID}-{fmt}" for fmt, _ in SERVE_FORMATS}
     # The pyramids tiler and nginx both serve, one PNG and one JPEG Q85 image in one ROOT:
     # tiler's own, or dzsave's while tiler cut is missing (same paths; nginx and iipsrv
     # can then still be exercised).
-    log(f"serve: cutting the {side}x{side} pyramids to serve")
     try:
         for fmt, _ in SERVE_FORMATS:
-            r = t.measure_cut("tiler", fmt, src, side, side, keep=os.path.join(root, ids[fmt]), name=ids[fmt])
-            if "error" in r:
-                raise TilerError(r["error"])
-            with open(os.path.join(root, ids[fmt], "pyramid.json")) as f:
+            man = os.path.join(root, ids[fmt], "pyramid.json")
+            fresh = res.get("cut", {}).get("image") == f"{side}x{side}" and os.path.exists(man)
+            if fresh:
+                log(f"serve: {ids[fmt]}: the pyramid tiler cut in the cut section")
+            else:
+                log(f"serve: cutting the {side}x{side} {fmt} pyramid to serve")
+                r = t.measure_cut("tiler", fmt, src, side, side, keep=os.path.join(root, ids[fmt]), name=ids[fmt])
+                if "error" in r:
+                    raise TilerError(r["error"])
+            with open(man) as f:
                 man = json.load(f)
             got = [(l["columns"], l["rows"]) for l in man["levels"]]
             if got != [(l["columns"], l["rows"]) for l in levels]:
@@ -889,7 +912,9 @@ def report_md(res):
         for p in sc["square"] + sc["strip"]:
             t, d = p["tiler"], p["dzsave"]
             ts = f"{t['wall']:.2f} | {t['rss_mb']:.0f}" if "error" not in t else "error | "
-            L.append(f"| {p['width']}×{p['height']} | {p['mpx']} | {ts} | {d['wall']:.2f} | {d['rss_mb']:.0f} |")
+            note = f" ({d['reused']})" if d.get("reused") else ""
+            ds = f"{d['wall']:.2f} | {d['rss_mb']:.0f}" if "error" not in d else "error | "
+            L.append(f"| {p['width']}×{p['height']}{note} | {p['mpx']} | {ts} | {ds} |")
         for s in sc["skipped"]:
             L.append(f"| {s['side']}×{s['side']} | skipped: {s['reason']} | | | | |")
         L.append("")
@@ -989,21 +1014,30 @@ def main():
     t = Tools(args, out)
     t.build_tiler()
     fns = {"cut": section_cut, "scaling": section_scaling, "serve": section_serve, "profile": section_profile}
-    for s in sections:
+    # Scaling goes last: it is the longest and its 40k point is optional, so everything
+    # else is on disk (results are saved after each section and scaling point) if a run
+    # has to be stopped during it.
+    order = [s for s in ("cut", "serve", "profile", "scaling") if s in sections]
+    res["sections"] = order
+
+    def save():
+        res["machine"]["load_end"] = os.getloadavg()
+        res["machine"]["uptime_end"] = out_of(["uptime"])
+        res["elapsed_s"] = time.time() - t0
+        res["targets"] = targets(res)
+        with open(os.path.join(out, "results.json"), "w") as f:
+            json.dump(res, f, indent=1)
+        with open(os.path.join(out, "results.md"), "w") as f:
+            f.write(report_md(res) + "\n")
+    args.save = save
+    for s in order:
         try:
             fns[s](t, res, args)
         except TilerError as e:
             log(f"section {s} failed: {e}")
             res[s] = {"error": str(e)}
-    res["machine"]["load_end"] = os.getloadavg()
-    res["machine"]["uptime_end"] = out_of(["uptime"])
-    res["elapsed_s"] = time.time() - t0
-    res["targets"] = targets(res)
-    with open(os.path.join(out, "results.json"), "w") as f:
-        json.dump(res, f, indent=1)
+        save()
     md = report_md(res)
-    with open(os.path.join(out, "results.md"), "w") as f:
-        f.write(md + "\n")
     print(md)
     print()
     for name, val, r, ok in res["targets"]:
