@@ -905,6 +905,10 @@ def report_md(res):
         L.append(fmt_cut_row("tiler JPEG Q85", lg["tiler/jpeg"], lg["dzsave/jpeg"]))
         L.append(fmt_cut_row("dzsave JPEG Q85", lg["dzsave/jpeg"]))
         L.append("")
+        tp, c1 = lg["tiler/png"], lg["dzsave/png-c1"]
+        if "error" not in tp and "error" not in c1:
+            L += [f"tiler PNG against dzsave `compression=1`: wall {tp['wall'] / c1['wall']:.2f}×, "
+                  f"bytes {tp['bytes'] / c1['bytes']:.2f}×, peak RSS {tp['rss_mb'] / c1['rss_mb']:.2f}×.", ""]
     if "scaling" in res:
         sc = res["scaling"]
         L += ["## Scaling (PNG tiles, one round)", "",
