@@ -762,6 +762,8 @@ def section_serve(t, res, args):
             out["tiler_rss_mb"] = vm_hwm_mb(procs["tiler"].pid)
         if args.profile_serve and tiler_ok:
             out["profile"] = profile_server(procs["tiler"].pid, ports["tiler"], scripts["png"], sdir)
+            if vis_runs:
+                out["profile_visible"] = profile_server(procs["tiler"].pid, ports["tiler"], vis_lua, sdir)
     finally:
         for p in procs.values():
             stop(p)
@@ -961,6 +963,10 @@ def report_md(res):
         x = res["serve"]["profile"]
         L += ["## Where the time goes: `tiler serve` under wrk (PNG tiles)", "", "```"] + x["dso"] + [""] + \
              x["symbol"][:15] + ["```", ""]
+    if "profile_visible" in res.get("serve", {}):
+        x = res["serve"]["profile_visible"]
+        L += ["## Where the time goes: `tiler serve` under wrk (`/visible`)", "", "```"] + x["dso"] + [""] + \
+             x["symbol"][:20] + ["```", ""]
     if res["targets"]:
         L += ["## Targets", "", "| target | values | ratio | result |", "|---|---|---|---|"]
         for name, val, r, ok in res["targets"]:
