@@ -37,6 +37,8 @@ public struct HTTPRequestHead: Sendable {
     public internal(set) var contentLength: Int?
     public internal(set) var hasTransferEncoding = false
     public internal(set) var hasHost = false
+    /// The raw value of `Host`, or empty when absent (IIIF builds absolute ids from it).
+    public internal(set) var host: [UInt8] = []
 
     public init() {}
 
@@ -66,6 +68,7 @@ public struct HTTPRequestHead: Sendable {
         contentLength = nil
         hasTransferEncoding = false
         hasHost = false
+        host.removeAll(keepingCapacity: true)
     }
 }
 
@@ -377,6 +380,7 @@ public struct HTTPRequestParser: Sendable {
         case .host:
             if head.hasHost { return .bad("more than one Host header") }
             head.hasHost = true
+            head.host.append(contentsOf: value)
         case .connection:
             // A comma-separated list of tokens, case-insensitive.
             var start = 0

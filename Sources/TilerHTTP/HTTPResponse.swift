@@ -148,6 +148,8 @@ public enum HTTPResponse: Sendable {
     case bytes(status: Int, contentType: String, body: [UInt8], cacheControl: String?)
     /// An error, sent as the contract's JSON error body.
     case error(HTTPError)
+    /// Another response with extra header lines (`Location`, `Link`), e.g. IIIF's 303.
+    indirect case withHeaders([(name: String, value: String)], HTTPResponse)
 
     /// A JSON document.
     public static func json(_ body: [UInt8], status: Int = 200, cacheControl: String? = "no-cache") -> HTTPResponse {
@@ -186,17 +188,25 @@ struct ResponseSerializer {
     /// to be sent straight from the cache after the bytes in `out`.
     @discardableResult
     func write(_ response: HTTPResponse, for head: HTTPRequestHead, keepAlive: Bool, date: [UInt8],
-               into out: inout [UInt8], deferredBody: UnsafeMutablePointer<[UInt8]?>? = nil) -> (status: Int, bytes: Int) {
+               extra: [UInt8] = [], into out: inout [UInt8],
+               deferredBody: UnsafeMutablePointer<[UInt8]?>? = nil) -> (status: Int, bytes: Int) {
         let isHead = head.method == .head
         switch response {
+        case let .withHeaders(fields, inner):
+            var lines = extra
+            for f in fields { lines += Array("\(f.name): \(f.value)\r\n".utf8) }
+            return write(inner, for: head, keepAlive: keepAlive, date: date, extra: lines, into: &out,
+                         deferredBody: deferredBody)
         case .prepared(let p):
             if p.isNotModified(for: head) {
                 begin(304, date: date, into: &out)
+                out += extra
                 out += p.validatorHeaders
                 end(keepAlive: keepAlive, version: head.version, into: &out)
                 return (304, 0)
             }
             begin(200, date: date, into: &out)
+            out += extra
             out += p.entityHeaders
             out += p.validatorHeaders
             end(keepAlive: keepAlive, version: head.version, into: &out)
@@ -205,13 +215,13 @@ struct ResponseSerializer {
             }
             return (200, p.body.count)
         case let .bytes(status, contentType, body, cacheControl):
-            writeBytes(status: status, contentType: contentType, body: body, cacheControl: cacheControl, extra: nil,
+            writeBytes(status: status, contentType: contentType, body: body, cacheControl: cacheControl, extra: extra,
                        isHead: isHead, keepAlive: keepAlive, version: head.version, date: date, into: &out)
             return (status, body.count)
         case .error(let e):
             let body = e.jsonBody
             writeBytes(status: e.status, contentType: "application/json", body: body, cacheControl: "no-store",
-                       extra: e.status == 405 ? Self.allowHeader : nil,
+                       extra: e.status == 405 ? extra + Self.allowHeader : extra,
                        isHead: isHead, keepAlive: keepAlive, version: head.version, date: date, into: &out)
             return (e.status, body.count)
         }

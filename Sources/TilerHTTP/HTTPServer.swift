@@ -60,6 +60,11 @@ public final class HTTPServer: @unchecked Sendable {
         let threads = max(1, configuration.threads)
         var sockets: [ListeningSocket] = []
         do {
+            // SO_REUSEPORT would let a second server share a port that is already in
+            // use and silently split its traffic: claim the port exclusively first.
+            if configuration.port != 0 {
+                try ListeningSocket.checkPortIsFree(host: configuration.host, port: configuration.port)
+            }
             let first = try ListeningSocket.bind(host: configuration.host, port: configuration.port, backlog: configuration.backlog)
             sockets.append(first)
             port = first.port

@@ -26,6 +26,17 @@ struct ListeningSocket {
     /// Creates a non-blocking socket bound to `host:port` with `SO_REUSEADDR` and
     /// `SO_REUSEPORT`, so that every loop can bind the same port, and listens.
     static func bind(host: String, port: Int, backlog: Int) throws(SocketError) -> ListeningSocket {
+        try bind(host: host, port: port, backlog: backlog, reusePort: true)
+    }
+
+    /// Fails with `EADDRINUSE` when any socket, of this process or another, already
+    /// listens on `host:port`: binds once without `SO_REUSEPORT`, then lets go.
+    static func checkPortIsFree(host: String, port: Int) throws(SocketError) {
+        let probe = try bind(host: host, port: port, backlog: 1, reusePort: false)
+        close(probe.fd)
+    }
+
+    private static func bind(host: String, port: Int, backlog: Int, reusePort: Bool) throws(SocketError) -> ListeningSocket {
         let literal = host == "localhost" ? "127.0.0.1" : host
         let family: Int32
         switch cns_address_family(literal) {
@@ -36,7 +47,7 @@ struct ListeningSocket {
         guard (0...65535).contains(port) else { throw SocketError("bind", "to port \(port)", errno: EINVAL) }
         let fd = cns_tcp_socket(family)
         guard fd >= 0 else { throw SocketError("socket") }
-        guard cns_set_reuse_address(fd) == 0, cns_set_reuse_port(fd) == 0 else {
+        guard cns_set_reuse_address(fd) == 0, !reusePort || cns_set_reuse_port(fd) == 0 else {
             let e = SocketError("setsockopt(SO_REUSEPORT)")
             close(fd)
             throw e

@@ -5,18 +5,23 @@ import TilerCore
 /// Builds every level of a pyramid from full-resolution rows that arrive top to bottom,
 /// the way libvips' dzsave does: each level keeps one strip of `tileSize` rows; when a
 /// strip is full its tiles are encoded and written, and its rows are shrunk 2×2 into
-/// the level below. Memory is a strip per level, so it grows with the width, not the
-/// height. Tiles are encoded on all cores.
+/// the level below. Memory is two strips per level (one filling, one encoding), so it
+/// grows with the width, not the height.
+///
+/// Encoding runs on all cores in the background while the next strip is decoded,
+/// copied and shrunk: finished strips are queued, and handed to the encoders as one
+/// batch when a strip's buffer is needed again. At most one batch is in flight.
 ///
 /// Not thread-safe: rows must come from one thread at a time, in order.
 final class PyramidBuilder {
-    /// One level's strip of rows. Unchecked `Sendable`: the encoding threads only read
-    /// `rows` while the strip is queued, and nothing writes it until they are done.
-    final class LevelStrip: @unchecked Sendable {
+    /// One level's strip of rows, double-buffered.
+    final class LevelStrip {
         let level: Level
         let rowBytes: Int
-        /// `tileSize` rows of `rowBytes`.
-        let rows: UnsafeMutablePointer<UInt8>
+        /// The strip being filled: `tileSize` rows of `rowBytes`.
+        private(set) var rows: UnsafeMutablePointer<UInt8>
+        /// The other buffer, holding the previous strip (maybe still being encoded).
+        private var spare: UnsafeMutablePointer<UInt8>
         /// Rows filled in `rows`.
         var filled = 0
         /// The level row that `rows` starts at.
@@ -24,7 +29,7 @@ final class PyramidBuilder {
         /// A row still waiting for its partner before it can be shrunk into the level below.
         let waiting: UnsafeMutablePointer<UInt8>
         var hasWaiting = false
-        /// Whether the strip's tiles are queued for encoding and its rows must not change yet.
+        /// Whether the full strip in `rows` is queued for encoding but not yet handed over.
         var queued = false
         /// Every row of the level, kept for the thumbnail (one small level only).
         var whole: UnsafeMutablePointer<UInt8>?
@@ -32,25 +37,45 @@ final class PyramidBuilder {
         init(level: Level, bands: Int, tileSize: Int, keepWhole: Bool) {
             self.level = level
             rowBytes = level.width * bands
-            rows = .allocate(capacity: rowBytes * tileSize)
+            let stripRows = min(tileSize, level.height)
+            rows = .allocate(capacity: rowBytes * stripRows)
+            spare = level.height > tileSize ? .allocate(capacity: rowBytes * stripRows) : rows
             waiting = .allocate(capacity: rowBytes)
             if keepWhole { whole = .allocate(capacity: rowBytes * level.height) }
         }
 
         deinit {
+            if spare != rows { spare.deallocate() }
             rows.deallocate()
             waiting.deallocate()
             whole?.deallocate()
         }
 
         var isComplete: Bool { firstRow + filled == level.height }
+
+        /// Starts the next strip in the other buffer, which the caller knows is free.
+        func startNextStrip() {
+            swap(&rows, &spare)
+            firstRow += filled
+            filled = 0
+        }
     }
 
-    /// A strip whose tiles are to be encoded.
-    private struct StripJob: Sendable {
-        let strip: LevelStrip
+    /// A finished strip whose tiles are to be encoded. Unchecked `Sendable`: the encoders
+    /// only read `rows`, and nothing writes that buffer until their batch is done.
+    private struct StripJob: @unchecked Sendable {
+        let level: Level
+        let rows: UnsafePointer<UInt8>
+        let rowBytes: Int
         let tileRow: Int
         let height: Int
+    }
+
+    /// The batch of tiles being encoded in the background.
+    private struct Batch {
+        let done: DispatchGroup
+        let outcome: TileWriteOutcome
+        let tiles: Int
     }
 
     let geometry: PyramidGeometry
@@ -62,6 +87,8 @@ final class PyramidBuilder {
     /// The level kept whole for the thumbnail.
     let thumbnailLevel: Int
     private var jobs: [StripJob] = []
+    private var queuedStrips: [LevelStrip] = []
+    private var inFlight: Batch?
     private(set) var tilesWritten = 0
     private(set) var bytesWritten = 0
     private(set) var fullResolutionRows = 0
@@ -81,6 +108,11 @@ final class PyramidBuilder {
         }
     }
 
+    deinit {
+        // Never free buffers under the encoders' feet, even after an error.
+        inFlight?.done.wait()
+    }
+
     /// Takes `count` full-resolution rows, row `i` at `first + i * stride`.
     func append(_ first: UnsafePointer<UInt8>, stride: Int, count: Int) throws {
         let top = strips[geometry.maxLevel]
@@ -92,9 +124,11 @@ final class PyramidBuilder {
         fullResolutionRows += count
     }
 
-    /// Encodes whatever is still queued and checks that every level received all its rows.
+    /// Encodes whatever is still queued, waits for it, and checks that every level
+    /// received all its rows.
     func finish() throws {
-        try flushJobs()
+        try submitQueued()
+        try waitForEncoding()
         for strip in strips where !strip.isComplete {
             preconditionFailure("level \(strip.level.level) has \(strip.firstRow + strip.filled) of \(strip.level.height) rows")
         }
@@ -109,9 +143,10 @@ final class PyramidBuilder {
     /// The next free row of a level's strip, starting a new strip when the last is full.
     private func reserveRow(in strip: LevelStrip) throws -> UnsafeMutablePointer<UInt8> {
         if strip.filled == geometry.tileSize {
-            if strip.queued { try flushJobs() }
-            strip.firstRow += strip.filled
-            strip.filled = 0
+            // The full strip goes to the encoders (if it has not yet); its spare buffer
+            // held a strip of an earlier batch, which submitQueued waited for.
+            if strip.queued { try submitQueued() }
+            strip.startNextStrip()
         }
         return strip.rows + strip.filled * strip.rowBytes
     }
@@ -125,39 +160,43 @@ final class PyramidBuilder {
         }
         strip.filled += 1
         guard strip.filled == geometry.tileSize || strip.isComplete else { return }
-        try prepareFolder(level: strip.level.level, row: strip.firstRow / geometry.tileSize)
-        jobs.append(StripJob(strip: strip, tileRow: strip.firstRow / geometry.tileSize, height: strip.filled))
+        let tileRow = strip.firstRow / geometry.tileSize
+        try prepareFolder(level: strip.level.level, row: tileRow)
+        jobs.append(StripJob(level: strip.level, rows: UnsafePointer(strip.rows), rowBytes: strip.rowBytes,
+                             tileRow: tileRow, height: strip.filled))
         strip.queued = true
+        queuedStrips.append(strip)
         if strip.level.level > 0 { try shrinkStrip(strip, into: strips[strip.level.level - 1]) }
     }
 
     /// Shrinks the rows of a full strip, pairing the first with a row left waiting by the
-    /// previous strip (odd tile sizes), into the level below.
+    /// previous strip (odd tile sizes), into the level below. The strip's buffer does not
+    /// change meanwhile: only `reserveRow` on this strip swaps it.
     private func shrinkStrip(_ strip: LevelStrip, into below: LevelStrip) throws {
         let width = strip.level.width
+        let rows = strip.rows, rowBytes = strip.rowBytes, filled = strip.filled
         var y = 0
-        if strip.hasWaiting, strip.filled > 0 {
+        if strip.hasWaiting, filled > 0 {
             let out = try reserveRow(in: below)
-            AreaAverage.shrinkRows(strip.waiting, strip.rows, width: width, bands: bands, into: out)
+            AreaAverage.shrinkRows(strip.waiting, rows, width: width, bands: bands, into: out)
             strip.hasWaiting = false
             y = 1
             try commitRow(in: below)
         }
-        while y + 1 < strip.filled {
+        while y + 1 < filled {
             let out = try reserveRow(in: below)
-            AreaAverage.shrinkRows(strip.rows + y * strip.rowBytes, strip.rows + (y + 1) * strip.rowBytes,
-                                   width: width, bands: bands, into: out)
+            AreaAverage.shrinkRows(rows + y * rowBytes, rows + (y + 1) * rowBytes, width: width, bands: bands, into: out)
             y += 2
             try commitRow(in: below)
         }
-        if y < strip.filled {
+        if y < filled {
             if strip.isComplete {
                 // The last row of an odd height shrinks alone.
                 let out = try reserveRow(in: below)
-                AreaAverage.shrinkRows(strip.rows + y * strip.rowBytes, nil, width: width, bands: bands, into: out)
+                AreaAverage.shrinkRows(rows + y * rowBytes, nil, width: width, bands: bands, into: out)
                 try commitRow(in: below)
             } else {
-                strip.waiting.update(from: strip.rows + y * strip.rowBytes, count: strip.rowBytes)
+                strip.waiting.update(from: rows + y * rowBytes, count: rowBytes)
                 strip.hasWaiting = true
             }
         }
@@ -168,12 +207,14 @@ final class PyramidBuilder {
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }
 
-    /// Encodes and writes every queued tile, on all cores.
-    private func flushJobs() throws {
+    /// Waits for the batch in flight, then starts encoding every queued tile in the
+    /// background, on all cores.
+    private func submitQueued() throws {
+        try waitForEncoding()
         guard !jobs.isEmpty else { return }
         var allTiles: [(job: Int, column: Int)] = []
         for (index, job) in jobs.enumerated() {
-            for column in 0..<job.strip.level.columns { allTiles.append((index, column)) }
+            for column in 0..<job.level.columns { allTiles.append((index, column)) }
         }
         let tiles = allTiles
         let outcome = TileWriteOutcome(count: tiles.count)
@@ -183,29 +224,47 @@ final class PyramidBuilder {
         let encoder = self.encoder
         let extensionName = encoder.format.fileExtension
         let folderPath = folder.path
-        DispatchQueue.concurrentPerform(iterations: tiles.count) { index in
-            let (jobIndex, column) = tiles[index]
-            let job = jobs[jobIndex]
-            let strip = job.strip
-            let x = column * tileSize
-            let width = min(x + tileSize, strip.level.width) - x
-            let path = "\(folderPath)/\(strip.level.level)/\(job.tileRow)/\(column).\(extensionName)"
-            do {
-                let written = try encoder.withEncoded(pixels: strip.rows + x * bands, stride: strip.rowBytes,
-                                                      width: width, height: job.height, bands: bands) { bytes in
-                    try writeFile(path, bytes)
-                    return bytes.count
+        let done = DispatchGroup()
+        DispatchQueue.global().async(group: done) {
+            DispatchQueue.concurrentPerform(iterations: tiles.count) { index in
+                let (jobIndex, column) = tiles[index]
+                let job = jobs[jobIndex]
+                let x = column * tileSize
+                let width = min(x + tileSize, job.level.width) - x
+                let path = "\(folderPath)/\(job.level.level)/\(job.tileRow)/\(column).\(extensionName)"
+                do {
+                    let written = try encoder.withEncoded(pixels: job.rows + x * bands, stride: job.rowBytes,
+                                                          width: width, height: job.height, bands: bands) { bytes in
+                        try writeFile(path, bytes)
+                        return bytes.count
+                    }
+                    outcome.record(index: index, bytes: written)
+                } catch {
+                    outcome.fail(error)
                 }
-                outcome.record(index: index, bytes: written)
-            } catch {
-                outcome.fail(error)
             }
         }
-        for job in jobs { job.strip.queued = false }
+        inFlight = Batch(done: done, outcome: outcome, tiles: tiles.count)
+        for strip in queuedStrips { strip.queued = false }
+        queuedStrips.removeAll(keepingCapacity: true)
         self.jobs.removeAll(keepingCapacity: true)
-        if let error = outcome.firstError { throw error }
-        tilesWritten += tiles.count
-        bytesWritten += outcome.totalBytes
+    }
+
+    /// Waits for the batch in flight, if any, ignoring its result: after a failure, before
+    /// the partial folder is removed.
+    func drain() {
+        inFlight?.done.wait()
+        inFlight = nil
+    }
+
+    /// Waits for the batch in flight, if any, and takes its result.
+    private func waitForEncoding() throws {
+        guard let batch = inFlight else { return }
+        batch.done.wait()
+        inFlight = nil
+        if let error = batch.outcome.firstError { throw error }
+        tilesWritten += batch.tiles
+        bytesWritten += batch.outcome.totalBytes
     }
 }
 

@@ -127,10 +127,12 @@ public struct PyramidCutter: Sendable {
             throw .output("\(partial.path): \(Self.reason(error))")
         }
 
+        var builderInUse: PyramidBuilder?
         do {
             let encoder = TileEncoder(format: options.format, quality: options.quality, png: options.png)
             let builder = PyramidBuilder(geometry: geometry, bands: image.bands, folder: partial, encoder: encoder,
                                          thumbnailSize: options.thumbnailSize)
+            builderInUse = builder
             try stream(image, into: builder, progress: progress, isCancelled: isCancelled)
             try builder.finish()
             if isCancelled() { throw CutError.interrupted }
@@ -146,11 +148,12 @@ public struct PyramidCutter: Sendable {
             return CutResult(id: id, folder: destination, manifest: manifest, tiles: builder.tilesWritten,
                              bytes: builder.bytesWritten + thumbnail.bytes + manifestBytes, seconds: seconds)
         } catch {
+            builderInUse?.drain()
             try? FileManager.default.removeItem(at: partial)
             if isCancelled() { throw .interrupted }
             switch error {
             case let error as CutError: throw error
-            case let error as ImagingError: throw .unreadablePixels(error.description)
+            case let .libvips(why) as ImagingError: throw .unreadablePixels(why)
             default: throw .output(Self.reason(error))
             }
         }

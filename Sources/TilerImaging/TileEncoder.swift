@@ -57,7 +57,7 @@ public struct TileEncoder: Sendable {
             let status = format == .jpeg
                 ? tiler_vips_jpegsave_buffer(image.pointer, quality, &buffer, &length)
                 : tiler_vips_webpsave_buffer(image.pointer, quality, &buffer, &length)
-            guard status == 0, buffer != nil else { throw .libvips(Vips.takeError()) }
+            guard status == 0, buffer != nil else { throw .encoding(Vips.takeError()) }
         }
         defer { g_free(buffer) }
         return try body(UnsafeRawBufferPointer(start: buffer, count: length))

@@ -26,13 +26,15 @@ enum Vips {
 
 /// A failure inside libvips or libpng, with their message.
 public enum ImagingError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Loading or converting failed; libvips' message.
     case libvips(String)
-    case libpng(String)
+    /// Encoding a tile or thumbnail failed (libpng, or libvips' JPEG and WebP savers).
+    case encoding(String)
 
     public var description: String {
         switch self {
         case let .libvips(message): message
-        case let .libpng(message): "PNG encoding failed: \(message)"
+        case let .encoding(message): "encoding failed: \(message)"
         }
     }
 }
@@ -51,6 +53,7 @@ final class VipsImageHandle {
     /// Opens a file for one top-to-bottom pass; only the header is read now.
     static func openSequential(path: String) throws(ImagingError) -> VipsImageHandle {
         try Vips.start()
+        vips_error_clear()
         var out: UnsafeMutablePointer<VipsImage>?
         guard tiler_vips_open_sequential(path, &out) == 0, let out else { throw .libvips(Vips.takeError()) }
         return VipsImageHandle(taking: out)

@@ -154,6 +154,7 @@ public final class Router: HTTPHandler {
         var routes: [Route] = []
         routes += healthRoutes()
         // Add the viewer (`/`), DeepZoom and IIIF routes here, before the image API.
+        routes += viewerRoutes() + deepZoomRoutes(store: store) + iiifRoutes(store: store)
         routes += imageRoutes(store: store)
         return routes
     }

@@ -22,6 +22,8 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var maximumVisibleTiles = PyramidGeometry.defaultMaximumVisibleTiles
     /// Largest `limit` accepted by `/images`. Default 1000; the default limit is 50.
     public var maximumListLimit = 1000
+    /// The largest IIIF output (`maxWidth`, `maxHeight`, `maxArea` in info.json).
+    public var iiifLimits = IIIFLimits.default
 
     public init(root: String) {
         self.root = root

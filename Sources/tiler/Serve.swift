@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import TilerCore
 import TilerHTTP
 import TilerServer
 
@@ -58,6 +59,15 @@ extension Tiler {
 
         @Option(help: "Most tiles one /visible answer may list, else 400 (env TILER_MAX_VISIBLE_TILES; default: 4096).")
         var maxVisibleTiles: Int?
+
+        @Option(name: .customLong("iiif-max-width"), help: "Widest IIIF image output, px (env TILER_IIIF_MAX_WIDTH; default: 10000).")
+        var iiifMaxWidth: Int?
+
+        @Option(name: .customLong("iiif-max-height"), help: "Tallest IIIF image output, px (env TILER_IIIF_MAX_HEIGHT; default: 10000).")
+        var iiifMaxHeight: Int?
+
+        @Option(name: .customLong("iiif-max-area"), help: "Largest IIIF image output, pixels (env TILER_IIIF_MAX_AREA; default: 25000000).")
+        var iiifMaxArea: Int?
 
         @Flag(inversion: .prefixedNo, help: "Log one line per request to stderr (env TILER_ACCESS_LOG=1; default: off).")
         var accessLog: Bool?
@@ -146,6 +156,14 @@ extension Tiler {
             if let v = try int(maxVisibleTiles, "TILER_MAX_VISIBLE_TILES") {
                 guard v >= 1 else { throw ValidationError("max-visible-tiles must be at least 1") }
                 c.maximumVisibleTiles = v
+            }
+            for (value, variable, name, keyPath) in [(iiifMaxWidth, "TILER_IIIF_MAX_WIDTH", "iiif-max-width", \IIIFLimits.maxWidth),
+                                                     (iiifMaxHeight, "TILER_IIIF_MAX_HEIGHT", "iiif-max-height", \IIIFLimits.maxHeight),
+                                                     (iiifMaxArea, "TILER_IIIF_MAX_AREA", "iiif-max-area", \IIIFLimits.maxArea)] {
+                if let v = try int(value, variable) {
+                    guard v >= 1 else { throw ValidationError("\(name) must be at least 1") }
+                    c.iiifLimits[keyPath: keyPath] = v
+                }
             }
             return c
         }

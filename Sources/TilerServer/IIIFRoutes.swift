@@ -1,0 +1,98 @@
+import Foundation
+import TilerCore
+import TilerHTTP
+import TilerImaging
+
+/// IIIF Image API 3.0 under `/iiif/3/`, compliance level 2:
+/// - `/iiif/3/ID` redirects (303) to `/iiif/3/ID/info.json`;
+/// - `/iiif/3/ID/info.json` is the Image Information document (`application/ld+json`
+///   with the IIIF 3 context as profile; its `id` is built from the `Host` header);
+/// - `/iiif/3/ID/REGION/SIZE/ROTATION/QUALITY.FORMAT` is an image: the stored tile itself
+///   when the request is exactly a tile, otherwise drawn with libvips from the coarsest
+///   pyramid level that still has the resolution the output needs, and cached.
+///
+/// Identifiers are percent-decoded (the request's raw path is parsed, so the id in
+/// info.json is the one the client wrote). Output size is capped by
+/// `ServerConfiguration.iiifLimits`. CORS comes from the HTTP layer, like every route.
+func iiifRoutes(store: TileStore) -> [Route] {
+    [Route("iiif") { request throws(HTTPError) in
+        guard request.segments.first == "iiif" else { return nil }
+        let target = request.head.target
+        let path = String(decoding: target[0..<request.head.pathLength], as: UTF8.self)
+        guard path.hasPrefix(iiifPrefix) else {
+            throw HTTPError(404, "IIIF Image API 3.0 lives under \(iiifPrefix)ID/")
+        }
+        let rest = path.dropFirst(iiifPrefix.count)
+        let route = try httpError { () throws(IIIFError) in try IIIFRoute.parse(path: Substring(rest)) }
+        let pyramid = try store.pyramid(named: route.identifier)
+        let base = baseURL(request.head, store.configuration.http) + iiifPrefix + rest.prefix { $0 != "/" }
+        let limits = store.configuration.iiifLimits
+        switch route {
+        case .base:
+            return .withHeaders([("Location", base + "/info.json")],
+                                .bytes(status: 303, contentType: "application/json",
+                                       body: Array(#"{"location":"\#(base)/info.json"}"#.utf8), cacheControl: "no-cache"))
+        case .info:
+            let info = IIIFImageInfo(id: base, geometry: pyramid.geometry, format: pyramid.manifest.format, limits: limits)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            guard let body = try? encoder.encode(info) else {
+                throw HTTPError(500, "cannot encode info.json for '\(pyramid.id)'")
+            }
+            // Not cached as a document: the id depends on the Host the client used.
+            return .bytes(status: 200, contentType: IIIF.jsonLDMediaType, body: Array(body), cacheControl: "no-cache")
+        case let .image(request):
+            let plan = try httpError { () throws(IIIFError) in
+                try IIIFImagePlan(request, geometry: pyramid.geometry, limits: limits)
+            }
+            let canonical = canonicalParameters(plan, pyramid.geometry)
+            // One Link field with both links: some clients read only the first field.
+            let links = [("Link", "<\(IIIF.profileURI)>;rel=\"profile\", <\(base)/\(canonical)>;rel=\"canonical\"")]
+            if let tile = plan.exactTile(in: pyramid.geometry, format: pyramid.manifest.format) {
+                return .withHeaders(links, .prepared(try store.tile(tile, of: pyramid)))
+            }
+            let drawn = try renderedDocument("iiif/" + canonical, of: pyramid, store: store, contentType: plan.format.mimeType) {
+                try RegionRenderer(directory: pyramid.directory, manifest: pyramid.manifest).render(plan)
+            }
+            return .withHeaders(links, .prepared(drawn))
+        }
+    }]
+}
+
+let iiifPrefix = "/iiif/3/"
+
+/// Runs `body`, turning a IIIF 400/404 into the same HTTP error.
+private func httpError<T>(_ body: () throws(IIIFError) -> T) throws(HTTPError) -> T {
+    do {
+        return try body()
+    } catch {
+        throw HTTPError(error.status, error.description)
+    }
+}
+
+/// `http://` and the request's `Host` when it is a plausible authority, else the address
+/// the server was told to listen on (HTTP/1.0 clients may send no Host).
+func baseURL(_ head: HTTPRequestHead, _ configuration: HTTPConfiguration) -> String {
+    let host = head.host
+    if !host.isEmpty, host.count <= 255,
+       host.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "\\")
+           && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "<") && $0 != UInt8(ascii: ">") && $0 != UInt8(ascii: "@") }) {
+        return "http://" + String(decoding: host, as: UTF8.self)
+    }
+    let listen = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+    return "http://\(listen):\(configuration.port)"
+}
+
+/// The canonical form of a request (region `full` or `x,y,w,h`; size `max`, `w,h` or
+/// `^w,h`), for the `rel="canonical"` link and as the cache key of drawn images.
+func canonicalParameters(_ plan: IIIFImagePlan, _ g: PyramidGeometry) -> String {
+    let r = plan.region
+    let full = r.x == 0 && r.y == 0 && r.width == g.width && r.height == g.height
+    let region = full ? "full" : "\(r.x),\(r.y),\(r.width),\(r.height)"
+    let upscaled = plan.width > r.width || plan.height > r.height
+    let size = plan.width == r.width && plan.height == r.height ? "max" : (upscaled ? "^" : "") + "\(plan.width),\(plan.height)"
+    let degrees = plan.rotation.degrees
+    let number = degrees == degrees.rounded() ? String(Int(degrees)) : String(degrees)
+    let rotation = (plan.rotation.mirror ? "!" : "") + number
+    return "\(region)/\(size)/\(rotation)/\(plan.quality.rawValue).\(plan.format.rawValue)"
+}

@@ -1,0 +1,116 @@
+import Foundation
+import Testing
+
+/// What a finished process printed and returned.
+struct ProcessOutput {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+/// Why a helper could not do its job.
+struct SupportError: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// The `tiler` binary that `swift build` put next to this test bundle:
+/// `.build/debug/tiler` under the package root, or `TILER_BINARY` when set.
+func tilerBinary() throws -> String {
+    if let path = ProcessInfo.processInfo.environment["TILER_BINARY"] { return path }
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    var candidates = [root.appendingPathComponent(".build/debug/tiler").path]
+    // The bundle lives in the build folder too (.build/<triple>/debug/...).
+    let bundle = Bundle.main.bundleURL
+    candidates.insert(bundle.deletingLastPathComponent().appendingPathComponent("tiler").path, at: 0)
+    candidates.insert(bundle.appendingPathComponent("tiler").path, at: 0)
+    for path in candidates where FileManager.default.isExecutableFile(atPath: path) { return path }
+    throw SupportError(description: "the tiler binary is missing (looked at \(candidates.joined(separator: ", "))); run `swift build --build-tests` first, as scripts/test does")
+}
+
+/// Runs a program to completion, collecting its output.
+@discardableResult
+func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) throws -> ProcessOutput {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/\(executable)")
+    process.arguments = arguments
+    if let directory { process.currentDirectoryURL = directory }
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    // Read both pipes while the process runs so that neither fills up.
+    let group = DispatchGroup()
+    nonisolated(unsafe) var outData = Data(), errData = Data()
+    DispatchQueue.global().async(group: group) { outData = out.fileHandleForReading.readDataToEndOfFile() }
+    DispatchQueue.global().async(group: group) { errData = err.fileHandleForReading.readDataToEndOfFile() }
+    group.wait()
+    process.waitUntilExit()
+    return ProcessOutput(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+                         stderr: String(decoding: errData, as: UTF8.self))
+}
+
+/// Runs `vips` (or another libvips tool) and fails loudly when it fails.
+func vips(_ arguments: String..., tool: String = "vips") throws {
+    let result = try run(tool, arguments)
+    guard result.status == 0 else {
+        throw SupportError(description: "\(tool) \(arguments.joined(separator: " ")) failed: \(result.stderr)")
+    }
+}
+
+/// A fresh temporary folder, removed by `cleanUp()`.
+struct Scratch {
+    let url: URL
+
+    init(_ name: String = #function) throws {
+        let safe = name.filter { $0.isLetter || $0.isNumber }
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("tiler-cli-\(getpid())-\(safe)-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    func path(_ name: String) -> String { url.appendingPathComponent(name).path }
+    func cleanUp() { try? FileManager.default.removeItem(at: url) }
+}
+
+/// 8-bit pixels read from a libvips `.v` file: a 64-byte header, then the rows.
+struct Raster {
+    let width: Int
+    let height: Int
+    let bands: Int
+    let pixels: [UInt8]
+
+    /// Converts any image libvips reads into a `.v` file and reads it.
+    static func read(_ image: String, scratch: Scratch) throws -> Raster {
+        let v = scratch.path("raster-\(UUID().uuidString).v")
+        defer { try? FileManager.default.removeItem(atPath: v) }
+        try vips("copy", image, v)
+        return try Raster(vFile: v)
+    }
+
+    init(vFile path: String) throws {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        func int32(_ offset: Int) -> Int {
+            Int(Int32(littleEndian: data.subdata(in: offset..<(offset + 4)).withUnsafeBytes { $0.loadUnaligned(as: Int32.self) }))
+        }
+        width = int32(4)
+        height = int32(8)
+        bands = int32(12)
+        // Header: magic, Xsize, Ysize, Bands, Bbits, BandFmt (0 = uchar), ...
+        guard int32(20) == 0 else { throw SupportError(description: "\(path) is not 8-bit unsigned") }
+        let count = width * height * bands
+        guard data.count >= 64 + count else { throw SupportError(description: "\(path) is short") }
+        pixels = [UInt8](data[64..<(64 + count)])
+    }
+
+    /// The mean absolute difference per band over the region both rasters cover.
+    func meanAbsoluteError(to other: Raster) -> Double {
+        precondition(bands == other.bands, "bands differ: \(bands) and \(other.bands)")
+        let w = min(width, other.width), h = min(height, other.height)
+        var total = 0
+        for y in 0..<h {
+            for i in 0..<(w * bands) {
+                total += abs(Int(pixels[y * width * bands + i]) - Int(other.pixels[y * other.width * bands + i]))
+            }
+        }
+        return Double(total) / Double(w * h * bands)
+    }
+}

@@ -1,0 +1,37 @@
+import Foundation
+import Testing
+import TilerCore
+@testable import TilerImaging
+
+/// Collects what a `CutProgress` draws.
+private final class Screen: @unchecked Sendable {
+    var text = ""
+}
+
+@Suite struct CutProgressTests {
+    @Test func drawsPercentageInPlaceAndEndsWithAResultLine() throws {
+        let screen = Screen()
+        let progress = CutProgress { screen.text += $0 }
+        progress.begin("/some/where/photo.jpg")
+        progress.update(1)
+        #expect(screen.text.hasPrefix("\r\u{1B}[Kphoto.jpg  0%"))
+        #expect(screen.text.hasSuffix("\r\u{1B}[Kphoto.jpg  100%"))
+        #expect(!screen.text.contains("\n"))
+
+        let geometry = try PyramidGeometry(width: 600, height: 300)
+        let manifest = PyramidManifest(id: PyramidID("photo")!, geometry: geometry, format: .png,
+                                       thumbnail: .init(file: "thumbnail.png", width: 256, height: 128))
+        progress.end(CutResult(id: manifest.id, folder: URL(fileURLWithPath: "/tiles/photo"), manifest: manifest,
+                               tiles: 9, bytes: 1000, seconds: 1.25))
+        #expect(screen.text.hasSuffix("\r\u{1B}[Kphoto.jpg: 600×300, 3 levels, 9 tiles, 1.2 s → /tiles/photo\n")
+                || screen.text.hasSuffix("\r\u{1B}[Kphoto.jpg: 600×300, 3 levels, 9 tiles, 1.3 s → /tiles/photo\n"))
+    }
+
+    @Test func failedCutClearsTheLine() {
+        let screen = Screen()
+        let progress = CutProgress { screen.text += $0 }
+        progress.begin("photo.jpg")
+        progress.end(nil)
+        #expect(screen.text.hasSuffix("\r\u{1B}[K"))
+    }
+}

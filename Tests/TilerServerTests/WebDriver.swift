@@ -1,0 +1,158 @@
+// A minimal W3C WebDriver client for chromedriver, over the raw-socket HTTP client, so
+// the browser tests run inside `swift test` with nothing but Debian's chromium and
+// chromium-driver installed.
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+final class WebDriver {
+    let port: Int
+    let session: String
+    private let process: Process
+
+    /// The key codes WebDriver uses for special keys.
+    enum Key {
+        static let arrowLeft = "\u{E012}", arrowUp = "\u{E013}", arrowRight = "\u{E014}", arrowDown = "\u{E015}"
+        static let enter = "\u{E007}", escape = "\u{E00C}"
+    }
+
+    /// Starts chromedriver on a free port and opens a headless chromium session of
+    /// `width × height` CSS pixels at device scale 1.
+    init(chromedriver: String, chromium: String, width: Int, height: Int) throws {
+        port = try freePort()
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: chromedriver)
+        process.arguments = ["--port=\(port)"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let started = Date()
+        while true {
+            if let status = try? request(port, "GET", "/status", timeout: 2), status.status == 200,
+               ((status.json["value"] as? [String: Any])?["ready"] as? Bool) == true { break }
+            guard Date().timeIntervalSince(started) < 20 else {
+                kill(process.processIdentifier, SIGKILL)
+                throw ClientError("chromedriver did not start on port \(port)")
+            }
+            usleep(100_000)
+        }
+        let profile = FileManager.default.temporaryDirectory.appendingPathComponent("tiler-chromium-\(getpid())-\(port)").path
+        let capabilities: [String: Any] = ["capabilities": ["alwaysMatch": [
+            "browserName": "chrome",
+            "goog:chromeOptions": [
+                "binary": chromium,
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                         "--window-size=\(width),\(height)", "--force-device-scale-factor=1", "--hide-scrollbars",
+                         "--no-first-run", "--disable-extensions", "--user-data-dir=\(profile)"],
+            ],
+        ]]]
+        let answer: Any?
+        do {
+            answer = try Self.call(port, "POST", "/session", capabilities, timeout: 60)
+        } catch {
+            kill(process.processIdentifier, SIGKILL)
+            throw error
+        }
+        guard let value = answer as? [String: Any], let id = value["sessionId"] as? String else {
+            kill(process.processIdentifier, SIGKILL)
+            throw ClientError("chromedriver gave no session: \(String(describing: answer))")
+        }
+        session = id
+    }
+
+    /// Ends the session and stops chromedriver.
+    func quit() {
+        _ = try? Self.call(port, "DELETE", "/session/\(session)", nil, timeout: 20)
+        process.terminate()
+        // chromedriver may ignore SIGTERM: give it a moment, then SIGKILL.
+        for _ in 0..<20 where process.isRunning { usleep(50_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    /// One command: the response's `value`, or an error carrying WebDriver's message.
+    @discardableResult
+    static func call(_ port: Int, _ method: String, _ path: String, _ body: Any?, timeout: Double = 30) throws -> Any? {
+        let bytes = try body.map { Array(try JSONSerialization.data(withJSONObject: $0)) } ?? (method == "POST" ? Array("{}".utf8) : [])
+        let response = try request(port, method, path, body: bytes, timeout: timeout)
+        let json = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
+        guard response.status == 200 else {
+            let value = json?["value"] as? [String: Any]
+            throw ClientError("WebDriver \(method) \(path): \(response.status) \(value?["error"] ?? "") \(value?["message"] ?? response.text.prefix(300))")
+        }
+        return json?["value"]
+    }
+
+    @discardableResult
+    func command(_ method: String, _ path: String, _ body: Any? = nil) throws -> Any? {
+        try Self.call(port, method, "/session/\(session)" + path, body)
+    }
+
+    func navigate(_ url: String) throws { try command("POST", "/url", ["url": url]) }
+
+    /// Runs `script` (a function body) in the page and returns its JSON-able result.
+    func execute(_ script: String, _ arguments: [Any] = []) throws -> Any? {
+        try command("POST", "/execute/sync", ["script": script, "args": arguments])
+    }
+
+    /// Polls `script` until it returns something other than null/false, or fails after `timeout`.
+    @discardableResult
+    func wait(for what: String, timeout: Double = 15, _ script: String) throws -> Any {
+        let started = Date()
+        var last: Any?
+        while Date().timeIntervalSince(started) < timeout {
+            last = try execute(script)
+            if let last, !(last is NSNull), (last as? Bool) != false { return last }
+            usleep(50_000)
+        }
+        throw ClientError("timed out after \(timeout) s waiting for \(what); last answer: \(String(describing: last))")
+    }
+
+    /// The WebDriver reference of the first element matching a CSS selector.
+    func element(_ css: String) throws -> String {
+        let value = try command("POST", "/element", ["using": "css selector", "value": css]) as? [String: Any]
+        guard let id = value?["element-6066-11e4-a52e-4f735466cecf"] as? String else { throw ClientError("no element \(css)") }
+        return id
+    }
+
+    func click(_ css: String) throws { try command("POST", "/element/\(try element(css))/click") }
+
+    /// Types keys into an element (it gets focus first), as a user would.
+    func sendKeys(_ css: String, _ text: String) throws {
+        try command("POST", "/element/\(try element(css))/value", ["text": text])
+    }
+
+    /// Input actions (pointer, wheel, keys) as in the W3C "Perform Actions" command.
+    func perform(_ actions: [[String: Any]]) throws {
+        try command("POST", "/actions", ["actions": actions])
+        try command("DELETE", "/actions")
+    }
+
+    /// A PNG of the viewport.
+    func screenshot() throws -> [UInt8] {
+        guard let text = try command("GET", "/screenshot") as? String, let data = Data(base64Encoded: text) else {
+            throw ClientError("no screenshot")
+        }
+        return Array(data)
+    }
+}
+
+/// A TCP port nothing listens on right now.
+func freePort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw ClientError("socket: errno \(errno)") }
+    defer { close(fd) }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_port = 0
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { p -> Bool in
+            bind(fd, p, length) == 0 && getsockname(fd, p, &length) == 0
+        }
+    }
+    guard bound else { throw ClientError("bind: errno \(errno)") }
+    return Int(UInt16(bigEndian: addr.sin_port))
+}
