@@ -6,6 +6,10 @@ let package = Package(
     platforms: [.macOS(.v13)],
     products: [
         .executable(name: "tiler", targets: ["tiler"]),
+        // Libraries for out-of-tree harnesses (Fuzz/ depends on these by path).
+        .library(name: "TilerCore", targets: ["TilerCore"]),
+        .library(name: "TilerHTTP", targets: ["TilerHTTP"]),
+        .library(name: "TilerServer", targets: ["TilerServer"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),

@@ -119,13 +119,17 @@ public struct PyramidCutter: Sendable {
         }
 
         let partial = root.appendingPathComponent(".\(id.rawValue).partial-\(getpid())", isDirectory: true)
+        let partialLock: Int32
         do {
             try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+            removeAbandonedPartials(of: id)
             if FileManager.default.fileExists(atPath: partial.path) { try FileManager.default.removeItem(at: partial) }
             try FileManager.default.createDirectory(at: partial, withIntermediateDirectories: false)
+            partialLock = Self.lockFolder(partial.path)
         } catch {
             throw .output("\(partial.path): \(Self.reason(error))")
         }
+        defer { if partialLock >= 0 { close(partialLock) } }
 
         var builderInUse: PyramidBuilder?
         do {
@@ -156,6 +160,36 @@ public struct PyramidCutter: Sendable {
             case let .libvips(why) as ImagingError: throw .unreadablePixels(why)
             default: throw .output(Self.reason(error))
             }
+        }
+    }
+
+    /// Opens `path` (a folder) and takes an exclusive `flock` on it, held until the
+    /// descriptor is closed or the process dies; -1 if that fails (then the folder is
+    /// simply unlocked, and a later cut may take it for abandoned only once it is).
+    private static func lockFolder(_ path: String) -> Int32 {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return -1 }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            close(fd)
+            return -1
+        }
+        return fd
+    }
+
+    /// Removes `ROOT/.ID.partial-*` folders left by cuts that were killed outright
+    /// (SIGKILL, OOM killer, power loss), which could not clean up after themselves. A
+    /// running cut holds an `flock` on its partial folder, which the kernel drops when the
+    /// process dies, so a folder whose lock can be taken is abandoned; one that is locked
+    /// belongs to a live cut (in this or another PID namespace) and is left alone.
+    private func removeAbandonedPartials(of id: PyramidID) {
+        let prefix = ".\(id.rawValue).partial-"
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: root.path) else { return }
+        for name in names where name.hasPrefix(prefix) {
+            let folder = root.appendingPathComponent(name, isDirectory: true)
+            let fd = open(folder.path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            if flock(fd, LOCK_EX | LOCK_NB) == 0 { try? FileManager.default.removeItem(at: folder) }
+            close(fd)
         }
     }
 

@@ -99,7 +99,7 @@ public final class TileStore: @unchecked Sendable {
         let key = CachedItem.tile(generation: pyramid.generation, level: Int32(coordinate.level),
                                   row: Int32(coordinate.row), column: Int32(coordinate.column))
         if let hit = cache.value(for: key) { return hit }
-        let path = pyramid.directory + "/" + pyramid.manifest.tilePath(coordinate)
+        let path = [pyramid.id.rawValue] + pyramid.manifest.tilePath(coordinate).split(separator: "/").map(String.init)
         guard let response = prepareFile(path, contentType: pyramid.manifest.format.mimeType) else {
             throw HTTPError(404, "tile \(coordinate) of image '\(pyramid.id)' is missing on disk")
         }
@@ -115,7 +115,7 @@ public final class TileStore: @unchecked Sendable {
         }
         let key = CachedItem.file(generation: pyramid.generation, name: name)
         if let hit = cache.value(for: key) { return hit }
-        guard let response = prepareFile(pyramid.directory + "/" + name, contentType: contentType) else {
+        guard let response = prepareFile([pyramid.id.rawValue, name], contentType: contentType) else {
             throw HTTPError(404, "no file '\(name)' in image '\(pyramid.id)'")
         }
         if response.body.count <= configuration.maximumCachedFileBytes { cache.insert(response, for: key) }
@@ -141,8 +141,10 @@ public final class TileStore: @unchecked Sendable {
 
     private func load(_ id: PyramidID, previous: Pyramid?, now: Int64) throws(HTTPError) -> Pyramid {
         let directory = root + "/" + id.rawValue
-        let manifestPath = directory + "/" + PyramidManifest.fileName
-        guard let info = FileInfo.of(path: manifestPath), info.isRegularFile else {
+        // Beneath ROOT nothing is followed: a pyramid folder or manifest that is a
+        // symbolic link is not a pyramid (RootedFiles).
+        let manifestPath = [id.rawValue, PyramidManifest.fileName]
+        guard let info = RootedFiles.info(root: root, manifestPath), info.isRegularFile else {
             forget(id.rawValue)
             throw HTTPError(404, "no image named '\(id)'")
         }
@@ -150,7 +152,7 @@ public final class TileStore: @unchecked Sendable {
             lock.withLock { loaded[id.rawValue] = (previous, now) }
             return previous
         }
-        guard let (bytes, readInfo) = FileReader.read(path: manifestPath, maximumBytes: 16 << 20) else {
+        guard let (bytes, readInfo) = RootedFiles.read(root: root, manifestPath, maximumBytes: 16 << 20) else {
             forget(id.rawValue)
             throw HTTPError(404, "no image named '\(id)'")
         }
@@ -180,8 +182,9 @@ public final class TileStore: @unchecked Sendable {
         lock.withLock { _ = loaded.removeValue(forKey: name) }
     }
 
-    private func prepareFile(_ path: String, contentType: String) -> PreparedResponse? {
-        guard let (bytes, info) = FileReader.read(path: path) else { return nil }
+    /// `ROOT/path…` read without following any symbolic link below ROOT.
+    private func prepareFile(_ path: [String], contentType: String) -> PreparedResponse? {
+        guard let (bytes, info) = RootedFiles.read(root: root, path) else { return nil }
         return PreparedResponse(body: bytes, contentType: contentType, etag: info.entityTag,
                                 lastModified: info.modificationSeconds, cacheControl: configuration.cacheControl)
     }

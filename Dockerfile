@@ -1,0 +1,43 @@
+# tiler: cut gigapixel images into tile pyramids and serve them.
+#   docker build -t tiler .
+#   docker run --rm -v "$PWD/tiles:/data" tiler cut /data/photo.jpg --output /data
+#   docker run -d -p 8080:8080 -v "$PWD/tiles:/data:ro" tiler        # serves /data
+# See docs/container.md.
+
+# ---- build: the Swift toolchain plus libvips/libpng headers -------------------------
+FROM swift:6.3-bookworm AS build
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      libvips-dev libpng-dev pkg-config \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+# Dependencies first, so that editing the sources does not fetch them again.
+COPY Package.* ./
+RUN swift package resolve
+COPY Sources ./Sources
+COPY Tests ./Tests
+RUN swift build -c release --static-swift-stdlib --product tiler \
+ && install -D -m 0755 "$(swift build -c release --static-swift-stdlib --show-bin-path)/tiler" /out/tiler \
+ && strip --strip-debug /out/tiler
+
+# ---- runtime: slim Debian with the libvips and libpng runtime libraries only ----------
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      libvips42 libpng16-16 \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --gid 10001 tiler \
+ && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /data \
+      --shell /usr/sbin/nologin tiler \
+ && install -d -o 10001 -g 10001 /data
+COPY --from=build /out/tiler /usr/local/bin/tiler
+USER 10001:10001
+WORKDIR /data
+# `tiler serve` reads TILER_HOST and TILER_PORT; `tiler healthcheck` reads TILER_PORT.
+ENV TILER_HOST=0.0.0.0 TILER_PORT=8080
+EXPOSE 8080
+VOLUME /data
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
+  CMD ["tiler", "healthcheck"]
+ENTRYPOINT ["tiler"]
+CMD ["serve", "/data"]

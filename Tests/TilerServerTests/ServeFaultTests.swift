@@ -1,0 +1,277 @@
+import Foundation
+import Testing
+import TilerCore
+import TilerHTTP
+import TilerServer
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The server under faults on disk and in the network: symbolic links out of ROOT, FIFOs,
+/// truncated tiles and manifests, pyramids deleted and replaced while being served, and
+/// more idle connections than the cap. It must keep serving, answer 404 (or the new
+/// content), and never read outside ROOT.
+@Suite(.serialized) struct ServeFaultTests {
+    /// The rule: nothing below ROOT that is a symbolic link is followed, whether it points
+    /// outside ROOT or inside it — pyramid folders, level and row folders, tiles,
+    /// thumbnails and manifests. ROOT itself may be a link.
+    @Test func symbolicLinksBelowRootAreNotFollowed() throws {
+        let root = try PyramidRoot()
+        let outside = try PyramidRoot()
+        try root.addPyramid("a", width: 1000, height: 700)
+        try root.addPyramid("c", width: 300, height: 300)
+        try outside.addPyramid("ext", width: 1000, height: 700)
+        try outside.addPyramid("c", width: 300, height: 300)
+        let secret = outside.path + "/secret.png"
+        try Data("SECRET".utf8).write(to: URL(fileURLWithPath: secret))
+        let fm = FileManager.default
+        // A whole pyramid folder that is a link, to a pyramid outside and to one inside.
+        try fm.createSymbolicLink(atPath: root.path + "/ext", withDestinationPath: outside.path + "/ext")
+        try fm.createSymbolicLink(atPath: root.path + "/alias", withDestinationPath: root.path + "/a")
+        // A tile, a thumbnail and a level folder of `a` that are links out of ROOT.
+        try fm.removeItem(atPath: root.path + "/a/2/0/0.png")
+        try fm.createSymbolicLink(atPath: root.path + "/a/2/0/0.png", withDestinationPath: secret)
+        try fm.removeItem(atPath: root.path + "/a/thumbnail.png")
+        try fm.createSymbolicLink(atPath: root.path + "/a/thumbnail.png", withDestinationPath: secret)
+        try fm.removeItem(atPath: root.path + "/a/1")
+        try fm.createSymbolicLink(atPath: root.path + "/a/1", withDestinationPath: outside.path + "/ext/1")
+        // A manifest that is a link to a valid manifest outside.
+        try fm.removeItem(atPath: root.path + "/c/pyramid.json")
+        try fm.createSymbolicLink(atPath: root.path + "/c/pyramid.json", withDestinationPath: outside.path + "/c/pyramid.json")
+        // ROOT itself through a link is fine.
+        let rootLink = root.path + "-link"
+        try fm.createSymbolicLink(atPath: rootLink, withDestinationPath: root.path)
+        defer { try? fm.removeItem(atPath: rootLink) }
+
+        try withTileServer(root, { $0.root = rootLink }) { port in
+            let list = try fetch(port, "/images")
+            #expect(list.status == 200)
+            let ids = (list.json["images"] as? [[String: Any]])?.compactMap { $0["id"] as? String }
+            #expect(ids == ["a"], "listed \(ids ?? [])")
+            for path in ["/images/ext", "/images/ext/tiles/0/0/0.png", "/images/alias", "/images/alias/tiles/2/0/1.png",
+                         "/images/a/tiles/2/0/0.png", "/images/a/thumbnail.png", "/images/a/tiles/1/0/0.png",
+                         "/images/c", "/images/c/tiles/0/0/0.png"] {
+                let r = try fetch(port, path)
+                #expect(r.status == 404, "\(path) answered \(r.status)")
+                #expect(!r.text.contains("SECRET") && !r.text.hasPrefix("tile ext"), "\(path) leaked \(r.text.prefix(40))")
+            }
+            // The real files next to the links are still served.
+            let tile = try fetch(port, "/images/a/tiles/2/0/1.png")
+            #expect(tile.status == 200 && tile.body == PyramidRoot.tileBytes("a", TileCoordinate(level: 2, row: 0, column: 1)))
+            #expect(try fetch(port, "/images/a/tiles/0/0/0.png").status == 200)
+        }
+    }
+
+    /// A FIFO (or device) named like a tile must not block a loop on `open`.
+    @Test(.timeLimit(.minutes(1))) func fifoInPlaceOfATileIs404() throws {
+        let root = try PyramidRoot()
+        try root.addPyramid("a", width: 600, height: 600)
+        try FileManager.default.removeItem(atPath: root.path + "/a/0/0/0.png")
+        #expect(mkfifo(root.path + "/a/0/0/0.png", 0o644) == 0)
+        try FileManager.default.removeItem(atPath: root.path + "/a/thumbnail.png")
+        #expect(mkfifo(root.path + "/a/thumbnail.png", 0o644) == 0)
+        try withTileServer(root, { $0.http.threads = 1 }) { (port: Int) throws -> Void in
+            let fifoTile = try fetch(port, "/images/a/tiles/0/0/0.png")
+            let fifoThumbnail = try fetch(port, "/images/a/thumbnail.png")
+            let realTile = try fetch(port, "/images/a/tiles/1/0/0.png")
+            #expect(fifoTile.status == 404 && fifoThumbnail.status == 404 && realTile.status == 200)
+        }
+    }
+
+    /// A tile cut short on disk is served as stored (the server never decodes tiles), with
+    /// a Content-Length that matches the bytes sent, and the connection stays usable.
+    @Test func truncatedTileFilesAreServedConsistently() throws {
+        let root = try PyramidRoot()
+        try root.addPyramid("a", width: 600, height: 600)
+        let whole = root.file("a/2/0/1.png")
+        try Data(whole.prefix(10)).write(to: URL(fileURLWithPath: root.path + "/a/2/0/1.png"))
+        try Data().write(to: URL(fileURLWithPath: root.path + "/a/2/1/1.png"))
+        try withTileServer(root) { port in
+            let c = try RawHTTPClient(port: port)
+            for (path, expected) in [("/images/a/tiles/2/0/1.png", Array(whole.prefix(10))), ("/images/a/tiles/2/1/1.png", []),
+                                     ("/images/a/tiles/2/0/0.png", root.file("a/2/0/0.png"))] {
+                try c.request(path)
+                let r = try c.readResponse()
+                #expect(r.status == 200 && r.body == expected, "\(path): \(r.status), \(r.body.count) bytes")
+                #expect(r.header("Content-Length") == "\(expected.count)")
+            }
+        }
+    }
+
+    /// A corrupt or truncated `pyramid.json` makes that one image a 500 with a JSON error;
+    /// the listing skips it and the others are served.
+    @Test func corruptManifestAffectsOnlyItsImage() throws {
+        let root = try PyramidRoot()
+        try root.addPyramid("good", width: 600, height: 600)
+        let m = try root.addPyramid("bad", width: 600, height: 600)
+        let json = try JSONEncoder().encode(m)
+        try json.prefix(json.count / 2).write(to: URL(fileURLWithPath: root.path + "/bad/pyramid.json"))
+        try withTileServer(root) { port in
+            let bad = try fetch(port, "/images/bad")
+            #expect(bad.status == 500 && bad.errorMessage?.contains("'bad'") == true, "\(bad.status) \(bad.text)")
+            #expect(try fetch(port, "/images/bad/tiles/0/0/0.png").status == 500)
+            let list = try fetch(port, "/images")
+            #expect(list.json["total"] as? Int == 1)
+            #expect(try fetch(port, "/images/good/tiles/0/0/0.png").status == 200)
+            #expect(try fetch(port, "/healthz").status == 200)
+        }
+    }
+
+    /// Writes version `n` of pyramid `p` into a hidden folder and renames it into place
+    /// (what `tiler cut` does); odd and even versions differ in size.
+    static func installVersion(_ n: Int, root: PyramidRoot) throws -> PyramidGeometry {
+        let geometry = try PyramidGeometry(width: n % 2 == 0 ? 1000 : 600, height: 700)
+        let manifest = PyramidManifest(id: PyramidID("p")!, geometry: geometry, format: .png,
+                                       thumbnail: .init(file: "thumbnail.png", width: 256, height: 179))
+        let staging = root.path + "/.p.partial-\(n)"
+        let fm = FileManager.default
+        for l in geometry.levels {
+            for r in 0..<l.rows {
+                try fm.createDirectory(atPath: "\(staging)/\(l.level)/\(r)", withIntermediateDirectories: true)
+                for c in 0..<l.columns {
+                    let t = TileCoordinate(level: l.level, row: r, column: c)
+                    try Data(versionedTile(n, t)).write(to: URL(fileURLWithPath: staging + "/" + manifest.tilePath(t)))
+                }
+            }
+        }
+        try Data("thumb".utf8).write(to: URL(fileURLWithPath: staging + "/thumbnail.png"))
+        try JSONEncoder().encode(manifest).write(to: URL(fileURLWithPath: staging + "/pyramid.json"))
+        #expect(rename(staging, root.path + "/p") == 0)
+        return geometry
+    }
+
+    static func versionedTile(_ n: Int, _ t: TileCoordinate) -> [UInt8] { Array("v\(n) \(t)".utf8) }
+
+    @Test(.timeLimit(.minutes(1))) func pyramidDeletedAndReplacedWhileServedGives404OrContent() throws {
+        let root = try PyramidRoot()
+        _ = try Self.installVersion(0, root: root)
+        try withTileServer(root, { $0.manifestCheckInterval = 0.05 }) { port in
+            let stop = ManagedFlag()
+            let failures = Tally()
+            let group = DispatchGroup()
+            let paths = ["/images/p/tiles/2/0/0.png", "/images/p/tiles/2/1/3.png", "/images/p", "/images/p/tiles/0/0/0.png",
+                         "/images/p/visible?x=0&y=0&width=500&height=500&scale=1", "/images"]
+            for worker in 0..<3 {
+                DispatchQueue.global().async(group: group) {
+                    var client: RawHTTPClient?
+                    var i = worker
+                    while !stop.isSet {
+                        do {
+                            if client == nil { client = try RawHTTPClient(port: port) }
+                            let path = paths[i % paths.count]
+                            i += 1
+                            try client!.request(path)
+                            let r = try client!.readResponse()
+                            if path.contains("/tiles/"), r.status == 200 {
+                                let parts = path.split(separator: "/")
+                                let t = TileCoordinate(level: Int(parts[3])!, row: Int(parts[4])!,
+                                                       column: Int(parts[5].dropLast(4))!)
+                                if !(0...1000).contains(where: { Self.versionedTile($0, t) == r.body }) {
+                                    failures.add("\(path): unexpected body \(r.text.prefix(30))")
+                                }
+                            } else if r.status != 200 && r.status != 404 {
+                                failures.add("\(path): status \(r.status) \(r.text.prefix(100))")
+                            }
+                        } catch {
+                            failures.add("\(error)")
+                            client = nil
+                        }
+                    }
+                }
+            }
+            // Delete (non-atomically, file by file) and re-install, over and over.
+            var version = 0
+            let deadline = Date().addingTimeInterval(3)
+            while Date() < deadline {
+                try FileManager.default.removeItem(atPath: root.path + "/p")
+                usleep(20_000)
+                version += 1
+                _ = try Self.installVersion(version, root: root)
+                usleep(20_000)
+            }
+            stop.set()
+            group.wait()
+            #expect(failures.items.isEmpty, "\(failures.items.count) failures, first: \(failures.items.prefix(5))")
+            #expect(version > 5)
+            // Once the dust settles, the newest version is what is served.
+            usleep(200_000)
+            let t = TileCoordinate(level: 2, row: 1, column: 1)
+            let r = try fetch(port, "/images/p/tiles/2/1/1.png")
+            #expect(r.status == 200 && r.body == Self.versionedTile(version, t), "\(r.status) \(r.text)")
+            #expect(try fetch(port, "/images/p").json["width"] as? Int == (version % 2 == 0 ? 1000 : 600))
+            try FileManager.default.removeItem(atPath: root.path + "/p")
+            usleep(100_000)
+            #expect(try fetch(port, "/images/p/tiles/2/1/1.png").status == 404)
+            #expect(try fetch(port, "/images").json["total"] as? Int == 0)
+        }
+    }
+
+    /// Many idle connections: below the cap service continues; past it new connections get
+    /// 503 and close; when the idle ones go, service resumes. Idle sockets are closed after
+    /// the idle timeout, and a half-sent request head after the head timeout (slowloris).
+    @Test(.timeLimit(.minutes(1))) func idleConnectionsUpToAndPastTheCap() throws {
+        let root = try PyramidRoot()
+        try root.addPyramid("a", width: 600, height: 600)
+        try withTileServer(root, {
+            $0.http.maximumConnections = 64
+            $0.http.idleTimeout = 30
+            $0.http.requestHeadTimeout = 30
+        }) { port in
+            var idle: [RawHTTPClient] = []
+            for _ in 0..<50 { idle.append(try RawHTTPClient(port: port, timeout: 2)) }
+            usleep(200_000)
+            // Below the cap: a normal request is served.
+            #expect(try fetch(port, "/images/a/tiles/0/0/0.png").status == 200)
+            usleep(200_000)  // let the server see that connection close
+            for _ in 0..<50 { idle.append(try RawHTTPClient(port: port, timeout: 2)) }
+            usleep(300_000)
+            // Past the cap: exactly 100 − 64 of the idle sockets were answered 503 and closed.
+            var refused = 0
+            for c in idle {
+                var byte: UInt8 = 0
+                if recv(c.fd, &byte, 1, Int32(MSG_DONTWAIT | MSG_PEEK)) > 0 {
+                    let r = try c.readResponse()
+                    #expect(r.status == 503 && r.header("Connection") == "close")
+                    refused += 1
+                }
+            }
+            #expect(refused == 36)
+            let over = try fetch(port, "/images/a/tiles/0/0/0.png")
+            #expect(over.status == 503, "a request past the cap got \(over.status)")
+            #expect(over.errorMessage?.contains("connection limit") == true)
+            idle.removeAll()  // closes them
+            usleep(300_000)
+            #expect(try fetch(port, "/images/a/tiles/0/0/0.png").status == 200)
+        }
+        try withTileServer(root, {
+            $0.http.idleTimeout = 1
+            $0.http.requestHeadTimeout = 1
+        }) { port in
+            let idle = try RawHTTPClient(port: port, timeout: 5)
+            let slow = try RawHTTPClient(port: port, timeout: 5)
+            try slow.send("GET /images/a HTTP/1.1\r\nHost: x\r\n")
+            let started = Date()
+            let slowAnswer = try slow.readResponse()
+            #expect(slowAnswer.status == 408)
+            #expect(idle.waitForClose())
+            #expect(Date().timeIntervalSince(started) < 4.5)
+            #expect(try fetch(port, "/healthz").status == 200)
+        }
+    }
+}
+
+/// A flag set once from one thread and read from others.
+final class ManagedFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    var isSet: Bool { lock.withLock { value } }
+    func set() { lock.withLock { value = true } }
+}
+
+/// Messages collected from several threads.
+final class Tally: @unchecked Sendable {
+    private let lock = NSLock()
+    private var list: [String] = []
+    var items: [String] { lock.withLock { list } }
+    func add(_ s: String) { lock.withLock { list.append(s) } }
+}
