@@ -1,0 +1,1061 @@
+#!/usr/bin/env python3
+"""tiler's benchmark suite: tiler against vips dzsave, nginx and iipsrv, in one run.
+
+Run it through scripts/bench, which installs the peers first. Sections:
+
+  cut      tiler cut vs vips dzsave on a 20000x20000 noise JPEG: PNG (dzsave default and
+           compression=1) and JPEG Q85 tiles; wall, CPU, peak RSS, bytes, files.
+  scaling  tiler cut vs dzsave (PNG) on squares of 2k..40k px and on a tall strip of
+           fixed width; drawn into docs/scaling.png.
+  serve    wrk, uniformly random tiles, against tiler serve, nginx (static files) and
+           iipsrv (FastCGI behind nginx, DeepZoom on a pyramidal TIFF); tiler's
+           visible endpoint; time from start to the first answered request.
+  profile  perf (cpu-clock sampling) of tiler cut and dzsave on a 4000x4000 image, and
+           of tiler serve under wrk after its measured runs; skipped without perf.
+
+Tools are alternated within each round (tiler first in even rounds, last in odd ones)
+so that a drift in the machine's load hits both. Every tiler leg that fails is reported
+as an error and its targets as MISS; the script then exits 1.
+"""
+
+import argparse
+import datetime
+import http.client
+import json
+import math
+import os
+import platform
+import random
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IMAGE_ID = "noise"
+TILE = 256
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd, check=True, **kw):
+    return subprocess.run(cmd, check=check, text=True, **kw)
+
+
+def out_of(cmd):
+    try:
+        return subprocess.run(cmd, text=True, capture_output=True, shell=isinstance(cmd, str)).stdout.strip()
+    except OSError:
+        return ""
+
+
+class TilerError(Exception):
+    """tiler could not do what a leg asked; the leg is reported as an error."""
+
+
+# --------------------------------------------------------------------------- geometry
+
+def levels_for(width, height, tile=TILE):
+    """Level sizes as in the product contract (docs: product.md, 'Pyramid geometry')."""
+    longest = max(width, height)
+    max_level = max(0, math.ceil(math.log2(longest / tile))) if longest > tile else 0
+    out = []
+    for z in range(max_level + 1):
+        f = 2 ** (max_level - z)
+        wz, hz = -(-width // f), -(-height // f)
+        out.append({"level": z, "width": wz, "height": hz,
+                    "columns": -(-wz // tile), "rows": -(-hz // tile)})
+    return out
+
+
+def tile_count(width, height):
+    return sum(l["columns"] * l["rows"] for l in levels_for(width, height))
+
+
+# --------------------------------------------------------------------------- machine
+
+def machine_info():
+    mem_kb = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    model = ""
+    for line in out_of(["lscpu"]).splitlines():
+        if line.startswith("Model name:"):
+            model = line.split(":", 1)[1].strip()
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": int(out_of(["nproc"]) or 0),
+        "cpu": model,
+        "memory_gb": round(mem_kb / 1024 / 1024, 1),
+        "kernel": platform.release(),
+        "git": out_of(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]),
+        "branch": out_of(["git", "-C", ROOT, "rev-parse", "--abbrev-ref", "HEAD"]),
+        "swift": out_of("swift --version 2>&1 | head -1"),
+        "vips": out_of(["vips", "--version"]),
+        "nginx": out_of("nginx -v 2>&1"),
+        "wrk": out_of("wrk -v 2>&1 | head -1"),
+        "iipsrv": out_of("dpkg-query -W -f='${Version}' iipimage-server"),
+        "load_start": os.getloadavg(),
+        "uptime_start": out_of(["uptime"]),
+    }
+
+
+def free_disk(path):
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+# --------------------------------------------------------------------------- measuring
+
+def tree_size(path):
+    total = files = 0
+    for d, _, names in os.walk(path):
+        for n in names:
+            try:
+                total += os.lstat(os.path.join(d, n)).st_size
+                files += 1
+            except OSError:
+                pass
+    return total, files
+
+
+def timed(cmd, workdir, env=None):
+    """Runs cmd under /usr/bin/time; returns wall s, user s, sys s, peak RSS MB."""
+    tf = os.path.join(workdir, ".time")
+    p = subprocess.run(["/usr/bin/time", "-f", "%e %U %S %M", "-o", tf] + cmd,
+                       text=True, capture_output=True, env=env)
+    if p.returncode != 0:
+        lines = [l.strip() for l in p.stderr.splitlines() if l.strip()] or ["(no output)"]
+        why = next((l for l in lines if "rror" in l), lines[0])
+        raise TilerError(f"`{' '.join(cmd[:2])}` exited {p.returncode}: {why}")
+    with open(tf) as f:
+        wall, user, sys_, rss = f.read().split()[-4:]
+    os.unlink(tf)
+    return {"wall": float(wall), "user": float(user), "sys": float(sys_),
+            "cpu": round(float(user) + float(sys_), 2), "rss_mb": round(int(rss) / 1024, 1)}
+
+
+def clear(path):
+    if os.path.exists(path):
+        shutil.rmtree(path)
+
+
+class Tools:
+    def __init__(self, args, out):
+        self.args, self.out = args, out
+        self.tiler = None
+        self.tiler_error = None
+
+    # ---- tiler build
+    def build_tiler(self):
+        if self.args.tiler:
+            self.tiler = self.args.tiler
+        else:
+            log("building tiler (swift build -c release)")
+            p = run(["swift", "build", "-c", "release", "--product", "tiler"], check=False, cwd=ROOT,
+                    capture_output=True)
+            if p.returncode != 0:
+                self.tiler_error = "swift build failed: " + (p.stderr or p.stdout).strip()[-300:]
+                log("TILER BUILD FAILED: " + self.tiler_error)
+                return
+            binpath = out_of(["swift", "build", "-c", "release", "--show-bin-path"])
+            self.tiler = os.path.join(binpath, "tiler")
+        # A smoke cut: fails loudly while `tiler cut` is a stub.
+        probe = os.path.join(self.out, "probe")
+        clear(probe)
+        os.makedirs(probe)
+        img = os.path.join(probe, "probe.jpg")
+        run(["vips", "black", img + "[Q=90]", "600", "400", "--bands", "3"], capture_output=True)
+        p = run([self.tiler, "cut", img, "--output", os.path.join(probe, "t"), "--name", "p", "--quiet"],
+                check=False, capture_output=True)
+        if p.returncode != 0 or not os.path.exists(os.path.join(probe, "t", "p", "pyramid.json")):
+            lines = [l.strip() for l in p.stderr.splitlines() if l.strip()] or ["no pyramid.json written"]
+            msg = next((l for l in lines if "rror" in l), lines[0])
+            self.tiler_error = f"tiler cut does not work: {msg}"
+            log("TILER NOT USABLE: " + self.tiler_error)
+        clear(probe)
+
+    # ---- images
+    def image(self, w, h):
+        """A cached noise JPEG of w x h (Q90, 3 bands)."""
+        gen = os.path.join(ROOT, "scripts", "make-sample-image")
+        tag = "msi" if os.access(gen, os.X_OK) else "perlin"
+        d = os.path.join(self.out, "images")
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, f"noise-{tag}-{w}x{h}.jpg")
+        if os.path.exists(path):
+            return path
+        log(f"making {w}x{h} noise JPEG ({tag})")
+        tmp = path + ".tmp.jpg"
+        t0 = time.time()
+        if tag == "msi":
+            run([gen, tmp, str(w), str(h)], capture_output=True)
+        else:
+            # Three bands of Perlin noise at different cell sizes, JPEG Q90: compresses
+            # about as well as a detailed photograph (~1.1 bytes/pixel as dzsave PNG tiles).
+            with tempfile.TemporaryDirectory(dir=d) as td:
+                bands = []
+                for seed, cell in ((1, 64), (2, 256), (3, 1024)):
+                    b = os.path.join(td, f"b{seed}.v")
+                    run(["vips", "perlin", b, str(w), str(h), "--uchar", "--cell-size", str(cell),
+                         "--seed", str(seed)], capture_output=True)
+                    bands.append(b)
+                run(["vips", "bandjoin", " ".join(bands), tmp + "[Q=90,strip]"], capture_output=True)
+        os.rename(tmp, path)
+        log(f"  made in {time.time() - t0:.1f} s")
+        return path
+
+    def pyramidal_tiff(self, src, compression):
+        path = src[:-4] + f"-pyr-{compression}.tif"
+        if not os.path.exists(path):
+            log(f"making pyramidal TIFF ({compression}) for iipsrv")
+            opts = ["--tile", "--pyramid", "--compression", compression,
+                    "--tile-width", "256", "--tile-height", "256"]
+            if compression == "jpeg":
+                opts += ["--Q", "85"]
+            run(["vips", "tiffsave", src, path + ".tmp.tif"] + opts, capture_output=True)
+            os.rename(path + ".tmp.tif", path)
+        return path
+
+    # ---- cutting
+    def cut_cmd(self, tool, fmt, src, dest, name=IMAGE_ID):
+        if tool == "tiler":
+            if self.tiler_error:
+                raise TilerError(self.tiler_error)
+            cmd = [self.tiler, "cut", src, "--output", dest, "--name", name, "--quiet", "--force"]
+            cmd += ["--format", "png"] if fmt.startswith("png") else ["--format", "jpeg", "--quality", "85"]
+            return cmd
+        suffix = {"png": ".png", "png-c1": ".png[compression=1]", "jpeg": ".jpg[Q=85]"}[fmt]
+        return ["vips", "dzsave", src, os.path.join(dest, name), "--layout", "google",
+                "--tile-size", "256", "--overlap", "0", "--suffix", suffix]
+
+    def measure_cut(self, tool, fmt, src, w, h, keep=None, name=IMAGE_ID):
+        dest = os.path.join(self.out, "cut-" + tool)
+        clear(dest)
+        os.makedirs(dest)
+        run(["sync"])
+        try:
+            r = timed(self.cut_cmd(tool, fmt, src, dest, name), self.out)
+        except TilerError as e:
+            clear(dest)
+            if tool != "tiler":
+                raise
+            log(f"  {tool:6} {fmt:7} {w}x{h}: ERROR {e}")
+            return {"error": str(e)}
+        r["bytes"], r["files"] = tree_size(dest)
+        r["tiles"] = self.check_pyramid(tool, fmt, os.path.join(dest, name), w, h)
+        log(f"  {tool:6} {fmt:7} {w}x{h}: {r['wall']:.2f} s wall, {r['cpu']:.2f} s CPU, "
+            f"{r['rss_mb']:.0f} MB RSS, {r['bytes'] / 1e6:.0f} MB in {r['files']} files")
+        if keep:   # move the pyramid folder itself to `keep`
+            clear(keep)
+            os.makedirs(os.path.dirname(keep), exist_ok=True)
+            os.rename(os.path.join(dest, name), keep)
+        clear(dest)
+        return r
+
+    def check_pyramid(self, tool, fmt, d, w, h):
+        """Both tools must have written every tile of the pyramid; a deepest-level tile is
+        decoded to prove it is an image of the right size."""
+        ext = ".png" if fmt.startswith("png") else ".jpg"
+        n = 0
+        for dd, _, names in os.walk(d):
+            n += sum(1 for x in names if x.endswith(ext) and x[0].isdigit())
+        want = tile_count(w, h)
+        if n != want:
+            raise TilerError(f"{tool} wrote {n} tiles, the pyramid has {want}")
+        top = len(levels_for(w, h)) - 1
+        hdr = out_of(["vipsheader", os.path.join(d, str(top), "0", "0" + ext)])
+        if "256x256" not in hdr:
+            raise TilerError(f"{tool}: tile {top}/0/0{ext} is not a 256x256 image: {hdr}")
+        if tool == "tiler" and not os.path.exists(os.path.join(d, "pyramid.json")):
+            raise TilerError("tiler wrote no pyramid.json")
+        return n
+
+
+def median_of(rounds, key):
+    vals = [r[key] for r in rounds if "error" not in r]
+    return statistics.median(vals) if vals else None
+
+
+def summarise(rounds):
+    ok = [r for r in rounds if "error" not in r]
+    if not ok:
+        return {"error": rounds[0]["error"] if rounds else "not run", "rounds": rounds}
+    s = {k: median_of(ok, k) for k in ("wall", "cpu", "user", "sys", "rss_mb")}
+    s.update({"bytes": ok[0]["bytes"], "files": ok[0]["files"], "tiles": ok[0]["tiles"], "rounds": rounds})
+    return s
+
+
+# --------------------------------------------------------------------------- sections
+
+def section_cut(t, res, args):
+    side = args.cut_side
+    src = t.image(side, side)
+    legs = [("tiler", "png"), ("dzsave", "png"), ("dzsave", "png-c1"), ("tiler", "jpeg"), ("dzsave", "jpeg")]
+    rounds = {f"{a}/{b}": [] for a, b in legs}
+    clear(os.path.join(t.out, "pyramids"))   # only this run's pyramids may be served
+    for r in range(args.cut_rounds):
+        order = legs if r % 2 == 0 else list(reversed(legs))
+        log(f"cut round {r + 1}/{args.cut_rounds} ({side}x{side})")
+        for tool, fmt in order:
+            name = f"{IMAGE_ID}-{'png' if fmt.startswith('png') else 'jpeg'}"
+            # The last round's tiler pyramids are kept for the serve section.
+            keep = os.path.join(t.out, "pyramids", name) if tool == "tiler" and r == args.cut_rounds - 1 else None
+            rounds[f"{tool}/{fmt}"].append(t.measure_cut(tool, fmt, src, side, side, keep=keep, name=name))
+    res["cut"] = {"image": f"{side}x{side}", "input_bytes": os.path.getsize(src),
+                  "legs": {k: summarise(v) for k, v in rounds.items()}}
+
+
+def section_scaling(t, res, args):
+    squares = args.scaling_sides
+    strip_w, strip_hs = args.strip_width, args.strip_heights
+    pts = [("square", s, s) for s in squares if s <= 20000] + [("strip", strip_w, h) for h in strip_hs]
+    big = [s for s in squares if s > 20000]
+    out = {"square": [], "strip": [], "skipped": []}
+    res["scaling"] = out
+
+    def point(kind, w, h):
+        row = {"width": w, "height": h, "mpx": round(w * h / 1e6, 2)}
+        cut = res.get("cut", {})
+        if kind == "square" and cut.get("image") == f"{w}x{h}" and "legs" in cut:
+            # The same two commands on the same image were just timed by the cut section:
+            # its first round is this point (saves the longest pair of cuts at 20k).
+            for tool in ("tiler", "dzsave"):
+                row[tool] = dict(cut["legs"][f"{tool}/png"]["rounds"][0], reused="cut round 1")
+            log(f"  {w}x{h}: the cut section's first round")
+        else:
+            src = t.image(w, h)
+            order = ["tiler", "dzsave"] if len(out[kind]) % 2 == 0 else ["dzsave", "tiler"]
+            for tool in order:
+                row[tool] = t.measure_cut(tool, "png", src, w, h)
+        out[kind].append(row)
+        if kind == "square":
+            out["square"].sort(key=lambda p: p["mpx"])
+        plot_scaling(out, args.plot)
+        if getattr(args, "save", None):
+            args.save()
+        return row
+
+    log("scaling")
+    for kind, w, h in pts:
+        point(kind, w, h)
+    for s in big:
+        ref = next((p for p in out["square"] if p["width"] == 20000), None) or (out["square"][-1] if out["square"] else None)
+        if ref:
+            k = (s * s) / (ref["width"] * ref["height"])
+            secs = sum(ref[x].get("wall", ref["dzsave"]["wall"]) for x in ("tiler", "dzsave")) * k * 1.1
+            disk = max(ref[x].get("bytes", 0) for x in ("tiler", "dzsave")) * k
+            have = free_disk(t.out)
+            log(f"  {s}x{s}: estimated {secs:.0f} s for both cuts and {disk / 1e9:.1f} GB per pyramid; "
+                f"{have / 1e9:.0f} GB free")
+            if disk * 1.5 + 5e9 > have:
+                out["skipped"].append({"side": s, "reason": f"disk: needs ~{disk / 1e9:.1f} GB, {have / 1e9:.0f} GB free"})
+                continue
+            if secs > args.max_point_seconds:
+                out["skipped"].append({"side": s, "reason": f"time: estimated {secs:.0f} s > --max-point-seconds {args.max_point_seconds}"})
+                continue
+        point("square", s, s)
+    plot_scaling(out, args.plot)
+    log(f"plot written to {os.path.relpath(args.plot, ROOT)}")
+
+
+def plot_scaling(sc, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(1, 3, figsize=(12, 3.6), dpi=90)
+    styles = {"tiler": dict(color="#1f77b4", marker="o"), "dzsave": dict(color="#d62728", marker="s")}
+    for tool in ("tiler", "dzsave"):
+        pts = [p for p in sc["square"] if "error" not in p[tool]]
+        if pts:
+            x = [p["mpx"] for p in pts]
+            ax[0].plot(x, [p[tool]["wall"] for p in pts], label=f"{tool} wall", **styles[tool])
+            ax[0].plot(x, [p[tool]["cpu"] for p in pts], label=f"{tool} CPU", linestyle="--", alpha=.6,
+                       **styles[tool])
+            ax[1].plot(x, [p[tool]["rss_mb"] for p in pts], label=tool, **styles[tool])
+        strip = [p for p in sc["strip"] if "error" not in p[tool]]
+        if strip:
+            ax[2].plot([p["height"] / 1000 for p in strip], [p[tool]["rss_mb"] for p in strip],
+                       label=tool, **styles[tool])
+    ax[0].set(title="cut time, PNG tiles (squares)", xlabel="megapixels", ylabel="seconds")
+    ax[1].set(title="peak RSS (squares)", xlabel="megapixels", ylabel="MB")
+    w = sc["strip"][0]["width"] if sc["strip"] else 0
+    ax[2].set(title=f"peak RSS, width {w} px", xlabel="height (thousand px)", ylabel="MB")
+    for a in ax:
+        a.grid(alpha=.3)
+        a.set_ylim(bottom=0)
+        a.legend(fontsize=8)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+# ---- serving
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(port, path, timeout=30.0, proc=None):
+    """Polls GET path in a tight loop until it answers 200; returns seconds waited."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        if proc is not None and proc.poll() is not None:
+            raise TilerError(f"server exited with {proc.returncode} before answering")
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", path)
+            r = c.getresponse()
+            r.read()
+            c.close()
+            if r.status == 200:
+                return time.perf_counter() - t0
+        except OSError:
+            time.sleep(0.0005)
+    raise TilerError(f"nothing answered 200 on port {port}{path} within {timeout:.0f} s")
+
+
+def lua_tiles(path, levels, url_fmt, url_args, level_offset=0, seq=65536):
+    """A wrk script requesting tiles uniformly at random over all tiles of the pyramid.
+    Each thread draws its own sequence of `seq` random tiles in init() (so the per-request
+    cost in wrk is a table lookup) and cycles through it; done() prints JSON."""
+    cum, acc = [], 0
+    for l in levels:
+        acc += l["columns"] * l["rows"]
+        cum.append(f'{{{l["level"] + level_offset},{l["columns"]},{acc}}}')
+    body = f"""
+local levels = {{{",".join(cum)}}}
+local total = {acc}
+local fmt = "{url_fmt}"
+local reqs, n, i = {{}}, {seq}, 0
+local counter = 0
+function setup(thread) counter = counter + 1; thread:set("tid", counter) end
+function init(args)
+  math.randomseed(tid * 7919 + os.time())
+  for k = 1, n do
+    local t = math.random(0, total - 1)
+    local prev = 0
+    for _, l in ipairs(levels) do
+      if t < l[3] then
+        local j = t - prev
+        local row, col = math.floor(j / l[2]), j % l[2]
+        reqs[k] = wrk.format("GET", string.format(fmt, {url_args}))
+        break
+      end
+      prev = l[3]
+    end
+  end
+end
+function request() i = i % n + 1; return reqs[i] end
+""" + LUA_DONE
+    with open(path, "w") as f:
+        f.write(body)
+
+
+LUA_DONE = r"""
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('BENCHJSON {"requests":%d,"duration_us":%d,"bytes":%d,' ..
+    '"errors":{"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d},' ..
+    '"p50_us":%d,"p90_us":%d,"p99_us":%d,"p999_us":%d,"mean_us":%.1f,"max_us":%d}\n',
+    summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write, e.status,
+    e.timeout, latency:percentile(50), latency:percentile(90), latency:percentile(99),
+    latency:percentile(99.9), latency.mean, latency.max))
+end
+"""
+
+
+def lua_visible(path, image_id, w, h, max_level, seq=16384):
+    """Random viewports: a 1920x1080 display at a random zoom, log-uniform between the
+    image's width filling the display and 1:1, centred anywhere on the image, margin=1."""
+    body = f"""
+local W, H, L = {w}, {h}, {max_level}
+local reqs, n, i = {{}}, {seq}, 0
+local counter = 0
+function setup(thread) counter = counter + 1; thread:set("tid", counter) end
+function init(args)
+  math.randomseed(tid * 104729 + os.time())
+  for k = 1, n do
+    local s = math.min(1, 1920 / W) ^ math.random()
+    local vw, vh = 1920 / s, 1080 / s
+    local x = math.random() * W - vw / 2
+    local y = math.random() * H - vh / 2
+    reqs[k] = wrk.format("GET", string.format(
+      "/images/{image_id}/visible?x=%.1f&y=%.1f&width=%.1f&height=%.1f&scale=%.6f&margin=1", x, y, vw, vh, s))
+  end
+end
+function request() i = i % n + 1; return reqs[i] end
+""" + LUA_DONE
+    with open(path, "w") as f:
+        f.write(body)
+
+
+def wrk(port, script, seconds, threads=2, conns=32):
+    p = run(["wrk", "-t", str(threads), "-c", str(conns), "-d", f"{seconds}s", "--latency", "-s", script,
+             f"http://127.0.0.1:{port}"], capture_output=True, check=False)
+    line = next((l for l in p.stdout.splitlines() if l.startswith("BENCHJSON ")), None)
+    if not line:
+        raise TilerError(f"wrk gave no result: {p.stdout[-300:]} {p.stderr[-300:]}")
+    j = json.loads(line[len("BENCHJSON "):])
+    secs = j["duration_us"] / 1e6
+    errs = sum(j["errors"].values())
+    return {"rps": round(j["requests"] / secs), "p50_ms": j["p50_us"] / 1000, "p99_ms": j["p99_us"] / 1000,
+            "p999_ms": j["p999_us"] / 1000, "mean_ms": round(j["mean_us"] / 1000, 3), "errors": errs,
+            "errors_detail": j["errors"], "requests": j["requests"], "mb_per_s": round(j["bytes"] / secs / 1e6, 1),
+            "bytes_per_response": round(j["bytes"] / max(1, j["requests"]))}
+
+
+def vm_hwm_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return None
+
+
+def stop(proc):
+    if proc and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+NGINX_CONF = """
+worker_processes 1;
+daemon off;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  sendfile on;
+  tcp_nopush on;
+  open_file_cache max=100000 inactive=60s;
+  open_file_cache_valid 60s;
+  keepalive_requests 100000000;
+  keepalive_timeout 75s;
+  client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fcgi;
+  uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;
+  types {{ image/png png; image/jpeg jpg; }}
+  server {{
+    listen 127.0.0.1:{port};
+{locations}
+  }}
+  upstream iipsrv {{ {upstreams} keepalive 16; }}
+  server {{
+    listen 127.0.0.1:{iip_port};
+    location /fcgi-bin/iipsrv.fcgi {{
+      include /etc/nginx/fastcgi_params;
+      fastcgi_keep_conn on;
+      fastcgi_pass iipsrv;
+    }}
+  }}
+}}
+"""
+
+SERVE_FORMATS = (("png", ".png"), ("jpeg", ".jpg"))
+
+
+def http_get(port, path):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", path)
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    return r.status, r.getheader("Content-Type"), body
+
+
+def section_serve(t, res, args):
+    side = args.serve_side
+    src = t.image(side, side)
+    levels = levels_for(side, side)
+    sdir = os.path.join(t.out, "serve")
+    clear(sdir)
+    os.makedirs(sdir)
+    root = os.path.join(t.out, "pyramids")
+    os.makedirs(root, exist_ok=True)
+    out = {"image": f"{side}x{side}", "tiles": tile_count(side, side), "wrk": "2 threads, 32 connections",
+           "seconds": args.serve_seconds, "rounds": args.serve_rounds, "legs": {}}
+    ids = {fmt: f"{IMAGE_ID}-{fmt}" for fmt, _ in SERVE_FORMATS}
+    # The pyramids tiler and nginx both serve, one PNG and one JPEG Q85 image in one ROOT:
+    # tiler's own, or dzsave's while tiler cut is missing (same paths; nginx and iipsrv
+    # can then still be exercised).
+    try:
+        for fmt, _ in SERVE_FORMATS:
+            man = os.path.join(root, ids[fmt], "pyramid.json")
+            fresh = res.get("cut", {}).get("image") == f"{side}x{side}" and os.path.exists(man)
+            if fresh:
+                log(f"serve: {ids[fmt]}: the pyramid tiler cut in the cut section")
+            else:
+                log(f"serve: cutting the {side}x{side} {fmt} pyramid to serve")
+                r = t.measure_cut("tiler", fmt, src, side, side, keep=os.path.join(root, ids[fmt]), name=ids[fmt])
+                if "error" in r:
+                    raise TilerError(r["error"])
+            with open(man) as f:
+                man = json.load(f)
+            got = [(l["columns"], l["rows"]) for l in man["levels"]]
+            if got != [(l["columns"], l["rows"]) for l in levels]:
+                raise TilerError(f"pyramid.json levels {got} differ from the contract's geometry")
+        out["pyramid"] = "tiler cut"
+    except TilerError as e:
+        log(f"  tiler cut unavailable ({e}); serving dzsave's pyramids to nginx")
+        clear(root)
+        os.makedirs(root)
+        for fmt, _ in SERVE_FORMATS:
+            t.measure_cut("dzsave", fmt, src, side, side, keep=os.path.join(root, ids[fmt]), name=ids[fmt])
+        out["pyramid"] = "dzsave --layout google (tiler cut unavailable)"
+    tif = t.pyramidal_tiff(src, args.iip_compression)
+    out["iipsrv_tiff"] = f"vips tiffsave --tile --pyramid --compression {args.iip_compression} 256x256"
+
+    scripts = {}
+    for fmt, ext in SERVE_FORMATS:
+        scripts[fmt] = os.path.join(sdir, f"tiles-{fmt}.lua")
+        lua_tiles(scripts[fmt], levels, f"/images/{ids[fmt]}/tiles/%d/%d/%d{ext}", "l[1], row, col")
+    maxdz = math.ceil(math.log2(side))
+    offset = maxdz - (len(levels) - 1)   # DeepZoom level of our level 0
+    dz = "/fcgi-bin/iipsrv.fcgi?DeepZoom=" + os.path.basename(tif) + "_files"
+    scripts["iip"] = os.path.join(sdir, "iip.lua")
+    lua_tiles(scripts["iip"], levels, dz + "/%d/%d_%d.jpg", "l[1], col, row", level_offset=offset)
+    vis_lua = os.path.join(sdir, "visible.lua")
+    lua_visible(vis_lua, ids["png"], side, side, len(levels) - 1)
+
+    procs = {}
+    try:
+        # ---- nginx + iipsrv
+        ports = {"nginx": free_port(), "iipsrv": free_port()}
+        iip_ports = [free_port() for _ in range(args.iip_procs)]
+        env = dict(os.environ, FILESYSTEM_PREFIX=os.path.dirname(tif) + "/", MAX_IMAGE_CACHE_SIZE="1024",
+                   VERBOSITY="0", LOGFILE=os.path.join(sdir, "iipsrv.log"), JPEG_QUALITY="85")
+        for i, p in enumerate(iip_ports):
+            procs[f"iipsrv{i}"] = subprocess.Popen(
+                ["/usr/lib/iipimage-server/iipsrv.fcgi", "--bind", f"127.0.0.1:{p}", "--backlog", "1024"],
+                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ndir = os.path.join(sdir, "nginx")
+        os.makedirs(ndir)
+        locations = "\n".join(f"    location /images/{i}/tiles/ {{ alias {root}/{i}/; }}" for i in ids.values())
+        with open(os.path.join(ndir, "nginx.conf"), "w") as f:
+            f.write(NGINX_CONF.format(d=ndir, port=ports["nginx"], iip_port=ports["iipsrv"], locations=locations,
+                                      upstreams=" ".join(f"server 127.0.0.1:{p};" for p in iip_ports)))
+        procs["nginx"] = subprocess.Popen(["nginx", "-p", ndir, "-c", os.path.join(ndir, "nginx.conf")],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # ---- tiler: time from exec to the first answered /healthz, then keep the last one
+        tiler_ok = t.tiler_error is None and out["pyramid"] == "tiler cut"
+        if tiler_ok:
+            try:
+                ttfa = []
+                for i in range(args.ttfa_runs):
+                    ports["tiler"] = free_port()
+                    t0 = time.perf_counter()
+                    pr = subprocess.Popen([t.tiler, "serve", root, "--host", "127.0.0.1", "--port", str(ports["tiler"])],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                    procs["tiler"] = pr
+                    wait_http(ports["tiler"], "/healthz", proc=pr)
+                    ttfa.append((time.perf_counter() - t0) * 1000)
+                    if i < args.ttfa_runs - 1:
+                        stop(pr)
+                out["time_to_first_answer_ms"] = {"median": round(statistics.median(ttfa), 1),
+                                                  "runs": [round(x, 1) for x in ttfa]}
+                log(f"  tiler serve: first /healthz answer after {statistics.median(ttfa):.1f} ms (median of {len(ttfa)})")
+            except TilerError as e:
+                tiler_ok = False
+                pr = procs.get("tiler")
+                err = []
+                if pr and pr.poll() is not None:
+                    err = pr.stderr.read().decode(errors="replace").strip().splitlines()
+                out["tiler_error"] = f"tiler serve: {e}" + (f": {err[0]}" if err else "")
+                log(f"  TILER SERVE FAILED: {out['tiler_error']}")
+        else:
+            out["tiler_error"] = t.tiler_error or "tiler cut unavailable, no tiler pyramid to serve"
+        wait_http(ports["nginx"], f"/images/{ids['png']}/tiles/0/0/0.png")
+        wait_http(ports["iipsrv"], f"{dz}/{offset}/0_0.jpg")
+
+        # ---- every server must answer real, correct tiles before it is timed
+        legs = [("tiler", "png"), ("nginx", "png"), ("tiler", "jpeg"), ("nginx", "jpeg"), ("iipsrv", "jpeg")]
+        if not tiler_ok:
+            legs = [l for l in legs if l[0] != "tiler"]
+        rng = random.Random(1)
+        samples = []
+        for _ in range(40):
+            l = rng.choice(levels)
+            samples.append((l["level"], rng.randrange(l["rows"]), rng.randrange(l["columns"])))
+        for name, fmt in list(legs):
+            ext = dict(SERVE_FORMATS)[fmt]
+            ctype_want = "image/png" if fmt == "png" else "image/jpeg"
+            for z, row, col in samples:
+                if name == "iipsrv":
+                    path = f"{dz}/{z + offset}/{col}_{row}.jpg"
+                else:
+                    path = f"/images/{ids[fmt]}/tiles/{z}/{row}/{col}{ext}"
+                st, ctype, body = http_get(ports[name], path)
+                bad = None
+                if st != 200:
+                    bad = f"status {st}"
+                elif name == "iipsrv":
+                    if not body.startswith(b"\xff\xd8") or ctype != ctype_want:
+                        bad = f"not a JPEG ({ctype})"
+                else:
+                    with open(os.path.join(root, ids[fmt], str(z), str(row), f"{col}{ext}"), "rb") as f:
+                        if body != f.read() or ctype != ctype_want:
+                            bad = f"body or Content-Type ({ctype}) differs from the file on disk"
+                if bad:
+                    msg = f"{name} answered {path} wrongly: {bad}"
+                    if name != "tiler":
+                        raise TilerError(msg)
+                    out["tiler_error"] = msg
+                    legs = [l for l in legs if l[0] != "tiler"]
+                    tiler_ok = False
+                    log("  TILER SERVE WRONG: " + msg)
+                    break
+        log(f"  correct tiles from: {', '.join(f'{a}/{b}' for a, b in legs)}")
+
+        # ---- warm up, then alternate
+        def script(name, fmt):
+            return scripts["iip"] if name == "iipsrv" else scripts[fmt]
+        for name, fmt in legs:
+            wrk(ports[name], script(name, fmt), 2)
+        runs = {f"{a}/{b}": [] for a, b in legs}
+        vis_runs = []
+        if tiler_ok:
+            st, ctype, body = http_get(ports["tiler"], f"/images/{ids['png']}/visible?x=0&y=0&width=1920&height=1080&scale=1")
+            if st != 200 or b'"tiles"' not in body:
+                out["visible_error"] = f"visible answered {st}: {body[:200]!r}"
+                log("  TILER VISIBLE WRONG: " + out["visible_error"])
+        for r in range(args.serve_rounds):
+            order = legs if r % 2 == 0 else list(reversed(legs))
+            for name, fmt in order:
+                w = wrk(ports[name], script(name, fmt), args.serve_seconds)
+                runs[f"{name}/{fmt}"].append(w)
+                log(f"  round {r + 1} {name:6} {fmt:4}: {w['rps']:>7} req/s, p50 {w['p50_ms']:.2f} ms, "
+                    f"p99 {w['p99_ms']:.2f} ms, {w['errors']} errors, {w['bytes_per_response']} B/response")
+            if tiler_ok and "visible_error" not in out:
+                w = wrk(ports["tiler"], vis_lua, args.serve_seconds)
+                vis_runs.append(w)
+                log(f"  round {r + 1} visible: {w['rps']:>7} req/s, p99 {w['p99_ms']:.2f} ms, {w['errors']} errors, "
+                    f"{w['bytes_per_response']} B/response")
+        for key, rs in runs.items():
+            out["legs"][key] = {"rps": statistics.median(x["rps"] for x in rs),
+                                "p50_ms": statistics.median(x["p50_ms"] for x in rs),
+                                "p99_ms": statistics.median(x["p99_ms"] for x in rs),
+                                "errors": sum(x["errors"] for x in rs),
+                                "bytes_per_response": rs[0]["bytes_per_response"], "runs": rs}
+        if vis_runs:
+            out["visible"] = {"rps": statistics.median(x["rps"] for x in vis_runs),
+                              "p99_ms": statistics.median(x["p99_ms"] for x in vis_runs),
+                              "errors": sum(x["errors"] for x in vis_runs),
+                              "bytes_per_response": vis_runs[0]["bytes_per_response"], "runs": vis_runs}
+        if tiler_ok:
+            out["tiler_rss_mb"] = vm_hwm_mb(procs["tiler"].pid)
+        if args.profile_serve and tiler_ok:
+            out["profile"] = profile_server(procs["tiler"].pid, ports["tiler"], scripts["png"], sdir)
+            if vis_runs:
+                out["profile_visible"] = profile_server(procs["tiler"].pid, ports["tiler"], vis_lua, sdir)
+    finally:
+        for p in procs.values():
+            stop(p)
+    res["serve"] = out
+
+
+# ---- profiles
+
+def perf_top(data, sort, n=15):
+    rep = out_of(["perf", "report", "-i", data, "--no-children", "-g", "none", "--sort", sort, "--stdio",
+                  "--percent-limit", "0.7"])
+    rows = [l.strip() for l in rep.splitlines() if l.strip() and not l.startswith("#") and "%" in l[:10]]
+    rows = [re.sub(r"(\s+-)+$", "", re.sub(r"\s+", " ", l)) for l in rows[:n]]
+    # Swift symbols are mangled; swift demangle (from the toolchain) makes them readable.
+    p = subprocess.run(["swift", "demangle", "--simplified", "--compact"], input="\n".join(rows),
+                       text=True, capture_output=True)
+    return p.stdout.splitlines() if p.returncode == 0 and p.stdout.strip() else rows
+
+
+def profile_server(pid, port, script, sdir):
+    data = os.path.join(sdir, "serve.perf")
+    rec = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", "999", "-g", "-p", str(pid), "-o", data],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    wrk(port, script, 8)
+    rec.send_signal(signal.SIGINT)
+    rec.wait()
+    return {"dso": perf_top(data, "dso"), "symbol": perf_top(data, "dso,symbol", 25)}
+
+
+def perf_works():
+    try:
+        return subprocess.run(["perf", "stat", "-e", "cpu-clock", "true"], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+def section_profile(t, res, args):
+    if not perf_works():
+        res["profile"] = {"error": "perf is not installed or cannot sample here (apt-get install linux-perf)"}
+        return
+    side = 4000
+    src = t.image(side, side)
+    out = {"image": f"{side}x{side}", "format": "png", "how": "perf record -e cpu-clock -F 999 -g"}
+    for tool in ("tiler", "dzsave"):
+        if tool == "tiler" and t.tiler_error:
+            out[tool] = {"error": t.tiler_error}
+            continue
+        dest = os.path.join(t.out, "profile-" + tool)
+        clear(dest)
+        os.makedirs(dest)
+        data = os.path.join(t.out, f"cut-{tool}.perf")
+        cmd = t.cut_cmd(tool, "png", src, dest)
+        p = run(["perf", "record", "-e", "cpu-clock", "-F", "999", "-g", "-o", data, "--"] + cmd,
+                check=False, capture_output=True)
+        clear(dest)
+        if p.returncode != 0:
+            out[tool] = {"error": p.stderr[-300:]}
+            continue
+        out[tool] = {"dso": perf_top(data, "dso"), "symbol": perf_top(data, "dso,symbol", 25)}
+        log(f"profile {tool}:\n    " + "\n    ".join(out[tool]["dso"][:8]))
+    res["profile"] = out
+
+
+# --------------------------------------------------------------------------- report
+
+def targets(res):
+    """Each target is a ratio from this one run: (name, value text, ratio, pass)."""
+    tg = []
+
+    def leg(sec, name):
+        return res.get(sec, {}).get("legs", {}).get(name, {})
+
+    if "cut" in res:
+        tp, dp, tj, dj = (leg("cut", k) for k in ("tiler/png", "dzsave/png", "tiler/jpeg", "dzsave/jpeg"))
+        def ratio(a, b, key, limit, label):
+            if "error" in a or "error" in b or a.get(key) is None or b.get(key) is None:
+                tg.append((label, "error: " + (a.get("error") or b.get("error") or "not measured"), None, False))
+            else:
+                r = a[key] / b[key]
+                unit = {"wall": ("s", 1), "bytes": ("MB", 1e6), "rss_mb": ("MB", 1)}[key]
+                val = f"{a[key] / unit[1]:.{2 if key == 'wall' else 0}f} vs {b[key] / unit[1]:.{2 if key == 'wall' else 0}f} {unit[0]}"
+                tg.append((label, val, round(r, 3), r <= limit))
+        ratio(tp, dp, "wall", 0.5, "cut PNG wall <= 0.5x dzsave default")
+        ratio(tp, dp, "bytes", 1.0, "cut PNG bytes <= dzsave default")
+        ratio(tp, dp, "rss_mb", 1.0, "cut PNG peak RSS <= dzsave default")
+        ratio(tj, dj, "wall", 0.8, "cut JPEG wall <= 0.8x dzsave")
+    if "serve" in res:
+        s = res["serve"]
+        lg = s.get("legs", {})
+        err = s.get("tiler_error") or s.get("error") or "not measured"
+        for fmt in ("png", "jpeg"):
+            ti, ng = lg.get(f"tiler/{fmt}"), lg.get(f"nginx/{fmt}")
+            F = fmt.upper()
+            if ti and ng:
+                r = ti["rps"] / ng["rps"]
+                tg.append((f"serve {F} req/s >= 1.5x nginx", f"{ti['rps']:.0f} vs {ng['rps']:.0f}", round(r, 3), r >= 1.5))
+                r = ti["p99_ms"] / ng["p99_ms"]
+                tg.append((f"serve {F} p99 <= nginx p99", f"{ti['p99_ms']:.2f} vs {ng['p99_ms']:.2f} ms", round(r, 3), r <= 1.0))
+            else:
+                tg += [(f"serve {F} req/s >= 1.5x nginx", "error: " + err, None, False),
+                       (f"serve {F} p99 <= nginx p99", "error: " + err, None, False)]
+        ti, ii = lg.get("tiler/jpeg"), lg.get("iipsrv/jpeg")
+        if ti and ii:
+            r = ti["rps"] / ii["rps"]
+            tg.append(("serve JPEG req/s >= 20x iipsrv", f"{ti['rps']:.0f} vs {ii['rps']:.0f}", round(r, 1), r >= 20))
+        else:
+            tg.append(("serve JPEG req/s >= 20x iipsrv", "error: " + err, None, False))
+        v = s.get("visible")
+        if v:
+            tg.append(("visible >= 50k req/s", f"{v['rps']:.0f} req/s", round(v["rps"] / 50000, 3), v["rps"] >= 50000))
+        else:
+            tg.append(("visible >= 50k req/s", "error: " + s.get("visible_error", err), None, False))
+    return tg
+
+
+def fmt_cut_row(name, leg, ref=None):
+    if "error" in leg:
+        return f"| {name} | error: {leg['error']} | | | | | |"
+    ratio = f" ({leg['wall'] / ref['wall']:.2f}×)" if ref and "error" not in ref else ""
+    return (f"| {name} | {leg['wall']:.2f}{ratio} | {leg['cpu']:.1f} | {leg['rss_mb']:.0f} | "
+            f"{leg['bytes'] / 1e6:.0f} | {leg['files']} | {len(leg['rounds'])} |")
+
+
+def report_md(res):
+    m = res["machine"]
+    L = [f"# tiler benchmark results, {m['date']}", "",
+         f"Machine: {m['nproc']} × {m['cpu']}, {m['memory_gb']} GB, Linux {m['kernel']}. "
+         f"Load before: {' '.join(f'{x:.2f}' for x in m['load_start'])}; after: "
+         f"{' '.join(f'{x:.2f}' for x in m.get('load_end', []))}.",
+         f"tiler {m['branch']}@{m['git']}, {m['swift']}; {m['vips']}; {m['nginx']}; {m['wrk']}; iipsrv {m['iipsrv']}.",
+         f"Command: `{res['command']}` ({res['elapsed_s']:.0f} s).", ""]
+    if "cut" in res:
+        c = res["cut"]
+        L += [f"## Cut, {c['image']} noise JPEG ({c['input_bytes'] / 1e6:.0f} MB), median of rounds", "",
+              "| leg | wall s | CPU s | peak RSS MB | MB written | files | rounds |", "|---|---|---|---|---|---|---|"]
+        lg = c["legs"]
+        L.append(fmt_cut_row("tiler PNG", lg["tiler/png"], lg["dzsave/png"]))
+        L.append(fmt_cut_row("dzsave PNG (default, compression 6)", lg["dzsave/png"]))
+        L.append(fmt_cut_row("dzsave PNG compression=1", lg["dzsave/png-c1"]))
+        L.append(fmt_cut_row("tiler JPEG Q85", lg["tiler/jpeg"], lg["dzsave/jpeg"]))
+        L.append(fmt_cut_row("dzsave JPEG Q85", lg["dzsave/jpeg"]))
+        L.append("")
+        tp, c1 = lg["tiler/png"], lg["dzsave/png-c1"]
+        if "error" not in tp and "error" not in c1:
+            L += [f"tiler PNG against dzsave `compression=1`: wall {tp['wall'] / c1['wall']:.2f}×, "
+                  f"bytes {tp['bytes'] / c1['bytes']:.2f}×, peak RSS {tp['rss_mb'] / c1['rss_mb']:.2f}×.", ""]
+    if "scaling" in res:
+        sc = res["scaling"]
+        L += ["## Scaling (PNG tiles, one round)", "",
+              "| image | Mpx | tiler wall s | tiler RSS MB | dzsave wall s | dzsave RSS MB |", "|---|---|---|---|---|---|"]
+        for p in sc["square"] + sc["strip"]:
+            t, d = p["tiler"], p["dzsave"]
+            ts = f"{t['wall']:.2f} | {t['rss_mb']:.0f}" if "error" not in t else "error | "
+            note = f" ({d['reused']})" if d.get("reused") else ""
+            ds = f"{d['wall']:.2f} | {d['rss_mb']:.0f}" if "error" not in d else "error | "
+            L.append(f"| {p['width']}×{p['height']}{note} | {p['mpx']} | {ts} | {ds} |")
+        for s in sc["skipped"]:
+            L.append(f"| {s['side']}×{s['side']} | skipped: {s['reason']} | | | | |")
+        L.append("")
+    if "serve" in res and "legs" in res["serve"]:
+        s = res["serve"]
+        L += [f"## Serve, {s['image']} pyramids ({s['tiles']} tiles each; {s['pyramid']}), wrk {s['wrk']}, "
+              f"{s['seconds']} s × {s['rounds']} rounds, uniformly random tiles, median of rounds", "",
+              "| server | tiles | req/s | p50 ms | p99 ms | errors | bytes/response |", "|---|---|---|---|---|---|---|"]
+        labels = {"tiler": "tiler serve", "nginx": "nginx (1 worker, sendfile, open_file_cache)",
+                  "iipsrv": "iipsrv (FastCGI behind nginx, DeepZoom)"}
+        for key in ("tiler/png", "nginx/png", "tiler/jpeg", "nginx/jpeg", "iipsrv/jpeg"):
+            name, fmt = key.split("/")
+            what = {"png": "PNG", "jpeg": "JPEG Q85"}[fmt] + (" from pyramidal TIFF" if name == "iipsrv" else "")
+            g = s["legs"].get(key)
+            if g:
+                L.append(f"| {labels[name]} | {what} | {g['rps']:.0f} | {g['p50_ms']:.2f} | {g['p99_ms']:.2f} | "
+                         f"{g['errors']} | {g['bytes_per_response']} |")
+            else:
+                L.append(f"| {labels[name]} | {what} | error: {s.get('tiler_error', 'not run')} | | | | |")
+        v = s.get("visible")
+        if v:
+            L.append(f"| tiler `/visible` | random 1920×1080 viewports, margin 1 | {v['rps']:.0f} | | {v['p99_ms']:.2f} | "
+                     f"{v['errors']} | {v['bytes_per_response']} |")
+        L.append("")
+        if "time_to_first_answer_ms" in s:
+            L.append(f"tiler serve: first `/healthz` answer {s['time_to_first_answer_ms']['median']} ms after start "
+                     f"(median of {len(s['time_to_first_answer_ms']['runs'])}); peak RSS (VmHWM) after all runs "
+                     f"{s.get('tiler_rss_mb')} MB.")
+            L.append("")
+    if "profile" in res and "error" in res["profile"]:
+        L += [f"Profile: {res['profile']['error']}", ""]
+    elif "profile" in res:
+        pf = res["profile"]
+        L += [f"## Where the time goes: `tiler cut` and `vips dzsave`, {pf.get('image')} PNG ({pf.get('how')})", ""]
+        for tool in ("tiler", "dzsave"):
+            x = pf.get(tool, {})
+            L += [f"{tool}:", "", "```"] + (x.get("dso", []) + [""] + x.get("symbol", [])[:15]
+                                              if "error" not in x else [x["error"]]) + ["```", ""]
+    if "profile" in res.get("serve", {}):
+        x = res["serve"]["profile"]
+        L += ["## Where the time goes: `tiler serve` under wrk (PNG tiles)", "", "```"] + x["dso"] + [""] + \
+             x["symbol"][:15] + ["```", ""]
+    if "profile_visible" in res.get("serve", {}):
+        x = res["serve"]["profile_visible"]
+        L += ["## Where the time goes: `tiler serve` under wrk (`/visible`)", "", "```"] + x["dso"] + [""] + \
+             x["symbol"][:20] + ["```", ""]
+    if res["targets"]:
+        L += ["## Targets", "", "| target | values | ratio | result |", "|---|---|---|---|"]
+        for name, val, r, ok in res["targets"]:
+            L.append(f"| {name} | {val} | {'' if r is None else r} | {'PASS' if ok else 'MISS'} |")
+        L.append("")
+    return "\n".join(L)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small images, one round, 3 s wrk runs: a smoke run")
+    ap.add_argument("--only", default="cut,scaling,serve,profile",
+                    help="sections, comma separated (default all): cut,scaling,serve,profile")
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench-out"), help="working folder (default bench-out/)")
+    ap.add_argument("--plot", help="where the scaling plot goes (default docs/scaling.png; OUT/scaling.png with --quick)")
+    ap.add_argument("--tiler", help="use this tiler binary instead of building one")
+    ap.add_argument("--rounds", type=int, help="rounds for cut and serve (default 2; 1 with --quick)")
+    ap.add_argument("--max-point-seconds", type=float, default=480,
+                    help="skip a scaling point above 20k whose estimated time for both cuts exceeds this (default 480)")
+    ap.add_argument("--iip-compression", default="jpeg", choices=["jpeg", "deflate"])
+    ap.add_argument("--iip-procs", type=int, default=os.cpu_count() or 2, help="iipsrv processes (default nproc)")
+    args = ap.parse_args()
+    q = args.quick
+    args.cut_side = 4000 if q else 20000
+    args.cut_rounds = 1 if q else 2
+    args.scaling_sides = [1000, 2000, 4000] if q else [2000, 5000, 10000, 20000, 40000]
+    args.strip_width = 1000 if q else 2000
+    args.strip_heights = [2000, 4000, 8000] if q else [5000, 10000, 20000, 40000]
+    args.serve_side = 4000 if q else 20000
+    args.serve_seconds = 3 if q else 10
+    args.serve_rounds = 1 if q else 2
+    args.ttfa_runs = 3 if q else 5
+    if args.rounds:
+        args.cut_rounds = args.serve_rounds = args.rounds
+    sections = [s.strip() for s in args.only.split(",") if s.strip()]
+    # With profile, tiler serve is also perf-recorded under wrk, after its measured runs.
+    args.profile_serve = "profile" in sections and perf_works()
+    for s in sections:
+        if s not in ("cut", "scaling", "serve", "profile"):
+            ap.error(f"unknown section '{s}'")
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    if not args.plot:
+        args.plot = os.path.join(out, "scaling.png") if q else os.path.join(ROOT, "docs", "scaling.png")
+    # tiler is measured as a user gets it: no TILER_* tuning variables from the caller.
+    scrubbed = sorted(k for k in os.environ if k.startswith("TILER_"))
+    for k in scrubbed:
+        del os.environ[k]
+    if scrubbed:
+        log(f"ignoring {', '.join(scrubbed)}: tiler runs with its defaults")
+    t0 = time.time()
+    res = {"command": "scripts/bench " + " ".join(sys.argv[1:]), "machine": machine_info(), "quick": q}
+    log(f"machine: {res['machine']['nproc']} × {res['machine']['cpu']}, {res['machine']['memory_gb']} GB; "
+        f"{res['machine']['uptime_start']}")
+    t = Tools(args, out)
+    t.build_tiler()
+    fns = {"cut": section_cut, "scaling": section_scaling, "serve": section_serve, "profile": section_profile}
+    # Scaling goes last: it is the longest and its 40k point is optional, so everything
+    # else is on disk (results are saved after each section and scaling point) if a run
+    # has to be stopped during it.
+    order = [s for s in ("cut", "serve", "profile", "scaling") if s in sections]
+    res["sections"] = order
+
+    def save():
+        res["machine"]["load_end"] = os.getloadavg()
+        res["machine"]["uptime_end"] = out_of(["uptime"])
+        res["elapsed_s"] = time.time() - t0
+        res["targets"] = targets(res)
+        with open(os.path.join(out, "results.json"), "w") as f:
+            json.dump(res, f, indent=1)
+        with open(os.path.join(out, "results.md"), "w") as f:
+            f.write(report_md(res) + "\n")
+    args.save = save
+    for s in order:
+        try:
+            fns[s](t, res, args)
+        except TilerError as e:
+            log(f"section {s} failed: {e}")
+            res[s] = {"error": str(e)}
+        save()
+    md = report_md(res)
+    print(md)
+    print()
+    for name, val, r, ok in res["targets"]:
+        print(f"{'PASS' if ok else 'MISS'}  {name}: {val}" + ("" if r is None else f" (ratio {r})"))
+    if t.tiler_error or res.get("serve", {}).get("tiler_error"):
+        print(f"\ntiler legs FAILED: {t.tiler_error or res['serve']['tiler_error']}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
