@@ -21,7 +21,7 @@ public struct JSONWriter: Sendable {
     }
 
     public mutating func value(_ s: String) { separate(); writeString(s); needsComma = true }
-    public mutating func value(_ i: Int) { separate(); bytes += Array(String(i).utf8); needsComma = true }
+    public mutating func value(_ i: Int) { separate(); appendDecimal(i); needsComma = true }
     public mutating func value(_ d: Double) {
         separate()
         if d.isFinite {
@@ -34,6 +34,38 @@ public struct JSONWriter: Sendable {
     public mutating func value(_ b: Bool) { separate(); bytes += Array((b ? "true" : "false").utf8); needsComma = true }
     public mutating func null() { separate(); bytes += Array("null".utf8); needsComma = true }
 
+    /// Writes one string value from pieces without building an intermediate `String`:
+    /// `writer.stringValue { $0.appendEscaped("/images/"); $0.appendDecimal(3) }`.
+    public mutating func stringValue(_ build: (inout JSONWriter) -> Void) {
+        separate()
+        bytes.append(UInt8(ascii: "\""))
+        build(&self)
+        bytes.append(UInt8(ascii: "\""))
+        needsComma = true
+    }
+
+    /// Inside `stringValue`: appends `s` with JSON escaping.
+    public mutating func appendEscaped(_ s: String) { writeEscaped(s) }
+
+    /// Appends `i` in decimal, with no allocation.
+    public mutating func appendDecimal(_ i: Int) {
+        if i == 0 { bytes.append(UInt8(ascii: "0")); return }
+        if i < 0 { bytes.append(UInt8(ascii: "-")) }
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var count = 0
+        var m = i.magnitude
+        withUnsafeMutableBytes(of: &digits) { d in
+            while m > 0 {
+                d[count] = UInt8(ascii: "0") + UInt8(m % 10)
+                m /= 10
+                count += 1
+            }
+            for k in stride(from: count - 1, through: 0, by: -1) { bytes.append(d[k]) }
+        }
+    }
+
     /// Convenience: `"name": value`.
     public mutating func field(_ name: String, _ s: String) { key(name); value(s) }
     public mutating func field(_ name: String, _ i: Int) { key(name); value(i) }
@@ -45,6 +77,18 @@ public struct JSONWriter: Sendable {
 
     private mutating func writeString(_ s: String) {
         bytes.append(UInt8(ascii: "\""))
+        writeEscaped(s)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    private mutating func writeEscaped(_ s: String) {
+        // Fast path: most strings (keys, ids, URLs) need no escaping.
+        let copied: Bool? = s.utf8.withContiguousStorageIfAvailable { raw in
+            for b in raw where b < 0x20 || b == 0x7F || b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") { return false }
+            bytes.append(contentsOf: raw)
+            return true
+        }
+        if copied == true { return }
         for b in s.utf8 {
             switch b {
             case UInt8(ascii: "\""): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
@@ -60,6 +104,5 @@ public struct JSONWriter: Sendable {
             default: bytes.append(b)
             }
         }
-        bytes.append(UInt8(ascii: "\""))
     }
 }

@@ -173,7 +173,7 @@ private func visible(_ request: Request, _ name: String, _ store: TileStore) thr
     } catch {
         throw HTTPError(400, "\(error)")
     }
-    let ext = pyramid.manifest.format.fileExtension
+    let dotExt = "." + pyramid.manifest.format.fileExtension
     let prefix = "/images/\(pyramid.id)/tiles/"
     var json = JSONWriter(capacity: 256 + answer.tiles.count * 128)
     json.beginObject()
@@ -191,7 +191,16 @@ private func visible(_ request: Request, _ name: String, _ store: TileStore) thr
         json.field("level", c.level)
         json.field("row", c.row)
         json.field("column", c.column)
-        json.field("url", "\(prefix)\(c.level)/\(c.row)/\(c.column).\(ext)")
+        json.key("url")
+        json.stringValue { w in
+            w.appendEscaped(prefix)
+            w.appendDecimal(c.level)
+            w.appendEscaped("/")
+            w.appendDecimal(c.row)
+            w.appendEscaped("/")
+            w.appendDecimal(c.column)
+            w.appendEscaped(dotExt)
+        }
         json.field("x", t.x)
         json.field("y", t.y)
         json.field("width", t.width)
