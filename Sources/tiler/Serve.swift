@@ -84,7 +84,9 @@ extension Tiler {
             do {
                 try server.start()
             } catch {
-                throw ValidationError("cannot listen: \(error)")
+                // A run-time failure, not a usage mistake: no usage text after it.
+                let hint = error.errno == EADDRINUSE ? " (another server is using that port; choose one with --port or TILER_PORT)" : ""
+                throw ServeError(description: "cannot listen: \(error)\(hint)")
             }
             let shownHost = config.http.host.contains(":") ? "[\(config.http.host)]" : config.http.host
             // Unbuffered, so a parent reading our stdout sees the URL at once.
@@ -173,4 +175,9 @@ extension Tiler {
             return ["1", "true", "yes", "on"].contains(v)
         }
     }
+}
+
+/// A failure of `tiler serve` after its arguments were accepted.
+struct ServeError: Error, CustomStringConvertible {
+    let description: String
 }
