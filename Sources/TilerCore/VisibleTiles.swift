@@ -91,6 +91,73 @@ public struct VisibleTilesQuery: Sendable, Hashable {
     }
 }
 
+extension VisibleTilesQuery {
+    /// The same query as `init(queryItems:)` would build from `query` (the bytes after `?`),
+    /// read straight from the bytes: no `String` per item, no dictionary. Returns nil for
+    /// anything off the common path (a `%` escape, an unknown or repeated name, a value that
+    /// is not a plain number), so that the caller decodes the items and asks
+    /// `init(queryItems:)`, which gives the exact answer or error. A query it does read
+    /// still goes through `init(viewport:scale:margin:wrapX:)` and its checks.
+    public static func parsingCommonForm(_ query: ArraySlice<UInt8>) throws(VisibleTilesError) -> VisibleTilesQuery? {
+        var numbers: (x: Double, y: Double, width: Double, height: Double, scale: Double) = (0, 0, 0, 0, 0)
+        var seen: UInt8 = 0
+        var margin = 0
+        var wrapX = false
+        var i = query.startIndex
+        let end = query.endIndex
+        while i < end {
+            var partEnd = i
+            while partEnd < end && query[partEnd] != UInt8(ascii: "&") { partEnd += 1 }
+            defer { i = partEnd + 1 }
+            if partEnd == i { continue }
+            var eq = i
+            while eq < partEnd && query[eq] != UInt8(ascii: "=") { eq += 1 }
+            guard eq < partEnd else { return nil }
+            let name = query[i..<eq], value = query[(eq + 1)..<partEnd]
+            guard !value.isEmpty, value.count <= 64, !value.contains(UInt8(ascii: "%")),
+                  !name.contains(UInt8(ascii: "%")) else { return nil }
+            let bit: UInt8
+            switch name.count {
+            case 1 where name.first == UInt8(ascii: "x"): bit = 1
+            case 1 where name.first == UInt8(ascii: "y"): bit = 2
+            case 5 where name.elementsEqual("width".utf8): bit = 4
+            case 6 where name.elementsEqual("height".utf8): bit = 8
+            case 5 where name.elementsEqual("scale".utf8): bit = 16
+            case 6 where name.elementsEqual("margin".utf8): bit = 32
+            case 4 where name.elementsEqual("wrap".utf8): bit = 64
+            default: return nil
+            }
+            guard seen & bit == 0 else { return nil }
+            seen |= bit
+            switch bit {
+            case 32:
+                guard value.count <= 2, value.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+                margin = value.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+                guard margin <= maximumMargin else { return nil }
+            case 64:
+                guard value.count == 1, value.first == UInt8(ascii: "x") else { return nil }
+                wrapX = true
+            default:
+                // What `parseDecimal` accepts; a short value makes a small (inline) String.
+                guard value.contains(where: { $0 >= 0x30 && $0 <= 0x39 }),
+                      value.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-")
+                          || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") }),
+                      let d = Double(String(decoding: value, as: UTF8.self)), d.isFinite else { return nil }
+                switch bit {
+                case 1: numbers.x = d
+                case 2: numbers.y = d
+                case 4: numbers.width = d
+                case 8: numbers.height = d
+                default: numbers.scale = d
+                }
+            }
+        }
+        guard seen & 31 == 31 else { return nil }
+        return try VisibleTilesQuery(viewport: Viewport(x: numbers.x, y: numbers.y, width: numbers.width, height: numbers.height),
+                                     scale: numbers.scale, margin: margin, wrapX: wrapX)
+    }
+}
+
 /// One tile to show: its stored address and where it sits in the (possibly repeated)
 /// full-resolution plane.
 public struct VisibleTile: Sendable, Hashable {
@@ -188,8 +255,12 @@ extension PyramidGeometry {
         guard count <= maximumTiles else { throw .tooManyTiles(count: count, limit: maximumTiles) }
 
         let cx = v.centerX, cy = v.centerY
-        var scored: [(distance: Double, tile: VisibleTile)] = []
-        scored.reserveCapacity(count)
+        var tiles: [VisibleTile] = []
+        tiles.reserveCapacity(count)
+        // Sorted as (distance, index) pairs: 16 bytes moved per swap instead of a whole
+        // tile, and the tile itself is read only to break a tie in distance.
+        var order: [(distance: Double, index: Int)] = []
+        order.reserveCapacity(count)
         let step = tileSize * l.downscale
         for row in firstRow...lastRow {
             let y = row * step
@@ -202,19 +273,27 @@ extension PyramidGeometry {
                 let x = k * width + local
                 let dx = Double(x) + Double(w) / 2 - cx
                 let dy = Double(y) + Double(h) / 2 - cy
-                let tile = VisibleTile(coordinate: TileCoordinate(level: z, row: row, column: column),
-                                       x: x, y: y, width: w, height: h)
-                scored.append((dx * dx + dy * dy, tile))
+                order.append((dx * dx + dy * dy, tiles.count))
+                tiles.append(VisibleTile(coordinate: TileCoordinate(level: z, row: row, column: column),
+                                         x: x, y: y, width: w, height: h))
             }
         }
-        scored.sort { a, b in
-            if a.distance != b.distance { return a.distance < b.distance }
-            let ta = a.tile, tb = b.tile
-            if ta.coordinate.row != tb.coordinate.row { return ta.coordinate.row < tb.coordinate.row }
-            if ta.coordinate.column != tb.coordinate.column { return ta.coordinate.column < tb.coordinate.column }
-            return ta.x < tb.x
+        tiles.withUnsafeBufferPointer { tiles in
+            order.withUnsafeMutableBufferPointer { order in
+                order.sort { a, b in
+                    if a.distance != b.distance { return a.distance < b.distance }
+                    let ta = tiles[a.index], tb = tiles[b.index]
+                    if ta.coordinate.row != tb.coordinate.row { return ta.coordinate.row < tb.coordinate.row }
+                    if ta.coordinate.column != tb.coordinate.column { return ta.coordinate.column < tb.coordinate.column }
+                    return ta.x < tb.x
+                }
+            }
         }
-        return VisibleTiles(level: l, scale: scale(of: z), tiles: scored.map(\.tile))
+        let sorted = [VisibleTile](unsafeUninitializedCapacity: count) { buffer, initialized in
+            for (i, o) in order.enumerated() { (buffer.baseAddress! + i).initialize(to: tiles[o.index]) }
+            initialized = order.count
+        }
+        return VisibleTiles(level: l, scale: scale(of: z), tiles: sorted)
     }
 
     /// The global column index (over the plane repeated with period W) of the tile that

@@ -49,6 +49,32 @@ extension Array where Element == UInt8 {
     mutating func append(_ s: StaticString) {
         append(contentsOf: UnsafeRawBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
     }
+
+    /// Appends a string's UTF-8 bytes without making an array of them first.
+    @inline(__always)
+    mutating func append(utf8Of s: String) {
+        var s = s
+        s.withUTF8 { append(contentsOf: $0) }
+    }
+
+    /// Appends a non-negative integer in decimal.
+    mutating func appendDecimal(_ value: Int) {
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of room
+        var m = value.magnitude
+        var n = 0
+        Swift.withUnsafeMutableBytes(of: &digits) { d in
+            repeat {
+                d[23 - n] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: m % 10)
+                m /= 10
+                n += 1
+            } while m > 0
+            if value < 0 {
+                d[23 - n] = UInt8(ascii: "-")
+                n += 1
+            }
+            append(contentsOf: UnsafeRawBufferPointer(rebasing: d[(24 - n)...]))
+        }
+    }
 }
 
 /// An HTTP error as a value: a status and a message for the client. Its body is the
@@ -216,7 +242,8 @@ struct ResponseSerializer {
             return (200, p.body.count)
         case let .bytes(status, contentType, body, cacheControl):
             writeBytes(status: status, contentType: contentType, body: body, cacheControl: cacheControl, extra: extra,
-                       isHead: isHead, keepAlive: keepAlive, version: head.version, date: date, into: &out)
+                       isHead: isHead, keepAlive: keepAlive, version: head.version, date: date, into: &out,
+                       deferredBody: deferredBody)
             return (status, body.count)
         case .error(let e):
             let body = e.jsonBody
@@ -240,14 +267,27 @@ struct ResponseSerializer {
                    extra: nil, isHead: false, keepAlive: false, version: .http11, date: date, into: &out)
     }
 
+    /// Headers and body for bytes built per request. The body is handed over in
+    /// `deferredBody` when given (sent after the headers without being copied).
     private func writeBytes(status: Int, contentType: String, body: [UInt8], cacheControl: String?, extra: [UInt8]?,
-                            isHead: Bool, keepAlive: Bool, version: HTTPVersion, date: [UInt8], into out: inout [UInt8]) {
+                            isHead: Bool, keepAlive: Bool, version: HTTPVersion, date: [UInt8], into out: inout [UInt8],
+                            deferredBody: UnsafeMutablePointer<[UInt8]?>? = nil) {
         begin(status, date: date, into: &out)
-        out += Array("Content-Type: \(contentType)\r\nContent-Length: \(body.count)\r\n".utf8)
-        if let cacheControl { out += Array("Cache-Control: \(cacheControl)\r\n".utf8) }
+        out.append("Content-Type: ")
+        out.append(utf8Of: contentType)
+        out.append("\r\nContent-Length: ")
+        out.appendDecimal(body.count)
+        out.append("\r\n")
+        if let cacheControl {
+            out.append("Cache-Control: ")
+            out.append(utf8Of: cacheControl)
+            out.append("\r\n")
+        }
         if let extra { out += extra }
         end(keepAlive: keepAlive, version: version, into: &out)
-        if !isHead { out += body }
+        if !isHead {
+            if let deferredBody { deferredBody.pointee = body } else { out += body }
+        }
     }
 
     @inline(__always)

@@ -164,7 +164,8 @@ private func visible(_ request: Request, _ name: String, _ store: TileStore) thr
     let pyramid = try store.pyramid(named: name)
     let answer: VisibleTiles
     do {
-        let query = try VisibleTilesQuery(queryItems: try request.queryItems())
+        let query = try VisibleTilesQuery.parsingCommonForm(request.rawQuery)
+            ?? VisibleTilesQuery(queryItems: try request.queryItems())
         answer = try pyramid.geometry.visibleTiles(for: query, maximumTiles: store.configuration.maximumVisibleTiles)
     } catch let e as VisibleTilesError {
         throw HTTPError(400, e.description)
@@ -173,41 +174,5 @@ private func visible(_ request: Request, _ name: String, _ store: TileStore) thr
     } catch {
         throw HTTPError(400, "\(error)")
     }
-    let dotExt = "." + pyramid.manifest.format.fileExtension
-    let prefix = "/images/\(pyramid.id)/tiles/"
-    var json = JSONWriter(capacity: 256 + answer.tiles.count * 128)
-    json.beginObject()
-    json.field("id", pyramid.id.rawValue)
-    json.field("level", answer.level.level)
-    json.field("scale", answer.scale)
-    json.field("tileSize", pyramid.geometry.tileSize)
-    json.field("columns", answer.level.columns)
-    json.field("rows", answer.level.rows)
-    json.key("tiles")
-    json.beginArray()
-    for t in answer.tiles {
-        let c = t.coordinate
-        json.beginObject()
-        json.field("level", c.level)
-        json.field("row", c.row)
-        json.field("column", c.column)
-        json.key("url")
-        json.stringValue { w in
-            w.appendEscaped(prefix)
-            w.appendDecimal(c.level)
-            w.appendEscaped("/")
-            w.appendDecimal(c.row)
-            w.appendEscaped("/")
-            w.appendDecimal(c.column)
-            w.appendEscaped(dotExt)
-        }
-        json.field("x", t.x)
-        json.field("y", t.y)
-        json.field("width", t.width)
-        json.field("height", t.height)
-        json.endObject()
-    }
-    json.endArray()
-    json.endObject()
-    return .json(json.bytes, cacheControl: store.configuration.cacheControl.isEmpty ? nil : store.configuration.cacheControl)
+    return .json(visibleDocument(answer, of: pyramid), cacheControl: store.configuration.cacheControl.isEmpty ? nil : store.configuration.cacheControl)
 }

@@ -72,6 +72,14 @@ public struct Request: Sendable {
         return String(decoding: bytes, as: UTF8.self)
     }
 
+    /// The query's bytes, after `?` and before any `#`, not decoded; empty for none.
+    public var rawQuery: ArraySlice<UInt8> {
+        let target = head.target
+        guard let q = target.firstIndex(of: UInt8(ascii: "?")) else { return [] }
+        let end = target[q...].firstIndex(of: UInt8(ascii: "#")) ?? target.count
+        return target[(q + 1)..<end]
+    }
+
     /// The query's `name=value` pairs, percent-decoded (`+` is kept as is), in order.
     public func queryItems() throws(HTTPError) -> [(name: String, value: String)] {
         let target = head.target

@@ -152,6 +152,59 @@ enum BruteForceVisible {
         }
     }
 
+    /// The byte-level reader of the common query form must give what the item-based
+    /// parser gives, or step aside (nil) and leave the answer to it; never a different
+    /// query and never an error the item-based parser would not throw.
+    @Test func commonFormAgreesWithItemParser() throws {
+        func items(_ s: String) -> [(name: String, value: String)] {
+            s.split(separator: "&").map { part in
+                let kv = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                return (String(kv[0]), kv.count > 1 ? String(kv[1]) : "")
+            }
+        }
+        var rng = SplitMix64(seed: 2026)
+        let values = ["0", "1", "-3", "12.5", "1e3", "-1.5E-2", "+4", "0.000001", "1e400", "nan", "inf", "", "0x10",
+                      "1.2.3", "e", "-", "5%2E0", "100000000000000000000", "3.", ".5", "07", "64", "65", "x", "none",
+                      "1125899906842625", "-0"]
+        let names = ["x", "y", "width", "height", "scale", "margin", "wrap", "zoom", "", "%78", "X"]
+        var answered = 0
+        for _ in 0..<20_000 {
+            var parts: [String] = []
+            // Usually the five required names, shuffled, plus extras; sometimes anything.
+            if Bool.random(using: &rng) || Bool.random(using: &rng) {
+                for n in ["x", "y", "width", "height", "scale"] {
+                    let v = Int.random(in: 0..<4, using: &rng) == 0 ? values.randomElement(using: &rng)!
+                        : String(Double.random(in: -5000...5000, using: &rng))
+                    parts.append("\(n)=\(n == "width" || n == "height" || n == "scale" ? v.replacingOccurrences(of: "-", with: "") : v)")
+                }
+            }
+            for _ in 0..<Int.random(in: 0...3, using: &rng) {
+                let n = names.randomElement(using: &rng)!
+                parts.append(Bool.random(using: &rng) ? "\(n)=\(values.randomElement(using: &rng)!)" : n)
+            }
+            if Int.random(in: 0..<10, using: &rng) == 0 { parts.append("") }
+            parts.shuffle(using: &rng)
+            let query = parts.joined(separator: "&")
+            let fast: Result<VisibleTilesQuery?, VisibleTilesError> = Result { () throws(VisibleTilesError) in
+                try VisibleTilesQuery.parsingCommonForm(ArraySlice(Array(query.utf8)))
+            }
+            let slow: Result<VisibleTilesQuery, VisibleTilesError> = Result { () throws(VisibleTilesError) in
+                try VisibleTilesQuery(queryItems: items(query))
+            }
+            switch (fast, slow) {
+            case (.success(nil), _): continue
+            case let (.success(a?), .success(b)): #expect(a == b, "\(query)")
+            case let (.failure(a), .failure(b)): #expect(a == b, "\(query)")
+            default: Issue.record("common form \(fast) but item parser \(slow) for '\(query)'")
+            }
+            answered += 1
+        }
+        // The fast path must actually be taken for the common form.
+        #expect(answered > 1000)
+        #expect(try VisibleTilesQuery.parsingCommonForm(ArraySlice(Array("x=1&y=2&width=3&height=4&scale=0.5&margin=1&wrap=x".utf8)))
+            == VisibleTilesQuery(viewport: Viewport(x: 1, y: 2, width: 3, height: 4), scale: 0.5, margin: 1, wrapX: true))
+    }
+
     /// Hundreds of random viewports, with margin and wrap, against the brute force.
     @Test(arguments: [1, 2, 3, 4])
     func agreesWithBruteForce(seed: UInt64) throws {
