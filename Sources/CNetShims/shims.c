@@ -8,3 +8,10 @@
 int cns_accept(int fd) {
     return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 }
+
+#include <sys/uio.h>
+
+ssize_t cns_pread_nowait(int fd, void *buf, size_t len, long offset) {
+    struct iovec v = { buf, len };
+    return preadv2(fd, &v, 1, (off_t)offset, RWF_NOWAIT);
+}

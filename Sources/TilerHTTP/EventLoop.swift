@@ -1,3 +1,4 @@
+import Foundation
 import CNetShims
 import Glibc
 import Logging
@@ -21,6 +22,9 @@ final class Connection {
     var hasServedRequest = false
     /// Close once `output` is written.
     var closeAfterFlush = false
+    /// A response is being made on the blocking pool: nothing more is read or parsed
+    /// from this connection until it is sent (responses keep their order).
+    var waiting = false
     /// Reading has stopped (closing or backpressure); only EPOLLOUT matters.
     var readingPaused = false
     var registeredForWrite = false
@@ -63,10 +67,12 @@ final class EventLoop: @unchecked Sendable {
         let maximumConnections: Int
         let connectionCount: UnsafeMutablePointer<CLong>
         let limits: HTTPRequestParser.Limits
+        let pool: BlockingPool
 
         init(configuration: HTTPConfiguration, accessLog: Logger?,
-             maximumConnections: Int, connectionCount: UnsafeMutablePointer<Int>) {
+             maximumConnections: Int, connectionCount: UnsafeMutablePointer<Int>, pool: BlockingPool) {
             self.configuration = configuration
+            self.pool = pool
             self.accessLog = accessLog
             self.maximumConnections = maximumConnections
             self.connectionCount = UnsafeMutableRawPointer(connectionCount).assumingMemoryBound(to: CLong.self)
@@ -95,6 +101,18 @@ final class EventLoop: @unchecked Sendable {
     private var drainDeadline: Int64 = .max
     private var acceptPausedUntil: Int64?
     private let stopFlag: UnsafeMutablePointer<CLong>
+
+    /// A request whose response is being made on the blocking pool.
+    private struct Pending: @unchecked Sendable {
+        let connection: Connection
+        let head: HTTPRequestHead
+        let keepAlive: Bool
+    }
+    /// Responses finished on the pool, handed back under `completionLock`.
+    private let completionLock = NSLock()
+    private var completions: [(Pending, HTTPResponse)] = []
+    /// Set (under the lock) when the loop has exited and its eventfd is closed.
+    private var exited = false
 
     private let idleTimeout: Int64
     private let headTimeout: Int64
@@ -153,6 +171,8 @@ final class EventLoop: @unchecked Sendable {
                 if fd == listener {
                     acceptConnections()
                 } else if fd == wakeFD {
+                    cns_eventfd_drain(wakeFD)
+                    runCompletions()
                     if cns_atomic_load(stopFlag) != 0 { beginDraining() }
                 } else if Int(fd) < connections.count, let c = connections[Int(fd)] {
                     handle(c, events: ev)
@@ -166,6 +186,7 @@ final class EventLoop: @unchecked Sendable {
         }
         for case let c? in connections { closeConnection(c) }
         if listener >= 0 { close(listener) }
+        completionLock.withLock { exited = true; completions.removeAll() }
         close(wakeFD)
         close(epfd)
     }
@@ -211,6 +232,11 @@ final class EventLoop: @unchecked Sendable {
     private func handle(_ c: Connection, events ev: UInt32) {
         if ev & (CNS_EPOLLERR | CNS_EPOLLHUP) != 0 && ev & CNS_EPOLLIN == 0 {
             closeConnection(c)
+            return
+        }
+        if c.waiting {
+            // Only earlier responses are written until the pending one is done.
+            if ev & (CNS_EPOLLERR | CNS_EPOLLHUP) != 0 { closeConnection(c) } else if ev & CNS_EPOLLOUT != 0 { flush(c) }
             return
         }
         if ev & CNS_EPOLLOUT != 0 {
@@ -261,6 +287,14 @@ final class EventLoop: @unchecked Sendable {
                 c.requestStarted = nil
                 c.hasServedRequest = true
                 respond(c)
+                if c.waiting {
+                    // Hold what was pipelined behind it, and stop reading until it is sent.
+                    if offset < bytes.count {
+                        c.pendingInput.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+                    }
+                    _ = cns_epoll_modify(epfd, c.fd, c.registeredForWrite ? CNS_EPOLLOUT : 0)
+                    return
+                }
                 if c.closeAfterFlush { pauseReading(c); return }
             case .failed(let e):
                 c.requestStarted = nil
@@ -284,6 +318,10 @@ final class EventLoop: @unchecked Sendable {
         switch head.method {
         case .get, .head:
             let response = handler.respond(to: head)
+            if let make = response.blockingWork {
+                startBlocking(c, Pending(connection: c, head: head, keepAlive: keepAlive), make)
+                return
+            }
             result = withUnsafeMutablePointer(to: &c.deferredBody) { deferred in
                 serializer.write(response, for: head, keepAlive: keepAlive, date: date, into: &c.output,
                                         deferredBody: deferred)
@@ -296,6 +334,51 @@ final class EventLoop: @unchecked Sendable {
                                              keepAlive: keepAlive, date: date, into: &c.output)
         }
         if let log = shared.accessLog { logAccess(log, head, result) }
+    }
+
+    // MARK: Blocking work
+
+    private func startBlocking(_ c: Connection, _ pending: Pending, _ make: @escaping @Sendable () -> HTTPResponse) {
+        c.waiting = true
+        shared.pool.submit { [self] in
+            let response = make()
+            let delivered = completionLock.withLock { () -> Bool in
+                guard !exited else { return false }
+                completions.append((pending, response))
+                return true
+            }
+            if delivered { _ = cns_eventfd_signal(wakeFD) }
+        }
+    }
+
+    /// Sends the responses the pool has finished, then carries on with what each
+    /// connection pipelined behind them.
+    private func runCompletions() {
+        let done = completionLock.withLock { () -> [(Pending, HTTPResponse)] in
+            let done = completions
+            completions.removeAll(keepingCapacity: true)
+            return done
+        }
+        for (pending, response) in done {
+            let c = pending.connection
+            guard Int(c.fd) < connections.count, connections[Int(c.fd)] === c, c.waiting else { continue }
+            c.waiting = false
+            c.lastActivity = now
+            c.materialize()
+            let result = withUnsafeMutablePointer(to: &c.deferredBody) { deferred in
+                serializer.write(response, for: pending.head, keepAlive: pending.keepAlive, date: date, into: &c.output,
+                                 deferredBody: deferred)
+            }
+            if let log = shared.accessLog { logAccess(log, pending.head, result) }
+            if !c.pendingInput.isEmpty && !c.closeAfterFlush && !c.readingPaused {
+                let held = c.pendingInput
+                c.pendingInput = []
+                held.withUnsafeBytes { process(c, $0) }
+                guard connections[Int(c.fd)] === c else { continue }
+            }
+            if !c.waiting && !c.readingPaused && !c.closeAfterFlush { setInterest(c, write: c.registeredForWrite) }
+            flush(c)
+        }
     }
 
     private func logAccess(_ log: Logger, _ head: HTTPRequestHead, _ result: (status: Int, bytes: Int)) {
@@ -363,6 +446,13 @@ final class EventLoop: @unchecked Sendable {
             c.lastActivity = now
         }
         // Everything written.
+        if c.waiting {
+            if c.registeredForWrite {
+                c.registeredForWrite = false
+                _ = cns_epoll_modify(epfd, c.fd, 0)
+            }
+            return
+        }
         if c.output.capacity > 256 * 1024 {
             c.output = []
             c.output.reserveCapacity(8192)
@@ -423,7 +513,7 @@ final class EventLoop: @unchecked Sendable {
     private func setInterest(_ c: Connection, write: Bool) {
         c.registeredForWrite = write
         var mask: UInt32 = write ? CNS_EPOLLOUT : 0
-        if !c.readingPaused { mask |= CNS_EPOLLIN | CNS_EPOLLRDHUP }
+        if !c.readingPaused && !c.waiting { mask |= CNS_EPOLLIN | CNS_EPOLLRDHUP }
         _ = cns_epoll_modify(epfd, c.fd, mask)
     }
 
@@ -457,6 +547,11 @@ final class EventLoop: @unchecked Sendable {
                 if now >= linger || (!c.hasQueuedOutput && now - c.lastActivity > Self.lingerTime) { closeConnection(c) }
                 continue
             }
+            if c.waiting {
+                // Its response is being made; only a stalled write of earlier ones counts.
+                if c.hasQueuedOutput && now - c.lastActivity > writeTimeout { closeConnection(c) }
+                continue
+            }
             if c.hasQueuedOutput {
                 if now - c.lastActivity > writeTimeout { closeConnection(c) }
             } else if let started = c.requestStarted {
@@ -485,8 +580,7 @@ final class EventLoop: @unchecked Sendable {
             close(listener)
             listener = -1
         }
-        _ = cns_epoll_remove(epfd, wakeFD)
-        for case let c? in connections where c.parser.isIdle && !c.hasQueuedOutput && c.pendingInput.isEmpty {
+        for case let c? in connections where c.parser.isIdle && !c.hasQueuedOutput && c.pendingInput.isEmpty && !c.waiting {
             closeConnection(c)
         }
     }

@@ -9,6 +9,10 @@ public struct HTTPConfiguration: Sendable, Hashable {
     /// Event-loop threads, each with its own `SO_REUSEPORT` listening socket. Default:
     /// one per core.
     public var threads: Int = HTTPConfiguration.coreCount
+    /// Threads for work that may block, so that it never stalls an event loop: tile
+    /// files that are not in the page cache (read from disk) and images drawn on demand
+    /// (IIIF regions). Default: four per core, at least 4 (disk reads mostly wait).
+    public var blockingThreads: Int = max(4, 4 * HTTPConfiguration.coreCount)
     /// `listen(2)` backlog per loop. Default 1024.
     public var backlog: Int = 1024
 

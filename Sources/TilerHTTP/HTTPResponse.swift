@@ -176,6 +176,25 @@ public enum HTTPResponse: Sendable {
     case error(HTTPError)
     /// Another response with extra header lines (`Location`, `Link`), e.g. IIIF's 303.
     indirect case withHeaders([(name: String, value: String)], HTTPResponse)
+    /// A response that may take a while to make (a file read from disk, an image drawn):
+    /// the server runs it on its blocking pool and sends its result when it is done,
+    /// serving other connections meanwhile. Requests pipelined behind it on the same
+    /// connection wait, so responses keep their order.
+    case blocking(@Sendable () -> HTTPResponse)
+
+    /// The work of a `.blocking` response, with any header lines wrapped around it, as
+    /// one closure; nil when nothing in the response blocks.
+    public var blockingWork: (@Sendable () -> HTTPResponse)? {
+        switch self {
+        case .blocking(let make):
+            return make
+        case let .withHeaders(fields, inner):
+            guard let make = inner.blockingWork else { return nil }
+            return { .withHeaders(fields, make()) }
+        default:
+            return nil
+        }
+    }
 
     /// A JSON document.
     public static func json(_ body: [UInt8], status: Int = 200, cacheControl: String? = "no-cache") -> HTTPResponse {
@@ -245,6 +264,10 @@ struct ResponseSerializer {
                        isHead: isHead, keepAlive: keepAlive, version: head.version, date: date, into: &out,
                        deferredBody: deferredBody)
             return (status, body.count)
+        case .blocking(let make):
+            // The event loop runs these on its pool; any other caller waits for it here.
+            return write(make(), for: head, keepAlive: keepAlive, date: date, extra: extra, into: &out,
+                         deferredBody: deferredBody)
         case .error(let e):
             let body = e.jsonBody
             writeBytes(status: e.status, contentType: "application/json", body: body, cacheControl: "no-store",

@@ -25,6 +25,7 @@ public final class HTTPServer: @unchecked Sendable {
     private let makeHandler: @Sendable () -> any HTTPHandler
     private let accessLog: Logger?
     private var loops: [EventLoop] = []
+    private var pool: BlockingPool?
     private let finished = DispatchGroup()
     private let connectionCount: UnsafeMutablePointer<Int>
     /// The port actually bound (differs from the configuration's when it asked for 0).
@@ -75,8 +76,10 @@ public final class HTTPServer: @unchecked Sendable {
             for s in sockets { close(s.fd) }
             throw error
         }
+        let pool = BlockingPool(threads: configuration.blockingThreads)
+        self.pool = pool
         let shared = EventLoop.Shared(configuration: configuration, accessLog: accessLog,
-                                      maximumConnections: cap, connectionCount: connectionCount)
+                                      maximumConnections: cap, connectionCount: connectionCount, pool: pool)
         for s in sockets {
             guard let loop = EventLoop(listener: s.fd, shared: shared, handler: makeHandler()) else {
                 let e = SocketError("epoll_create")
@@ -106,6 +109,7 @@ public final class HTTPServer: @unchecked Sendable {
     /// Blocks until every loop has exited (after `stop()`).
     public func wait() {
         finished.wait()
+        pool?.shutdown()
     }
 
     /// Open client connections right now.

@@ -52,28 +52,60 @@ public enum RootedFiles {
     /// missing, reached through a symbolic link, not a regular file (FIFO, device,
     /// folder), larger than `maximumBytes`, or shrinks while being read.
     public static func read(root: String, _ components: [String], maximumBytes: Int = 1 << 30) -> (bytes: [UInt8], info: FileInfo)? {
-        guard let last = components.last, isPlainName(last) else { return nil }
+        if case let .read(bytes, info) = read(root: root, components, maximumBytes: maximumBytes, onlyIfCached: false) {
+            return (bytes, info)
+        }
+        return nil
+    }
+
+    /// What `readIfCached` found.
+    public enum CachedRead {
+        case read([UInt8], FileInfo)
+        /// Missing, a link, not a regular file, too large, or it shrank.
+        case unavailable
+        /// Reading it would wait for the disk: read it where blocking is allowed.
+        case wouldBlock
+    }
+
+    /// Like `read`, but takes only what the page cache already holds (`preadv2` with
+    /// `RWF_NOWAIT`), so an event loop can call it: `.wouldBlock` when any of the file
+    /// would have to come from the disk.
+    public static func readIfCached(root: String, _ components: [String], maximumBytes: Int = 1 << 30) -> CachedRead {
+        read(root: root, components, maximumBytes: maximumBytes, onlyIfCached: true)
+    }
+
+    private static func read(root: String, _ components: [String], maximumBytes: Int, onlyIfCached: Bool) -> CachedRead {
+        guard let last = components.last, isPlainName(last) else { return .unavailable }
         let dir = openParent(root: root, components)
-        guard dir >= 0 else { return nil }
+        guard dir >= 0 else { return .unavailable }
         let fd = openat(dir, last, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         close(dir)
-        guard fd >= 0 else { return nil }
+        guard fd >= 0 else { return .unavailable }
         defer { close(fd) }
         var raw = cns_file_info()
-        guard cns_fstat(fd, &raw) == 0 else { return nil }
+        guard cns_fstat(fd, &raw) == 0 else { return .unavailable }
         let info = FileInfo(raw)
-        guard info.isRegularFile, info.size <= maximumBytes else { return nil }
-        var bytes = [UInt8](repeating: 0, count: info.size)
-        var done = 0
-        let ok = bytes.withUnsafeMutableBytes { buffer -> Bool in
+        guard info.isRegularFile, info.size <= maximumBytes else { return .unavailable }
+        var wouldBlock = false
+        let bytes = [UInt8](unsafeUninitializedCapacity: info.size) { buffer, initialized in
+            var done = 0
             while done < info.size {
-                let n = Glibc.read(fd, buffer.baseAddress! + done, info.size - done)
+                let n = onlyIfCached
+                    ? cns_pread_nowait(fd, buffer.baseAddress! + done, info.size - done, done)
+                    : Glibc.read(fd, buffer.baseAddress! + done, info.size - done)
                 if n < 0 && errno == EINTR { continue }
-                if n <= 0 { return false }
+                if n < 0 && onlyIfCached && errno != EBADF && errno != EFAULT {
+                    // EAGAIN: not cached. EOPNOTSUPP/EINVAL: no RWF_NOWAIT here; either
+                    // way the blocking read decides.
+                    wouldBlock = true
+                    break
+                }
+                if n <= 0 { break }
                 done += n
             }
-            return true
+            initialized = done
         }
-        return ok ? (bytes, info) : nil
+        if wouldBlock { return .wouldBlock }
+        return bytes.count == info.size ? .read(bytes, info) : .unavailable
     }
 }

@@ -37,14 +37,28 @@ func deepZoomRoutes(store: TileStore) -> [Route] {
         case nil:
             throw HTTPError(404, "no DeepZoom tile \(level)/\(column)_\(row) in image '\(pyramid.id)' (levels 0...\(dz.maxLevel))")
         case let .pyramidTile(tile)?:
-            return .prepared(try store.tile(tile, of: pyramid))
+            return try store.tileResponse(tile, of: pyramid)
         case let .shrunkLevelZero(width, height)?:
-            return .prepared(try renderedDocument("dz-\(level)", of: pyramid, store: store, contentType: format.mimeType) {
+            return renderedResponse("dz-\(level)", of: pyramid, store: store, contentType: format.mimeType) {
                 let renderer = try RegionRenderer(directory: pyramid.directory, manifest: pyramid.manifest)
                 return try renderer.render(renderer.shrunkLevelZeroJob(width: width, height: height))
-            })
+            }
         }
     }]
+}
+
+/// A drawn image as a response: from the cache when it was drawn before, else drawn on
+/// the blocking pool (drawing reads tiles and runs libvips; no event loop waits for it).
+func renderedResponse(_ name: String, of pyramid: Pyramid, store: TileStore, contentType: String,
+                      draw: @escaping @Sendable () throws -> [UInt8]) -> HTTPResponse {
+    if let hit = store.cache.value(for: .document(generation: pyramid.generation, name: name)) { return .prepared(hit) }
+    return .blocking {
+        do throws(HTTPError) {
+            return .prepared(try renderedDocument(name, of: pyramid, store: store, contentType: contentType, draw: draw))
+        } catch {
+            return .error(error)
+        }
+    }
 }
 
 /// A drawn image cached like a document of the pyramid: drawn on the first request, then

@@ -49,12 +49,12 @@ func iiifRoutes(store: TileStore) -> [Route] {
             // One Link field with both links: some clients read only the first field.
             let links = [("Link", "<\(IIIF.profileURI)>;rel=\"profile\", <\(base)/\(canonical)>;rel=\"canonical\"")]
             if let tile = plan.exactTile(in: pyramid.geometry, format: pyramid.manifest.format) {
-                return .withHeaders(links, .prepared(try store.tile(tile, of: pyramid)))
+                return .withHeaders(links, try store.tileResponse(tile, of: pyramid))
             }
-            let drawn = try renderedDocument("iiif/" + canonical, of: pyramid, store: store, contentType: plan.format.mimeType) {
+            return .withHeaders(links, renderedResponse("iiif/" + canonical, of: pyramid, store: store,
+                                                        contentType: plan.format.mimeType) {
                 try RegionRenderer(directory: pyramid.directory, manifest: pyramid.manifest).render(plan)
-            }
-            return .withHeaders(links, .prepared(drawn))
+            })
         }
     }]
 }

@@ -52,7 +52,7 @@ private func tile(_ s: [String], _ store: TileStore) throws(HTTPError) -> HTTPRe
     guard level <= Int(Int32.max), row <= Int(Int32.max), column <= Int(Int32.max) else {
         throw HTTPError(404, "no tile \(s[3].prefix(20))/\(s[4].prefix(20))/\(columnText.prefix(20)) in image '\(pyramid.id)'")
     }
-    return .prepared(try store.tile(TileCoordinate(level: level, row: row, column: column), of: pyramid))
+    return try store.tileResponse(TileCoordinate(level: level, row: row, column: column), of: pyramid)
 }
 
 private func thumbnail(_ name: String, _ fileName: String, _ store: TileStore) throws(HTTPError) -> HTTPResponse {

@@ -91,7 +91,42 @@ public final class TileStore: @unchecked Sendable {
         return found.sorted { $0.id < $1.id }
     }
 
-    /// A tile of `pyramid` as a prepared response: 404 if outside the pyramid or missing.
+    /// A tile of `pyramid` as a response: from the cache, or from the page cache when the
+    /// file is there, or else `.blocking` (read from disk on the blocking pool, so the
+    /// event loop never waits for the disk). 404 if outside the pyramid or missing.
+    public func tileResponse(_ coordinate: TileCoordinate, of pyramid: Pyramid) throws(HTTPError) -> HTTPResponse {
+        guard pyramid.geometry.contains(coordinate) else {
+            throw HTTPError(404, "no tile \(coordinate) in image '\(pyramid.id)' (levels 0...\(pyramid.geometry.maxLevel))")
+        }
+        let key = CachedItem.tile(generation: pyramid.generation, level: Int32(coordinate.level),
+                                  row: Int32(coordinate.row), column: Int32(coordinate.column))
+        if let hit = cache.value(for: key) { return .prepared(hit) }
+        let path = [pyramid.id.rawValue] + pyramid.manifest.tilePath(coordinate).split(separator: "/").map(String.init)
+        let missing = HTTPError(404, "tile \(coordinate) of image '\(pyramid.id)' is missing on disk")
+        switch RootedFiles.readIfCached(root: root, path) {
+        case let .read(bytes, info):
+            return .prepared(keep(prepared(bytes, info, contentType: pyramid.manifest.format.mimeType), for: key))
+        case .unavailable:
+            throw missing
+        case .wouldBlock:
+            return .blocking { [self] in
+                do throws(HTTPError) {
+                    return .prepared(try tile(coordinate, of: pyramid))
+                } catch {
+                    return .error(error)
+                }
+            }
+        }
+    }
+
+    /// Stores a file's response in the cache unless it is too large; returns it.
+    private func keep(_ response: PreparedResponse, for key: CachedItem) -> PreparedResponse {
+        if response.body.count <= configuration.maximumCachedFileBytes { cache.insert(response, for: key) }
+        return response
+    }
+
+    /// A tile of `pyramid` as a prepared response, read from disk if need be (this may
+    /// block: event loops use `tileResponse`). 404 if outside the pyramid or missing.
     public func tile(_ coordinate: TileCoordinate, of pyramid: Pyramid) throws(HTTPError) -> PreparedResponse {
         guard pyramid.geometry.contains(coordinate) else {
             throw HTTPError(404, "no tile \(coordinate) in image '\(pyramid.id)' (levels 0...\(pyramid.geometry.maxLevel))")
@@ -185,7 +220,11 @@ public final class TileStore: @unchecked Sendable {
     /// `ROOT/path…` read without following any symbolic link below ROOT.
     private func prepareFile(_ path: [String], contentType: String) -> PreparedResponse? {
         guard let (bytes, info) = RootedFiles.read(root: root, path) else { return nil }
-        return PreparedResponse(body: bytes, contentType: contentType, etag: info.entityTag,
-                                lastModified: info.modificationSeconds, cacheControl: configuration.cacheControl)
+        return prepared(bytes, info, contentType: contentType)
+    }
+
+    private func prepared(_ bytes: [UInt8], _ info: FileInfo, contentType: String) -> PreparedResponse {
+        PreparedResponse(body: bytes, contentType: contentType, etag: info.entityTag,
+                         lastModified: info.modificationSeconds, cacheControl: configuration.cacheControl)
     }
 }

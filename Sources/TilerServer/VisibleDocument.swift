@@ -37,27 +37,47 @@ func visibleDocument(_ answer: VisibleTiles, of pyramid: Pyramid) -> [UInt8] {
     let perTile = fixed + 10 * 20
     let capacity = head.bytes.count + answer.tiles.count * perTile + 2
 
+    // Numbers that repeat from tile to tile are formatted once: the level, and the full
+    // tile span that every tile but those on the right and bottom edges has as its size.
+    let step = pyramid.geometry.tileSize * answer.level.downscale
+    let level = decimalBytes(answer.level.level)
+    let span = decimalBytes(step)
+
     return [UInt8](unsafeUninitializedCapacity: capacity) { buffer, initialized in
         let base = buffer.baseAddress!
         var p = base
         p.put(head.bytes)
         urlStart.withUnsafeBufferPointer { urlStart in
             urlEnd.withUnsafeBufferPointer { urlEnd in
-                for (i, t) in answer.tiles.enumerated() {
-                    let c = t.coordinate
-                    if i > 0 { p.put(UInt8(ascii: ",")) }
-                    p.put(Piece.level); p.putDecimal(c.level)
-                    p.put(Piece.row); p.putDecimal(c.row)
-                    p.put(Piece.column); p.putDecimal(c.column)
-                    p.put(urlStart)
-                    p.putDecimal(c.level); p.put(UInt8(ascii: "/"))
-                    p.putDecimal(c.row); p.put(UInt8(ascii: "/"))
-                    p.putDecimal(c.column)
-                    p.put(urlEnd); p.putDecimal(t.x)
-                    p.put(Piece.y); p.putDecimal(t.y)
-                    p.put(Piece.width); p.putDecimal(t.width)
-                    p.put(Piece.height); p.putDecimal(t.height)
-                    p.put(UInt8(ascii: "}"))
+                level.withUnsafeBufferPointer { level in
+                    span.withUnsafeBufferPointer { span in
+                        answer.tiles.withUnsafeBufferPointer { tiles in
+                            for i in tiles.indices {
+                                let t = tiles[i]
+                                if i > 0 { p.put(UInt8(ascii: ",")) }
+                                p.put(Piece.level); p.put(level)
+                                p.put(Piece.row)
+                                let row = p
+                                p.putDecimal(t.coordinate.row)
+                                let rowCount = p - row
+                                p.put(Piece.column)
+                                let column = p
+                                p.putDecimal(t.coordinate.column)
+                                let columnCount = p - column
+                                p.put(urlStart)
+                                p.put(level); p.put(UInt8(ascii: "/"))
+                                p.copy(from: row, count: rowCount); p.put(UInt8(ascii: "/"))
+                                p.copy(from: column, count: columnCount)
+                                p.put(urlEnd); p.putDecimal(t.x)
+                                p.put(Piece.y); p.putDecimal(t.y)
+                                p.put(Piece.width)
+                                if t.width == step { p.put(span) } else { p.putDecimal(t.width) }
+                                p.put(Piece.height)
+                                if t.height == step { p.put(span) } else { p.putDecimal(t.height) }
+                                p.put(UInt8(ascii: "}"))
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -66,6 +86,12 @@ func visibleDocument(_ answer: VisibleTiles, of pyramid: Pyramid) -> [UInt8] {
         initialized = p - base
         precondition(initialized <= capacity)
     }
+}
+
+private func decimalBytes(_ v: Int) -> [UInt8] {
+    var w = JSONWriter(capacity: 24)
+    w.appendDecimal(v)
+    return w.bytes
 }
 
 /// The fixed pieces between a tile's values.
@@ -106,7 +132,13 @@ extension UnsafeMutablePointer<UInt8> {
         bytes.withUnsafeBufferPointer { put($0) }
     }
 
-    /// `v` in decimal (at most 20 bytes), written backwards from its last digit.
+    @inline(__always)
+    fileprivate mutating func copy(from source: UnsafeMutablePointer<UInt8>, count: Int) {
+        memcpy(self, source, count)
+        self += count
+    }
+
+    /// `v` in decimal (at most 20 bytes), two digits at a time from the last.
     @inline(__always)
     fileprivate mutating func putDecimal(_ v: Int) {
         if v < 0 { put(UInt8(ascii: "-")) }
@@ -120,10 +152,27 @@ extension UnsafeMutablePointer<UInt8> {
         }
         var q = self + digits
         self = q
-        repeat {
-            q -= 1
-            q.pointee = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: m % 10)
-            m /= 10
-        } while m > 0
+        DigitPairs.table.withUnsafeBufferPointer { pairs in
+            while m >= 100 {
+                let r = Int(m % 100)
+                m /= 100
+                q -= 2
+                q[0] = pairs[2 * r]
+                q[1] = pairs[2 * r + 1]
+            }
+            if m >= 10 {
+                q -= 2
+                q[0] = pairs[2 * Int(m)]
+                q[1] = pairs[2 * Int(m) + 1]
+            } else {
+                q -= 1
+                q[0] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: m)
+            }
+        }
     }
+}
+
+/// "00" "01" … "99": two decimal digits per lookup.
+private enum DigitPairs {
+    static let table: [UInt8] = (0..<100).flatMap { [UInt8(ascii: "0") + UInt8($0 / 10), UInt8(ascii: "0") + UInt8($0 % 10)] }
 }

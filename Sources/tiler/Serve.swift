@@ -29,6 +29,9 @@ extension Tiler {
 
         @Option(help: "Event-loop threads (env TILER_THREADS; default: one per core).")
         var threads: Int?
+        @Option(name: .customLong("blocking-threads"),
+                help: "Threads for disk reads and drawn images, so event loops never wait (env TILER_BLOCKING_THREADS; default: 4 per core).")
+        var blockingThreads: Int?
 
         @Option(name: .customLong("cache-mb"), help: "Memory for cached tiles and documents, MiB (env TILER_CACHE_MB; default: 256).")
         var cacheMB: Int?
@@ -124,6 +127,10 @@ extension Tiler {
             if let v = try int(threads, "TILER_THREADS") {
                 guard (1...256).contains(v) else { throw ValidationError("threads must be in 1...256") }
                 c.http.threads = v
+            }
+            if let v = try int(blockingThreads, "TILER_BLOCKING_THREADS") {
+                guard (1...1024).contains(v) else { throw ValidationError("blocking-threads must be in 1...1024") }
+                c.http.blockingThreads = v
             }
             if let v = try int(cacheMB, "TILER_CACHE_MB") {
                 guard v >= 0 else { throw ValidationError("cache-mb must not be negative") }

@@ -20,6 +20,18 @@ struct TestHandler: HTTPHandler {
         case "/big": return .prepared(Self.big)
         case "/huge": return .prepared(Self.huge)
         case "/missing": return .error(HTTPError(404, "no such thing"))
+        case "/slowfile":
+            return .withHeaders([("X-Made", "on the pool")], .blocking {
+                usleep(100_000)
+                return .prepared(Self.file)
+            })
+        case _ where target.hasPrefix("/slow/"):
+            // `/slow/MS`: made on the blocking pool after MS milliseconds.
+            let ms = UInt32(target.dropFirst("/slow/".count)) ?? 0
+            return .blocking {
+                usleep(ms * 1000)
+                return .bytes(status: 200, contentType: "text/plain", body: Array(target.utf8), cacheControl: nil)
+            }
         default: return .bytes(status: 200, contentType: "text/plain", body: Array(target.utf8), cacheControl: nil)
         }
     }
@@ -86,6 +98,75 @@ final class FailureBox: @unchecked Sendable {
                 #expect(r.text == "/p/\(i)")
             }
         }
+    }
+
+    /// A response made on the blocking pool holds only its own connection: on a single
+    /// event loop, another client is answered 100 times while it is being made.
+    @Test func blockingResponseDoesNotStallTheLoop() throws {
+        try withServer({ $0.threads = 1 }) { port, _ throws in
+            let slow = try RawHTTPClient(port: port)
+            try slow.request("/slow/1500")
+            let other = try RawHTTPClient(port: port)
+            for i in 0..<100 {
+                try other.request("/o/\(i)")
+                #expect(try other.readResponse().text == "/o/\(i)")
+            }
+            // The slow answer has not arrived yet (it is 1.5 s away), and then it does.
+            var pending = pollfd(fd: slow.fd, events: Int16(POLLIN), revents: 0)
+            #expect(poll(&pending, 1, 0) == 0)
+            #expect(try slow.readResponse().text == "/slow/1500")
+        }
+    }
+
+    /// Requests pipelined behind a blocking one wait for it: answers keep their order.
+    @Test func pipelinedRequestsAroundBlockingOnesKeepTheirOrder() throws {
+        try withServer { port, _ throws in
+            let c = try RawHTTPClient(port: port)
+            let paths = ["/a", "/slow/200", "/b", "/slow/1", "/slow/50", "/c", "/missing", "/slowfile", "/d"]
+            try c.send(paths.map { "GET \($0) HTTP/1.1\r\nHost: x\r\n\r\n" }.joined())
+            for path in paths {
+                let r = try c.readResponse()
+                switch path {
+                case "/missing": #expect(r.status == 404)
+                case "/slowfile":
+                    #expect(r.text == "file body")
+                    #expect(r.header("X-Made") == "on the pool")
+                default: #expect(r.text == path)
+                }
+            }
+            // Validators and HEAD work on a response made on the pool too.
+            try c.request("/slowfile", headers: ["If-None-Match: \"v1\""])
+            let notModified = try c.readResponse(bodyless: true)
+            #expect(notModified.status == 304)
+            #expect(notModified.header("X-Made") == "on the pool")
+            try c.request("/slowfile", method: "HEAD")
+            let head = try c.readResponse(bodyless: true)
+            #expect(head.status == 200 && head.header("Content-Length") == "9")
+            try c.request("/after")
+            #expect(try c.readResponse().text == "/after")
+        }
+    }
+
+    /// A client that leaves while its response is being made costs nothing; a stop
+    /// during one still delivers it before the loops exit.
+    @Test func blockingResponsesSurviveDisconnectsAndShutdown() throws {
+        var config = HTTPConfiguration()
+        config.port = 0
+        config.threads = 1
+        let server = HTTPServer(configuration: config, handler: TestHandler())
+        try server.start()
+        for _ in 0..<20 {
+            let gone = try RawHTTPClient(port: server.port)
+            try gone.request("/slow/20")
+        }
+        let c = try RawHTTPClient(port: server.port)
+        try c.request("/slow/1")
+        #expect(try c.readResponse().text == "/slow/1")
+        try c.request("/slow/400")
+        usleep(50_000)
+        server.stop()
+        #expect(try c.readResponse().text == "/slow/400")
+        server.wait()
     }
 
     @Test func pipelinedLargeResponsesApplyBackpressureAndArriveWhole() throws {

@@ -128,6 +128,9 @@ static inline int cns_local_port(int fd) {
 
 /* Accepts one connection as a non-blocking, close-on-exec socket. */
 int cns_accept(int fd); /* in shims.c, which can define _GNU_SOURCE for accept4 */
+/* preadv2(RWF_NOWAIT): reads only what the page cache already holds; -1 with EAGAIN when
+ * the read would have to wait for the disk (in shims.c, for _GNU_SOURCE). */
+ssize_t cns_pread_nowait(int fd, void *buf, size_t len, long offset);
 
 /* Sends without raising SIGPIPE on a closed peer. */
 static inline ssize_t cns_send(int fd, const void *buf, size_t len) {
@@ -147,6 +150,8 @@ static inline ssize_t cns_send2(int fd, const void *a, size_t alen, const void *
 /* A non-blocking eventfd, used to wake event loops. */
 static inline int cns_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
 static inline int cns_eventfd_signal(int fd) { uint64_t one = 1; return (int)write(fd, &one, sizeof one); }
+/* Resets an eventfd's counter after a wake-up. */
+static inline void cns_eventfd_drain(int fd) { uint64_t n; (void)!read(fd, &n, sizeof n); }
 
 /* Blocks SIGTERM and SIGINT in the calling thread (and threads it starts later) and
  * returns a signalfd that becomes readable when either arrives. */
