@@ -53,19 +53,42 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     var parser = HTTPRequestParser()
     let result = request.withUnsafeBytes { parser.parse($0) }
     guard case .complete = result.status else { return 0 }
-    let response = router.respond(to: parser.head)
+    check(router.respond(to: parser.head))
+    return 0
+}
+
+/// What every answer must satisfy, through header wrappers and blocking work (run here).
+func check(_ response: HTTPResponse) {
     switch response {
     case .prepared(let p):
-        // Every file under ROOT that a route may return starts with "tile", "thumb" or "{".
+        // Every file under ROOT that a route may return starts with "tile", "thumb" or "{";
+        // documents are JSON or DZI XML; the rest are the viewer's compiled-in assets.
         precondition(!p.body.starts(with: Array("SECRET".utf8)), "a file outside ROOT was served")
         precondition(p.body.starts(with: Array("tile".utf8)) || p.body.starts(with: Array("thumb".utf8))
-                     || p.body.first == UInt8(ascii: "{"), "unexpected body")
+                     || p.body.first == UInt8(ascii: "{") || p.body.starts(with: Array("<?xml".utf8))
+                     || viewerAssets.contains(p.body), "unexpected body")
     case let .bytes(status, _, body, _):
         precondition(allowed.contains(status), "status \(status)")
         precondition(!body.starts(with: Array("SECRET".utf8)))
     case .error(let e):
         precondition(allowed.contains(e.status), "error status \(e.status): \(e.message)")
         precondition(e.status != 500 || e.message.contains("'bad'"), "500 for a good pyramid: \(e.message)")
+    case let .withHeaders(_, inner):
+        check(inner)
+    case .blocking(let make):
+        check(make())
     }
-    return 0
 }
+
+/// The viewer's page, style sheet and script, as the router serves them.
+let viewerAssets: Set<[UInt8]> = {
+    var bodies: Set<[UInt8]> = []
+    for path in ["/", "/viewer/viewer.css", "/viewer/viewer.js"] {
+        var parser = HTTPRequestParser()
+        let request = Array("GET \(path) HTTP/1.1\r\nHost: fuzz\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { parser.parse($0) }
+        if case .prepared(let p) = router.respond(to: parser.head) { bodies.insert(p.body) }
+    }
+    precondition(bodies.count == 3, "the viewer's assets were not found")
+    return bodies
+}()
