@@ -24,12 +24,23 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
             items.append((String(part), ""))
         }
     }
+    // The byte-level reader the server tries first must agree with the item parser
+    // whenever it answers: the same query, or the same error.
+    let fast: Result<VisibleTilesQuery?, VisibleTilesError> = Result { () throws(VisibleTilesError) in
+        try VisibleTilesQuery.parsingCommonForm(ArraySlice(b[9...]))
+    }
     let q: VisibleTilesQuery
     do {
         q = try VisibleTilesQuery(queryItems: items)
     } catch {
         _ = error.description
+        if case let .success(answer) = fast { precondition(answer == nil, "common form read a query the item parser refused") }
+        if case let .failure(e) = fast { precondition(e == error, "common form threw \(e), item parser \(error)") }
         return 0
+    }
+    switch fast {
+    case .success(let answer): precondition(answer == nil || answer == q, "common form read another query")
+    case .failure(let e): preconditionFailure("common form threw \(e) for a query the item parser read")
     }
     precondition(q.viewport.width > 0 && q.viewport.height > 0 && q.scale > 0 && q.scale.isFinite)
     do {
