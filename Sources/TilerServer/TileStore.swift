@@ -15,6 +15,8 @@ public final class Pyramid: Sendable {
     public let manifestInfo: FileInfo
     /// Unique per load: cache keys include it, so a re-cut never serves stale tiles.
     public let generation: UInt64
+    /// The viewport-independent parts of its `/visible` answers.
+    let visiblePieces: VisiblePieces
 
     init(id: PyramidID, manifest: PyramidManifest, geometry: PyramidGeometry, directory: String,
          manifestInfo: FileInfo, generation: UInt64) {
@@ -24,6 +26,7 @@ public final class Pyramid: Sendable {
         self.directory = directory
         self.manifestInfo = manifestInfo
         self.generation = generation
+        visiblePieces = VisiblePieces(id: id, geometry: geometry, format: manifest.format)
     }
 
     /// The file name of the thumbnail if the manifest names a plain file in the folder.

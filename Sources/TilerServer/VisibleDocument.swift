@@ -11,42 +11,27 @@ import TilerHTTP
 /// `String` is created. The bytes are the same as `JSONWriter` would produce for the
 /// same fields in the same order.
 func visibleDocument(_ answer: VisibleTiles, of pyramid: Pyramid) -> [UInt8] {
-    // Everything up to the first tile, through the generic writer (a handful of fields).
-    var head = JSONWriter(capacity: 256)
-    head.beginObject()
-    head.field("id", pyramid.id.rawValue)
-    head.field("level", answer.level.level)
-    head.field("scale", answer.scale)
-    head.field("tileSize", pyramid.geometry.tileSize)
-    head.field("columns", answer.level.columns)
-    head.field("rows", answer.level.rows)
-    head.key("tiles")
-    head.beginArray()
-
-    // `"url":"` + the escaped `/images/ID/tiles/` prefix, and `.EXT","x":` after it.
-    var prefix = JSONWriter(capacity: 64)
-    prefix.stringValue { $0.appendEscaped("/images/\(pyramid.id)/tiles/") }
-    let urlStart = Array(#","url":""#.utf8) + prefix.bytes.dropFirst().dropLast()
-    var ext = JSONWriter(capacity: 16)
-    ext.stringValue { $0.appendEscaped("." + pyramid.manifest.format.fileExtension) }
-    let urlEnd = Array(ext.bytes.dropFirst()) + Array(#","x":"#.utf8)
+    // Everything but the tiles depends only on the pyramid and the level: made once per
+    // pyramid (`VisiblePieces`), so an answer formats nothing but its tiles' numbers.
+    let pieces = pyramid.visiblePieces
+    let head = pieces.heads[answer.level.level]
+    let level = pieces.levelDigits[answer.level.level]
+    let span = pieces.spanDigits[answer.level.level]
+    let urlStart = pieces.urlStart, urlEnd = pieces.urlEnd
 
     let fixed = Piece.level.count + Piece.row.count + Piece.column.count + urlStart.count + 2 + urlEnd.count
         + Piece.y.count + Piece.width.count + Piece.height.count + 2
     // 10 integers per tile (3 in the URL), each at most 20 bytes.
     let perTile = fixed + 10 * 20
-    let capacity = head.bytes.count + answer.tiles.count * perTile + 2
-
-    // Numbers that repeat from tile to tile are formatted once: the level, and the full
-    // tile span that every tile but those on the right and bottom edges has as its size.
+    let capacity = head.count + answer.tiles.count * perTile + 2
+    // The full tile span, which every tile but those on the right and bottom edges has
+    // as its size (written from `span`).
     let step = pyramid.geometry.tileSize * answer.level.downscale
-    let level = decimalBytes(answer.level.level)
-    let span = decimalBytes(step)
 
     return [UInt8](unsafeUninitializedCapacity: capacity) { buffer, initialized in
         let base = buffer.baseAddress!
         var p = base
-        p.put(head.bytes)
+        p.put(head)
         urlStart.withUnsafeBufferPointer { urlStart in
             urlEnd.withUnsafeBufferPointer { urlEnd in
                 level.withUnsafeBufferPointer { level in
@@ -85,6 +70,47 @@ func visibleDocument(_ answer: VisibleTiles, of pyramid: Pyramid) -> [UInt8] {
         p.put(UInt8(ascii: "}"))
         initialized = p - base
         precondition(initialized <= capacity)
+    }
+}
+
+/// The parts of every `/visible` answer of one pyramid that do not depend on the
+/// viewport, JSON-escaped and formatted once when the pyramid is loaded.
+struct VisiblePieces: Sendable {
+    /// Per level: `{"id":"ID","level":L,"scale":S,"tileSize":T,"columns":C,"rows":R,"tiles":[`.
+    let heads: [[UInt8]]
+    /// Per level: the level number, and the full tile span in image pixels, in decimal.
+    let levelDigits: [[UInt8]]
+    let spanDigits: [[UInt8]]
+    /// `,"url":"/images/ID/tiles/` and `.EXT","x":`.
+    let urlStart: [UInt8]
+    let urlEnd: [UInt8]
+
+    init(id: PyramidID, geometry: PyramidGeometry, format: TileFormat) {
+        var heads: [[UInt8]] = [], levels: [[UInt8]] = [], spans: [[UInt8]] = []
+        for l in geometry.levels {
+            var head = JSONWriter(capacity: 256)
+            head.beginObject()
+            head.field("id", id.rawValue)
+            head.field("level", l.level)
+            head.field("scale", geometry.scale(of: l.level))
+            head.field("tileSize", geometry.tileSize)
+            head.field("columns", l.columns)
+            head.field("rows", l.rows)
+            head.key("tiles")
+            head.beginArray()
+            heads.append(head.bytes)
+            levels.append(decimalBytes(l.level))
+            spans.append(decimalBytes(geometry.tileSize * l.downscale))
+        }
+        self.heads = heads
+        levelDigits = levels
+        spanDigits = spans
+        var prefix = JSONWriter(capacity: 64)
+        prefix.stringValue { $0.appendEscaped("/images/\(id)/tiles/") }
+        urlStart = Array(#","url":""#.utf8) + prefix.bytes.dropFirst().dropLast()
+        var ext = JSONWriter(capacity: 16)
+        ext.stringValue { $0.appendEscaped("." + format.fileExtension) }
+        urlEnd = Array(ext.bytes.dropFirst()) + Array(#","x":"#.utf8)
     }
 }
 
