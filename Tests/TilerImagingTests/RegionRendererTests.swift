@@ -4,13 +4,13 @@ import TilerCore
 @testable import TilerImaging
 
 /// The IIIF validator's test image: 1000 × 1000, a 10 × 10 grid of 100 px squares of
-/// known colours, beside the repository in `../shared/fixtures/`.
+/// known colours, shipped in `Tests/Fixtures/` (a copy of `../shared/fixtures/`, so that a
+/// checkout anywhere has it).
 enum ValidatorFixture {
     static let id = "67352ccc-d1b0-11e1-89ae-279075081939"
     static var path: String {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("shared/fixtures/\(id).png").path
+            .appendingPathComponent("Fixtures/\(id).png").path
     }
 
     /// The colour of square (column, row), as the validator lists them.

@@ -7,7 +7,7 @@ import TilerHTTP
 import TilerImaging
 @testable import TilerServer
 
-/// The repository's parent folder, which holds `shared/` (fixtures) next to the checkout.
+/// The repository's root folder (the checkout).
 let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .deletingLastPathComponent()
 
@@ -15,7 +15,7 @@ let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
 enum ValidatorImage {
     static let id = "67352ccc-d1b0-11e1-89ae-279075081939"
     static var path: String {
-        repositoryRoot.deletingLastPathComponent().appendingPathComponent("shared/fixtures/\(id).png").path
+        repositoryRoot.appendingPathComponent("Tests/Fixtures/\(id).png").path
     }
 }
 
