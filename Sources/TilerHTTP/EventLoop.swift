@@ -322,10 +322,7 @@ final class EventLoop: @unchecked Sendable {
                 startBlocking(c, Pending(connection: c, head: head, keepAlive: keepAlive), make)
                 return
             }
-            result = withUnsafeMutablePointer(to: &c.deferredBody) { deferred in
-                serializer.write(response, for: head, keepAlive: keepAlive, date: date, into: &c.output,
-                                        deferredBody: deferred)
-            }
+            result = write(response, for: head, keepAlive: keepAlive, to: c)
         case .options:
             serializer.writeOptions(for: head, keepAlive: keepAlive, date: date, into: &c.output)
             result = (204, 0)
@@ -334,6 +331,15 @@ final class EventLoop: @unchecked Sendable {
                                              keepAlive: keepAlive, date: date, into: &c.output)
         }
         if let log = shared.accessLog { logAccess(log, head, result) }
+    }
+
+    /// Queues a response on the connection: headers into `output`, a cached or built
+    /// body as its `deferredBody` (sent without a copy).
+    private func write(_ response: HTTPResponse, for head: HTTPRequestHead, keepAlive: Bool,
+                       to c: Connection) -> (status: Int, bytes: Int) {
+        withUnsafeMutablePointer(to: &c.deferredBody) { deferred in
+            serializer.write(response, for: head, keepAlive: keepAlive, date: date, into: &c.output, deferredBody: deferred)
+        }
     }
 
     // MARK: Blocking work
@@ -365,10 +371,7 @@ final class EventLoop: @unchecked Sendable {
             c.waiting = false
             c.lastActivity = now
             c.materialize()
-            let result = withUnsafeMutablePointer(to: &c.deferredBody) { deferred in
-                serializer.write(response, for: pending.head, keepAlive: pending.keepAlive, date: date, into: &c.output,
-                                 deferredBody: deferred)
-            }
+            let result = write(response, for: pending.head, keepAlive: pending.keepAlive, to: c)
             if let log = shared.accessLog { logAccess(log, pending.head, result) }
             if !c.pendingInput.isEmpty && !c.closeAfterFlush && !c.readingPaused {
                 let held = c.pendingInput

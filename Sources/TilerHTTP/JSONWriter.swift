@@ -48,23 +48,7 @@ public struct JSONWriter: Sendable {
     public mutating func appendEscaped(_ s: String) { writeEscaped(s) }
 
     /// Appends `i` in decimal, with no allocation.
-    public mutating func appendDecimal(_ i: Int) {
-        if i == 0 { bytes.append(UInt8(ascii: "0")); return }
-        if i < 0 { bytes.append(UInt8(ascii: "-")) }
-        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        var count = 0
-        var m = i.magnitude
-        withUnsafeMutableBytes(of: &digits) { d in
-            while m > 0 {
-                d[count] = UInt8(ascii: "0") + UInt8(m % 10)
-                m /= 10
-                count += 1
-            }
-            for k in stride(from: count - 1, through: 0, by: -1) { bytes.append(d[k]) }
-        }
-    }
+    public mutating func appendDecimal(_ i: Int) { bytes.appendDecimal(i) }
 
     /// Convenience: `"name": value`.
     public mutating func field(_ name: String, _ s: String) { key(name); value(s) }

@@ -97,41 +97,8 @@ public struct FileInfo: Sendable, Hashable {
         isDirectory = i.is_directory != 0
     }
 
-    /// `stat(path)`, or nil if it does not exist or cannot be read.
-    public static func of(path: String) -> FileInfo? {
-        var i = cns_file_info()
-        return cns_stat(path, &i) == 0 ? FileInfo(i) : nil
-    }
-
     /// A strong entity tag from size, modification time and inode, e.g. `"1000-65f0a1b2.1c-3f2a"`.
     public var entityTag: String {
         "\"\(String(size, radix: 16))-\(String(modificationSeconds, radix: 16)).\(String(modificationNanoseconds, radix: 16))-\(String(inode, radix: 16))\""
-    }
-}
-
-/// Reads whole regular files with plain system calls.
-public enum FileReader {
-    /// The file's bytes and metadata, or nil if it is missing, not a regular file,
-    /// a symbolic link, larger than `maximumBytes`, or unreadable.
-    public static func read(path: String, maximumBytes: Int = 1 << 30) -> (bytes: [UInt8], info: FileInfo)? {
-        let fd = cns_open_read(path)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var raw = cns_file_info()
-        guard cns_fstat(fd, &raw) == 0 else { return nil }
-        let info = FileInfo(raw)
-        guard info.isRegularFile, info.size <= maximumBytes else { return nil }
-        var bytes = [UInt8](repeating: 0, count: info.size)
-        var done = 0
-        let ok = bytes.withUnsafeMutableBytes { buffer -> Bool in
-            while done < info.size {
-                let n = Glibc.read(fd, buffer.baseAddress! + done, info.size - done)
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { return false }
-                done += n
-            }
-            return true
-        }
-        return ok ? (bytes, info) : nil
     }
 }

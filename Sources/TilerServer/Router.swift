@@ -82,12 +82,8 @@ public struct Request: Sendable {
 
     /// The query's `name=value` pairs, percent-decoded (`+` is kept as is), in order.
     public func queryItems() throws(HTTPError) -> [(name: String, value: String)] {
-        let target = head.target
-        guard let q = target.firstIndex(of: UInt8(ascii: "?")) else { return [] }
-        var end = target.count
-        if let hash = target[q...].firstIndex(of: UInt8(ascii: "#")) { end = hash }
         var items: [(name: String, value: String)] = []
-        for part in target[(q + 1)..<end].split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
+        for part in rawQuery.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
             let eq = part.firstIndex(of: UInt8(ascii: "=")) ?? part.endIndex
             let name = try Self.decodeQuery(part[part.startIndex..<eq])
             let value = eq < part.endIndex ? try Self.decodeQuery(part[(eq + 1)...]) : ""

@@ -98,19 +98,13 @@ public final class TileStore: @unchecked Sendable {
     /// file is there, or else `.blocking` (read from disk on the blocking pool, so the
     /// event loop never waits for the disk). 404 if outside the pyramid or missing.
     public func tileResponse(_ coordinate: TileCoordinate, of pyramid: Pyramid) throws(HTTPError) -> HTTPResponse {
-        guard pyramid.geometry.contains(coordinate) else {
-            throw HTTPError(404, "no tile \(coordinate) in image '\(pyramid.id)' (levels 0...\(pyramid.geometry.maxLevel))")
-        }
-        let key = CachedItem.tile(generation: pyramid.generation, level: Int32(coordinate.level),
-                                  row: Int32(coordinate.row), column: Int32(coordinate.column))
+        let key = try tileKey(coordinate, of: pyramid)
         if let hit = cache.value(for: key) { return .prepared(hit) }
-        let path = [pyramid.id.rawValue] + pyramid.manifest.tilePath(coordinate).split(separator: "/").map(String.init)
-        let missing = HTTPError(404, "tile \(coordinate) of image '\(pyramid.id)' is missing on disk")
-        switch RootedFiles.readIfCached(root: root, path) {
+        switch RootedFiles.readIfCached(root: root, tilePath(coordinate, of: pyramid)) {
         case let .read(bytes, info):
             return .prepared(keep(prepared(bytes, info, contentType: pyramid.manifest.format.mimeType), for: key))
         case .unavailable:
-            throw missing
+            throw missingTile(coordinate, of: pyramid)
         case .wouldBlock:
             return .blocking { [self] in
                 do throws(HTTPError) {
@@ -122,25 +116,37 @@ public final class TileStore: @unchecked Sendable {
         }
     }
 
-    /// Stores a file's response in the cache unless it is too large; returns it.
-    private func keep(_ response: PreparedResponse, for key: CachedItem) -> PreparedResponse {
-        if response.body.count <= configuration.maximumCachedFileBytes { cache.insert(response, for: key) }
-        return response
-    }
-
     /// A tile of `pyramid` as a prepared response, read from disk if need be (this may
     /// block: event loops use `tileResponse`). 404 if outside the pyramid or missing.
     public func tile(_ coordinate: TileCoordinate, of pyramid: Pyramid) throws(HTTPError) -> PreparedResponse {
+        let key = try tileKey(coordinate, of: pyramid)
+        if let hit = cache.value(for: key) { return hit }
+        guard let response = prepareFile(tilePath(coordinate, of: pyramid), contentType: pyramid.manifest.format.mimeType) else {
+            throw missingTile(coordinate, of: pyramid)
+        }
+        return keep(response, for: key)
+    }
+
+    /// The cache key of a tile; 404 if the pyramid has no such tile.
+    private func tileKey(_ coordinate: TileCoordinate, of pyramid: Pyramid) throws(HTTPError) -> CachedItem {
         guard pyramid.geometry.contains(coordinate) else {
             throw HTTPError(404, "no tile \(coordinate) in image '\(pyramid.id)' (levels 0...\(pyramid.geometry.maxLevel))")
         }
-        let key = CachedItem.tile(generation: pyramid.generation, level: Int32(coordinate.level),
-                                  row: Int32(coordinate.row), column: Int32(coordinate.column))
-        if let hit = cache.value(for: key) { return hit }
-        let path = [pyramid.id.rawValue] + pyramid.manifest.tilePath(coordinate).split(separator: "/").map(String.init)
-        guard let response = prepareFile(path, contentType: pyramid.manifest.format.mimeType) else {
-            throw HTTPError(404, "tile \(coordinate) of image '\(pyramid.id)' is missing on disk")
-        }
+        return .tile(generation: pyramid.generation, level: Int32(coordinate.level),
+                     row: Int32(coordinate.row), column: Int32(coordinate.column))
+    }
+
+    /// The tile's path below ROOT, as components: `[ID, LEVEL, ROW, COLUMN.EXT]`.
+    private func tilePath(_ coordinate: TileCoordinate, of pyramid: Pyramid) -> [String] {
+        [pyramid.id.rawValue] + pyramid.manifest.tilePath(coordinate).split(separator: "/").map(String.init)
+    }
+
+    private func missingTile(_ coordinate: TileCoordinate, of pyramid: Pyramid) -> HTTPError {
+        HTTPError(404, "tile \(coordinate) of image '\(pyramid.id)' is missing on disk")
+    }
+
+    /// Stores a file's response in the cache unless it is too large; returns it.
+    private func keep(_ response: PreparedResponse, for key: CachedItem) -> PreparedResponse {
         if response.body.count <= configuration.maximumCachedFileBytes { cache.insert(response, for: key) }
         return response
     }
@@ -156,8 +162,7 @@ public final class TileStore: @unchecked Sendable {
         guard let response = prepareFile([pyramid.id.rawValue, name], contentType: contentType) else {
             throw HTTPError(404, "no file '\(name)' in image '\(pyramid.id)'")
         }
-        if response.body.count <= configuration.maximumCachedFileBytes { cache.insert(response, for: key) }
-        return response
+        return keep(response, for: key)
     }
 
     /// A document derived from the manifest (JSON, DZI XML, …), built once per pyramid

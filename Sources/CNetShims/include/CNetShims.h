@@ -218,19 +218,10 @@ static inline int cns_fill_info(const struct stat *st, cns_file_info *out) {
     out->is_directory = S_ISDIR(st->st_mode) ? 1 : 0;
     return 0;
 }
-static inline int cns_stat(const char *path, cns_file_info *out) {
-    struct stat st;
-    if (stat(path, &st) != 0) return -1;
-    return cns_fill_info(&st, out);
-}
 static inline int cns_fstat(int fd, cns_file_info *out) {
     struct stat st;
     if (fstat(fd, &st) != 0) return -1;
     return cns_fill_info(&st, out);
-}
-/* Opens read-only, close-on-exec, refusing to follow a symlink in the last component. */
-static inline int cns_open_read(const char *path) {
-    return open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 }
 
 /* Sequentially consistent atomics on a plain `long`, for counters shared by loops. */
