@@ -423,7 +423,8 @@ def wait_http(port, path, timeout=30.0, proc=None):
             if r.status == 200:
                 return time.perf_counter() - t0
         except OSError:
-            time.sleep(0.0005)
+            pass
+        time.sleep(0.0005)
     raise TilerError(f"nothing answered 200 on port {port}{path} within {timeout:.0f} s")
 
 

@@ -74,7 +74,7 @@ public enum CutError: Error, Sendable, CustomStringConvertible {
 /// Cuts images into pyramids under one output root:
 /// `ROOT/ID/LEVEL/ROW/COLUMN.EXT`, `ROOT/ID/thumbnail.EXT` and `ROOT/ID/pyramid.json`.
 ///
-/// Each cut is written into a hidden folder `ROOT/.ID.partial-PID` and renamed to
+/// Each cut is written into a hidden folder `ROOT/.ID.partial-PID-XXXXXX` and renamed to
 /// `ROOT/ID` only when complete, with `pyramid.json` written last; a failed or
 /// interrupted cut removes its hidden folder, so nothing that looks like a pyramid is
 /// left behind. `force` swaps the new pyramid for the old one in one rename
@@ -118,18 +118,32 @@ public struct PyramidCutter: Sendable {
             throw .unsupportedSize(error.description)
         }
 
-        let partial = root.appendingPathComponent(".\(id.rawValue).partial-\(getpid())", isDirectory: true)
+        let partial: URL
         let partialLock: Int32
         do {
             try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-            removeAbandonedPartials(of: id)
-            if FileManager.default.fileExists(atPath: partial.path) { try FileManager.default.removeItem(at: partial) }
-            try FileManager.default.createDirectory(at: partial, withIntermediateDirectories: false)
-            partialLock = Self.lockFolder(partial.path)
         } catch {
-            throw .output("\(partial.path): \(Self.reason(error))")
+            throw .output("\(root.path): \(Self.reason(error))")
         }
-        defer { if partialLock >= 0 { close(partialLock) } }
+        removeAbandonedPartials(of: id)
+        // The folder is made (mkdtemp: a unique name, even for cuts with the same PID in
+        // different containers sharing ROOT) and locked under a name the clean-up above
+        // never matches, then renamed: a partial folder is locked from the moment another
+        // cut can see it, so no other cut can take it for abandoned.
+        var template = Array(root.appendingPathComponent(".\(id.rawValue).staging-XXXXXX").path.utf8CString)
+        guard mkdtemp(&template) != nil else {
+            throw .output("\(root.path): cannot create a working folder: \(String(cString: strerror(errno)))")
+        }
+        let staging = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        partialLock = Self.lockFolder(staging)
+        partial = root.appendingPathComponent(".\(id.rawValue).partial-\(getpid())-\(staging.suffix(6))", isDirectory: true)
+        guard partialLock >= 0, rename(staging, partial.path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            if partialLock >= 0 { close(partialLock) }
+            rmdir(staging)
+            throw .output("\(partial.path): \(reason)")
+        }
+        defer { close(partialLock) }
 
         var builderInUse: PyramidBuilder?
         do {
