@@ -98,9 +98,16 @@ public struct PyramidID: Sendable, Hashable, Codable, Comparable, CustomStringCo
 /// `pyramid.json`: what a cut wrote, read back by the server. Written last and
 /// atomically; a folder without it is not a pyramid.
 public struct PyramidManifest: Sendable, Hashable, Codable {
-    /// The manifest layout version this build writes. Readers accept any version up to
-    /// their own and refuse newer ones with a clear message.
-    public static let currentFormatVersion = 1
+    /// The newest manifest layout version this build reads and writes. Readers accept any
+    /// version up to their own and refuse newer ones with a clear message.
+    ///
+    /// - 1: clipped edge tiles. Provenance (`source`, `tilerVersion`) is optional and
+    ///   ignored by older readers, so it does not need a new version.
+    /// - 2: edge tiles may be padded to the full tile size (`padded`). A reader that does
+    ///   not know `padded` would hand full-size edge tiles to DeepZoom and IIIF clients,
+    ///   so padded pyramids are written as version 2; every other pyramid is still
+    ///   written as version 1 and stays readable by older tilers.
+    public static let currentFormatVersion = 2
     /// The manifest's file name inside a pyramid folder.
     public static let fileName = "pyramid.json"
 
@@ -119,6 +126,36 @@ public struct PyramidManifest: Sendable, Hashable, Codable {
     public var bands: Int?
     /// When the cut finished, ISO 8601.
     public var created: String?
+    /// Edge tiles are padded to the full tile size (`tiler cut --pad`, version 2); nil or
+    /// false: clipped, as the geometry says.
+    public var padded: Bool?
+    /// The padding colour, `#rrggbbaa`, when padded.
+    public var background: String?
+    /// The file the pyramid was cut from.
+    public var source: Source?
+    /// The tiler version that cut it.
+    public var tilerVersion: String?
+
+    /// The input of a cut: its file name (without folders) and size in bytes.
+    public struct Source: Sendable, Hashable, Codable {
+        public var file: String
+        public var bytes: Int
+
+        public init(file: String, bytes: Int) {
+            self.file = file
+            self.bytes = bytes
+        }
+    }
+
+    /// Whether edge tiles are stored at the full tile size.
+    public var isPadded: Bool { padded == true }
+
+    /// Marks the pyramid as padded, which needs format version 2.
+    public mutating func setPadded(background: String) {
+        padded = true
+        self.background = background
+        formatVersion = max(formatVersion, 2)
+    }
 
     /// The thumbnail file and its size.
     public struct Thumbnail: Sendable, Hashable, Codable {
@@ -135,7 +172,7 @@ public struct PyramidManifest: Sendable, Hashable, Codable {
 
     public init(id: PyramidID, geometry: PyramidGeometry, format: TileFormat, thumbnail: Thumbnail,
                 quality: Int? = nil, bands: Int? = nil, created: String? = nil) {
-        self.formatVersion = Self.currentFormatVersion
+        self.formatVersion = 1
         self.id = id
         self.width = geometry.width
         self.height = geometry.height

@@ -2,15 +2,27 @@ import Dispatch
 import Foundation
 
 /// SIGINT and SIGTERM turned into a flag that a cut polls, so that it can remove its
-/// partial folder before the process exits. A second signal exits at once.
+/// partial folder and report before the process exits.
+///
+/// A cut polls between strips of rows; it cannot while libvips is inside one long call
+/// (a header read, a progressive JPEG or interlaced PNG decoded whole). So if the work
+/// has not acknowledged the signal within ``gracePeriod``, or at a second signal, the
+/// signal thread removes the unfinished output itself (``UnfinishedOutput``), prints one
+/// line and exits with 128 + the signal number, whatever the cut is doing.
 public final class InterruptSignals: @unchecked Sendable {
+    /// How long the work has to stop by itself after the first signal.
+    public static let gracePeriod: Double = 1.0
+
     private let lock = NSLock()
     private var received: Int32 = 0
+    private var stopped = false
     private var sources: [any DispatchSourceSignal] = []
+    private let program: String
 
-    /// Starts catching SIGINT and SIGTERM.
-    public static func install() -> InterruptSignals {
-        let signals = InterruptSignals()
+    /// Starts catching SIGINT and SIGTERM. `program` prefixes the line printed when the
+    /// signal thread has to stop the process itself (`tiler: cut`).
+    public static func install(program: String = "tiler") -> InterruptSignals {
+        let signals = InterruptSignals(program: program)
         for number in [SIGINT, SIGTERM] {
             Glibc.signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
@@ -21,12 +33,36 @@ public final class InterruptSignals: @unchecked Sendable {
         return signals
     }
 
+    private init(program: String) { self.program = program }
+
     private func receive(_ number: Int32) {
         lock.lock()
         let first = received == 0
         if first { received = number }
         lock.unlock()
-        if !first { _exit(128 + number) }
+        if !first { stopNow(number) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + Self.gracePeriod) { [self] in
+            lock.lock()
+            let done = stopped
+            lock.unlock()
+            if !done { stopNow(number) }
+        }
+    }
+
+    /// Removes unfinished output and exits; never returns.
+    private func stopNow(_ number: Int32) -> Never {
+        UnfinishedOutput.shared.removeAllForExit()
+        let line = "\(program): interrupted; nothing unfinished was kept\n"
+        _ = line.withCString { write(STDERR_FILENO, $0, strlen($0)) }
+        _exit(128 + number)
+    }
+
+    /// Tells the signal thread that the work has stopped and cleaned up by itself, so
+    /// the process may finish normally (print its summary, exit 128 + signal).
+    public func acknowledge() {
+        lock.lock()
+        stopped = true
+        lock.unlock()
     }
 
     /// The first signal received, or nil.

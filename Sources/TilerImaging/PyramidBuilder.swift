@@ -202,9 +202,14 @@ final class PyramidBuilder {
         }
     }
 
+    /// Makes `LEVEL/ROW/` one folder at a time, never the pyramid folder itself: once a
+    /// signal has moved that away (``UnfinishedOutput``), writing fails instead of
+    /// re-creating it.
     private func prepareFolder(level: Int, row: Int) throws {
-        let path = folder.appendingPathComponent("\(level)/\(row)", isDirectory: true).path
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        let levelPath = folder.appendingPathComponent("\(level)", isDirectory: true).path
+        for path in [levelPath, levelPath + "/\(row)"] where mkdir(path, 0o777) != 0 && errno != EEXIST {
+            throw FileWriteError(path: path, reason: String(cString: strerror(errno)))
+        }
     }
 
     /// Waits for the batch in flight, then starts encoding every queued tile in the
@@ -301,7 +306,8 @@ struct FileWriteError: Error, CustomStringConvertible {
 
 /// Writes `bytes` to a new file at `path` in one `write` call (looping only on short writes).
 func writeFile(_ path: String, _ bytes: UnsafeRawBufferPointer) throws {
-    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    // 0666 less the umask, like any file a user makes (0644 under umask 022).
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
     guard fd >= 0 else { throw FileWriteError(path: path, reason: String(cString: strerror(errno))) }
     defer { close(fd) }
     var offset = 0

@@ -3,8 +3,14 @@ import CVips
 import Foundation
 import TilerCore
 
-/// How to cut: tile size and format, and what to do with an existing pyramid.
+/// How to cut: tile size and format, what the input may be, how its pixels are read,
+/// and what to do with an existing pyramid.
 public struct CutOptions: Sendable {
+    /// The largest input `tiler cut` accepts by default, in pixels (width × height): a
+    /// gigapixel scan or panorama fits (2 Gpx is 50000 × 40000), a header that claims
+    /// 65500 × 65500 does not.
+    public static let defaultMaxPixels = 2_000_000_000
+
     public var tileSize: Int
     public var format: TileFormat
     /// JPEG or WebP quality, 1-100; nil for the format's default.
@@ -14,15 +20,44 @@ public struct CutOptions: Sendable {
     public var thumbnailSize: Int
     /// Replace an existing pyramid of the same id.
     public var force: Bool
+    /// Inputs with more pixels than this are refused before any pixel is decoded.
+    public var maxPixels: Int
+    /// Accept SVG, PDF and ImageMagick inputs (refused by default: their size and cost
+    /// are whatever the file says).
+    public var allowVector: Bool
+    /// Apply the EXIF orientation.
+    public var autorotate: Bool
+    /// Convert an embedded ICC profile (RGB or CMYK input) to sRGB.
+    public var convertProfile: Bool
+    /// Write edge tiles at the full tile size.
+    public var pad: Bool
+    /// The padding colour, and with JPEG tiles the colour alpha is flattened on; nil for
+    /// the default (transparent padding where the format has alpha, else white).
+    public var background: BackgroundColour?
 
     public init(tileSize: Int = 256, format: TileFormat = .png, quality: Int? = nil,
-                png: PNGSettings = .tiles, thumbnailSize: Int = 256, force: Bool = false) {
+                png: PNGSettings = .tiles, thumbnailSize: Int = 256, force: Bool = false,
+                maxPixels: Int = CutOptions.defaultMaxPixels, allowVector: Bool = false,
+                autorotate: Bool = true, convertProfile: Bool = true, pad: Bool = false,
+                background: BackgroundColour? = nil) {
         self.tileSize = tileSize
         self.format = format
         self.quality = quality
         self.png = png
         self.thumbnailSize = thumbnailSize
         self.force = force
+        self.maxPixels = maxPixels
+        self.allowVector = allowVector
+        self.autorotate = autorotate
+        self.convertProfile = convertProfile
+        self.pad = pad
+        self.background = background
+    }
+
+    /// The padding colour `--pad` uses: `background`, else transparent where the tile
+    /// format has alpha (PNG, WebP) and white for JPEG.
+    public var paddingColour: BackgroundColour {
+        background ?? (format == .jpeg ? .white : .transparent)
     }
 }
 
@@ -44,6 +79,11 @@ public struct CutResult: Sendable {
 public enum CutError: Error, Sendable, CustomStringConvertible {
     case missing
     case isDirectory
+    /// A FIFO, device or socket: what it is.
+    case notARegularFile(String)
+    case tooManyPixels(width: Int, height: Int, limit: Int)
+    /// A vector or scripted format, refused without `--allow-vector`: the loader.
+    case vector(loader: String)
     case unreadable(String)
     case notAnImage(String)
     case unreadablePixels(String)
@@ -58,6 +98,13 @@ public enum CutError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .missing: "no such file"
         case .isDirectory: "is a directory, not an image"
+        case let .notARegularFile(what): "is \(what), not a regular file; tiler cuts image files only"
+        case let .tooManyPixels(width, height, limit):
+            "is \(width)×\(height) = \(width * height) pixels, more than --max-pixels \(limit) (a decompression bomb, or a real image that needs a larger --max-pixels)"
+        case let .vector(loader) where loader.hasPrefix("magickload"):
+            "can only be read by ImageMagick (\(loader)), which also renders vector and scripted formats; refused unless --allow-vector"
+        case let .vector(loader):
+            "is a vector image (\(loader)); vector inputs are refused unless --allow-vector, because their size and rendering cost are whatever the file says"
         case let .unreadable(why): "cannot be read (\(why))"
         case let .notAnImage(why): "not a supported image (\(why))"
         case let .unreadablePixels(why): "corrupt or truncated image (\(why))"
@@ -98,19 +145,14 @@ public struct PyramidCutter: Sendable {
                     progress: (Double) -> Void = { _ in },
                     isCancelled: @escaping () -> Bool = { false }) throws(CutError) -> CutResult {
         let started = DispatchTime.now()
-        try checkReadable(input)
+        let file = try InputFile.open(input)
         let destination = root.appendingPathComponent(id.rawValue, isDirectory: true)
         if !options.force, FileManager.default.fileExists(atPath: destination.path) {
             throw .exists(id: id, folder: destination.path)
         }
 
         // Open and describe; only the header is read.
-        let image: VipsImageHandle
-        do {
-            image = try VipsImageHandle.openSequential(path: input).tilePixels(flattenAlpha: options.format == .jpeg)
-        } catch {
-            throw .notAnImage(error.description)
-        }
+        let image = try openPixels(file)
         let geometry: PyramidGeometry
         do {
             geometry = try PyramidGeometry(width: image.width, height: image.height, tileSize: options.tileSize)
@@ -118,37 +160,24 @@ public struct PyramidCutter: Sendable {
             throw .unsupportedSize(error.description)
         }
 
-        let partial: URL
-        let partialLock: Int32
         do {
             try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         } catch {
             throw .output("\(root.path): \(Self.reason(error))")
         }
         removeAbandonedPartials(of: id)
-        // The folder is made (mkdtemp: a unique name, even for cuts with the same PID in
-        // different containers sharing ROOT) and locked under a name the clean-up above
-        // never matches, then renamed: a partial folder is locked from the moment another
-        // cut can see it, so no other cut can take it for abandoned.
-        var template = Array(root.appendingPathComponent(".\(id.rawValue).staging-XXXXXX").path.utf8CString)
-        guard mkdtemp(&template) != nil else {
-            throw .output("\(root.path): cannot create a working folder: \(String(cString: strerror(errno)))")
+        let (partial, partialLock, registration) = try makePartialFolder(for: id)
+        defer {
+            UnfinishedOutput.shared.unregister(registration)
+            close(partialLock)
         }
-        let staging = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        partialLock = Self.lockFolder(staging)
-        partial = root.appendingPathComponent(".\(id.rawValue).partial-\(getpid())-\(staging.suffix(6))", isDirectory: true)
-        guard partialLock >= 0, rename(staging, partial.path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            if partialLock >= 0 { close(partialLock) }
-            rmdir(staging)
-            throw .output("\(partial.path): \(reason)")
-        }
-        defer { close(partialLock) }
 
         var builderInUse: PyramidBuilder?
         do {
             let encoder = TileEncoder(format: options.format, quality: options.quality, png: options.png)
-            let builder = PyramidBuilder(geometry: geometry, bands: image.bands, folder: partial, encoder: encoder,
+            var tileEncoder = encoder
+            if options.pad { tileEncoder.padding = TilePadding(tileSize: options.tileSize, colour: options.paddingColour) }
+            let builder = PyramidBuilder(geometry: geometry, bands: image.bands, folder: partial, encoder: tileEncoder,
                                          thumbnailSize: options.thumbnailSize)
             builderInUse = builder
             try stream(image, into: builder, progress: progress, isCancelled: isCancelled)
@@ -156,9 +185,12 @@ public struct PyramidCutter: Sendable {
             if isCancelled() { throw CutError.interrupted }
 
             let thumbnail = try writeThumbnail(builder, encoder: encoder, folder: partial)
-            let manifest = PyramidManifest(id: id, geometry: geometry, format: options.format, thumbnail: thumbnail.entry,
+            var manifest = PyramidManifest(id: id, geometry: geometry, format: options.format, thumbnail: thumbnail.entry,
                                            quality: encoder.quality, bands: image.bands,
                                            created: ISO8601DateFormatter().string(from: Date()))
+            manifest.source = PyramidManifest.Source(file: (input as NSString).lastPathComponent, bytes: file.size)
+            manifest.tilerVersion = TilerVersion.current
+            if options.pad { manifest.setPadded(background: options.paddingColour.description) }
             let manifestBytes = try writeManifest(manifest, folder: partial)
             if isCancelled() { throw CutError.interrupted }
             try install(partial, at: destination)
@@ -171,10 +203,84 @@ public struct PyramidCutter: Sendable {
             if isCancelled() { throw .interrupted }
             switch error {
             case let error as CutError: throw error
-            case let .libvips(why) as ImagingError: throw .unreadablePixels(why)
+            case let .libvips(why) as ImagingError: throw .unreadablePixels(file.scrub(why))
             default: throw .output(Self.reason(error))
             }
         }
+    }
+
+    /// The input's pixels as tiles hold them, with only the header read: checked against
+    /// `maxPixels` first, turned upright (EXIF orientation), colour-managed to sRGB and
+    /// converted to 8 bits. Orientations 3-8 cannot stream top to bottom, so such an
+    /// image is opened again with random access (libvips decodes it to memory, or to a
+    /// temporary file in TMPDIR when large).
+    private func openPixels(_ file: InputFile) throws(CutError) -> VipsImageHandle {
+        var image: VipsImageHandle
+        do {
+            image = try VipsImageHandle.open(file, allowVector: options.allowVector).image
+        } catch {
+            switch error {
+            case .unknownFormat: throw .notAnImage("no libvips loader recognises its content")
+            case let .vector(loader): throw .vector(loader: loader)
+            case let .libvips(why): throw .notAnImage(why)
+            }
+        }
+        let (pixels, overflow) = image.width.multipliedReportingOverflow(by: image.height)
+        if overflow || pixels > options.maxPixels {
+            throw .tooManyPixels(width: image.width, height: image.height, limit: options.maxPixels)
+        }
+        do {
+            let orientation = options.autorotate ? image.orientation : 1
+            if orientation >= 3, orientation <= 8 {
+                image = try VipsImageHandle.open(file, randomAccess: true, allowVector: options.allowVector).image
+            }
+            if orientation != 1 { image = try image.autorotated() }
+        } catch let error as ImageOpenError {
+            throw .notAnImage("\(error)")
+        } catch {
+            throw .notAnImage(file.scrub("\(error)"))
+        }
+        let background = options.background ?? .white
+        let settings = tiler_tile_pixels(
+            convert_profile: options.convertProfile ? 1 : 0,
+            flatten_alpha: options.format == .jpeg ? 1 : 0,
+            add_alpha: options.pad && !options.paddingColour.isOpaque ? 1 : 0,
+            background: (Double(background.red), Double(background.green), Double(background.blue)))
+        do {
+            return try image.tilePixels(settings)
+        } catch {
+            throw .notAnImage(file.scrub(error.description))
+        }
+    }
+
+    /// Makes and locks the hidden folder a cut writes into, registered with
+    /// ``UnfinishedOutput`` so that a signal can remove it whatever the cut is doing.
+    ///
+    /// The folder is made (mkdtemp: a unique name, even for cuts with the same PID in
+    /// different containers sharing ROOT) and locked under a name the clean-up of
+    /// abandoned partials never matches, then renamed: a partial folder is locked from the
+    /// moment another cut can see it, so no other cut can take it for abandoned. mkdtemp
+    /// makes it 0700; it gets the mode the umask gives any new folder (0755 under 022), so
+    /// that a server running as another user can read the pyramid.
+    private func makePartialFolder(for id: PyramidID) throws(CutError) -> (URL, Int32, Int) {
+        let result: Result<(URL, Int32, Int), CutError> = UnfinishedOutput.shared.withLock { register in
+            var template = Array(root.appendingPathComponent(".\(id.rawValue).staging-XXXXXX").path.utf8CString)
+            guard mkdtemp(&template) != nil else {
+                return .failure(.output("\(root.path): cannot create a working folder: \(String(cString: strerror(errno)))"))
+            }
+            let staging = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            chmod(staging, 0o777 & ~FileCreationMask.current)
+            let lock = Self.lockFolder(staging)
+            let partial = root.appendingPathComponent(".\(id.rawValue).partial-\(getpid())-\(staging.suffix(6))", isDirectory: true)
+            guard lock >= 0, rename(staging, partial.path) == 0 else {
+                let reason = String(cString: strerror(errno))
+                if lock >= 0 { close(lock) }
+                rmdir(staging)
+                return .failure(.output("\(partial.path): \(reason)"))
+            }
+            return .success((partial, lock, register(partial.path)))
+        }
+        return try result.get()
     }
 
     /// Opens `path` (a folder) and takes an exclusive `flock` on it, held until the
@@ -205,18 +311,6 @@ public struct PyramidCutter: Sendable {
             if flock(fd, LOCK_EX | LOCK_NB) == 0 { try? FileManager.default.removeItem(at: folder) }
             close(fd)
         }
-    }
-
-    /// A missing file, a directory or a file without read permission, caught before
-    /// libvips gives a vaguer message.
-    private func checkReadable(_ input: String) throws(CutError) {
-        var info = stat()
-        guard stat(input, &info) == 0 else {
-            if errno == ENOENT || errno == ENOTDIR { throw .missing }
-            throw .unreadable(String(cString: strerror(errno)))
-        }
-        if (info.st_mode & S_IFMT) == S_IFDIR { throw .isDirectory }
-        guard access(input, R_OK) == 0 else { throw .unreadable(String(cString: strerror(errno))) }
     }
 
     /// Pulls the image through libvips top to bottom into the builder.
@@ -277,31 +371,36 @@ public struct PyramidCutter: Sendable {
     }
 
     /// Moves the finished folder into place, swapping out an existing pyramid if forced.
+    /// The renames run under ``UnfinishedOutput``'s lock: a signal either finds the
+    /// partial folder (and removes it) or a pyramid installed whole.
     private func install(_ partial: URL, at destination: URL) throws {
-        if rename(partial.path, destination.path) == 0 { return }
-        let renameError = errno
-        guard options.force, renameError == EEXIST || renameError == ENOTEMPTY || renameError == EISDIR || renameError == ENOTDIR else {
-            if renameError == EEXIST || renameError == ENOTEMPTY {
-                throw CutError.exists(id: PyramidID(destination.lastPathComponent)!, folder: destination.path)
+        let leftover: String? = try UnfinishedOutput.shared.withLock { register in
+            if rename(partial.path, destination.path) == 0 { return nil }
+            let renameError = errno
+            guard options.force, renameError == EEXIST || renameError == ENOTEMPTY || renameError == EISDIR || renameError == ENOTDIR else {
+                if renameError == EEXIST || renameError == ENOTEMPTY {
+                    throw CutError.exists(id: PyramidID(destination.lastPathComponent)!, folder: destination.path)
+                }
+                throw FileWriteError(path: destination.path, reason: String(cString: strerror(renameError)))
             }
-            throw FileWriteError(path: destination.path, reason: String(cString: strerror(renameError)))
+            if tiler_exchange_paths(partial.path, destination.path) == 0 {
+                // `partial` now holds the old pyramid (still registered: removed on a signal).
+                return partial.path
+            }
+            // No atomic exchange here: move the old one aside, the new one in, delete the old.
+            let aside = root.appendingPathComponent(".\(destination.lastPathComponent).partial-\(getpid())-old")
+            guard rename(destination.path, aside.path) == 0 else {
+                throw FileWriteError(path: destination.path, reason: String(cString: strerror(errno)))
+            }
+            guard rename(partial.path, destination.path) == 0 else {
+                let why = String(cString: strerror(errno))
+                _ = rename(aside.path, destination.path)
+                throw FileWriteError(path: destination.path, reason: why)
+            }
+            _ = register(aside.path)
+            return aside.path
         }
-        if tiler_exchange_paths(partial.path, destination.path) == 0 {
-            // `partial` now holds the old pyramid.
-            try FileManager.default.removeItem(at: partial)
-            return
-        }
-        // No atomic exchange here: move the old one aside, the new one in, delete the old.
-        let aside = root.appendingPathComponent(".\(destination.lastPathComponent).old-\(getpid())")
-        guard rename(destination.path, aside.path) == 0 else {
-            throw FileWriteError(path: destination.path, reason: String(cString: strerror(errno)))
-        }
-        guard rename(partial.path, destination.path) == 0 else {
-            let why = String(cString: strerror(errno))
-            _ = rename(aside.path, destination.path)
-            throw FileWriteError(path: destination.path, reason: why)
-        }
-        try FileManager.default.removeItem(at: aside)
+        if let leftover { try FileManager.default.removeItem(atPath: leftover) }
     }
 
     private static func reason(_ error: any Error) -> String {

@@ -14,8 +14,11 @@ public struct TileEncoder: Sendable {
     /// The JPEG or WebP quality (1-100); nil for PNG.
     public let quality: Int?
     public let png: PNGEncoder
+    /// Edge tiles padded to the full tile size (`--pad`); nil keeps them clipped.
+    public var padding: TilePadding?
 
-    public init(format: TileFormat, quality: Int? = nil, png: PNGSettings = .tiles) {
+    public init(format: TileFormat, quality: Int? = nil, png: PNGSettings = .tiles, padding: TilePadding? = nil) {
+        self.padding = padding
         self.format = format
         switch format {
         case .png: self.quality = nil
@@ -26,9 +29,20 @@ public struct TileEncoder: Sendable {
     }
 
     /// Encodes `height` rows of `width` pixels (row `y` at `pixels + y * stride`) and hands
-    /// the encoded bytes to `body`; they are only valid inside it.
+    /// the encoded bytes to `body`; they are only valid inside it. With `padding`, a
+    /// smaller (edge) tile is first padded to the full tile size.
     public func withEncoded<R>(pixels: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int, bands: Int,
                                _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        guard let padding else {
+            return try encode(pixels: pixels, stride: stride, width: width, height: height, bands: bands, body)
+        }
+        return try padding.withPadded(pixels: pixels, stride: stride, width: width, height: height, bands: bands) {
+            try encode(pixels: $0, stride: $1, width: $2, height: $3, bands: bands, body)
+        }
+    }
+
+    private func encode<R>(pixels: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int, bands: Int,
+                           _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         switch format {
         case .png:
             return try png.withEncoded(pixels: pixels, stride: stride, width: width, height: height, bands: bands, body)

@@ -39,33 +39,82 @@ public enum ImagingError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
+/// Why a file could not be opened as an image.
+enum ImageOpenError: Error, Equatable {
+    /// No libvips loader recognises the content.
+    case unknownFormat
+    /// A vector or scripted format (the loader's nickname), refused unless allowed.
+    case vector(loader: String)
+    /// The loader failed; libvips' message.
+    case libvips(String)
+}
+
 /// One reference to a libvips image, released when this object goes away.
 final class VipsImageHandle {
     let pointer: UnsafeMutablePointer<VipsImage>
+    /// What must outlive the image: the open input file it reads from.
+    let keepAlive: AnyObject?
 
-    init(taking pointer: UnsafeMutablePointer<VipsImage>) { self.pointer = pointer }
+    init(taking pointer: UnsafeMutablePointer<VipsImage>, keepAlive: AnyObject? = nil) {
+        self.pointer = pointer
+        self.keepAlive = keepAlive
+    }
     deinit { tiler_vips_unref(pointer) }
 
     var width: Int { Int(pointer.pointee.Xsize) }
     var height: Int { Int(pointer.pointee.Ysize) }
     var bands: Int { Int(pointer.pointee.Bands) }
+    /// The EXIF orientation, 1...8.
+    var orientation: Int { Int(tiler_vips_orientation(pointer)) }
 
-    /// Opens a file for one top-to-bottom pass; only the header is read now.
-    static func openSequential(path: String) throws(ImagingError) -> VipsImageHandle {
-        try Vips.start()
+    /// Opens an input file by its descriptor (its name is never given to libvips); only
+    /// the header is read now. Sequential access is one top-to-bottom pass; random access
+    /// lets libvips decode to memory or a temporary file first.
+    static func open(_ file: InputFile, randomAccess: Bool = false,
+                     allowVector: Bool = false) throws(ImageOpenError) -> (image: VipsImageHandle, loader: String) {
+        do { try Vips.start() } catch { throw .libvips(error.description) }
         vips_error_clear()
         var out: UnsafeMutablePointer<VipsImage>?
-        guard tiler_vips_open_sequential(path, &out) == 0, let out else { throw .libvips(Vips.takeError()) }
-        return VipsImageHandle(taking: out)
+        var loader: UnsafePointer<CChar>?
+        let status = tiler_vips_open_descriptor(file.descriptor, randomAccess ? 1 : 0, allowVector ? 1 : 0, &out, &loader)
+        let name = loader.map { String(cString: $0) } ?? "unknown loader"
+        switch status {
+        case 0:
+            guard let out else { throw .libvips(Vips.takeError()) }
+            return (VipsImageHandle(taking: out, keepAlive: file), name)
+        case TILER_OPEN_UNKNOWN_FORMAT:
+            vips_error_clear()
+            throw .unknownFormat
+        case TILER_OPEN_VECTOR:
+            throw .vector(loader: name)
+        default:
+            throw .libvips(file.scrub(Vips.takeError()))
+        }
     }
 
-    /// 8-bit grey or sRGB, with alpha if present; alpha flattened on white if asked.
-    func tilePixels(flattenAlpha: Bool) throws(ImagingError) -> VipsImageHandle {
+    /// Opens a file for one top-to-bottom pass (tests and tools; the cutter opens its
+    /// inputs through ``InputFile``).
+    static func openSequential(path: String) throws(ImagingError) -> VipsImageHandle {
+        let file: InputFile
+        do { file = try InputFile.open(path) } catch { throw .libvips("\(path): \(error)") }
+        do { return try open(file).image } catch { throw .libvips("\(path): \(error)") }
+    }
+
+    /// 8-bit grey or sRGB, with alpha if present (or added); see `tiler_tile_pixels`.
+    func tilePixels(_ options: tiler_tile_pixels) throws(ImagingError) -> VipsImageHandle {
         var out: UnsafeMutablePointer<VipsImage>?
-        guard tiler_vips_to_tile_pixels(pointer, flattenAlpha ? 1 : 0, &out) == 0, let out else {
+        var options = options
+        guard tiler_vips_to_tile_pixels(pointer, &options, &out) == 0, let out else {
             throw .libvips(Vips.takeError())
         }
-        return VipsImageHandle(taking: out)
+        return VipsImageHandle(taking: out, keepAlive: keepAlive)
+    }
+
+    /// Turned and flipped as its EXIF orientation says, the tag removed.
+    func autorotated() throws(ImagingError) -> VipsImageHandle {
+        var out: UnsafeMutablePointer<VipsImage>?
+        guard tiler_vips_autorotate(pointer, &out) == 0, let out else { throw .libvips(Vips.takeError()) }
+        return VipsImageHandle(taking: out, keepAlive: keepAlive)
     }
 
     /// Shrunk so that the longest side is at most `size`; never enlarged.
@@ -74,7 +123,7 @@ final class VipsImageHandle {
         guard tiler_vips_thumbnail_image(pointer, Int32(size), &out) == 0, let out else {
             throw .libvips(Vips.takeError())
         }
-        return VipsImageHandle(taking: out)
+        return VipsImageHandle(taking: out, keepAlive: keepAlive)
     }
 
     /// Computes every pixel into one buffer of rows (for small images only).

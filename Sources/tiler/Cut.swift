@@ -15,7 +15,9 @@ extension Tiler {
             ROOT/ID/LEVEL/ROW/COLUMN.EXT tiles, ROOT/ID/thumbnail.EXT and ROOT/ID/pyramid.json, \
             written last. Images stream top to bottom, so memory grows with the width, not \
             the height. An input that cannot be cut gets one line on stderr and no pyramid; \
-            the others are still cut, and the exit status is 1.
+            the others are still cut, and the exit status is 1. Inputs must be regular files; \
+            their names are never read as libvips options. SIGINT or SIGTERM stops the cut \
+            within about a second and removes what it had written.
             """
         )
 
@@ -28,7 +30,7 @@ extension Tiler {
         @Option(help: ArgumentHelp("Tile side in pixels (\(PyramidGeometry.tileSizeRange.lowerBound)-\(PyramidGeometry.tileSizeRange.upperBound)).", valueName: "PIXELS"))
         var tileSize: Int = 256
 
-        @Option(help: "Tile format: png (lossless, libpng), jpeg (alpha flattened on white) or webp.")
+        @Option(help: "Tile format: png (lossless, libpng), jpeg (alpha flattened on --background, white by default) or webp.")
         var format: TileFormat = .png
 
         @Option(help: ArgumentHelp("JPEG or WebP quality, 1-100 (default: \(TileEncoder.defaultJPEGQuality) for jpeg, \(TileEncoder.defaultWebPQuality) for webp).", valueName: "Q"))
@@ -39,6 +41,24 @@ extension Tiler {
 
         @Flag(help: "Replace an existing pyramid with the same id (atomically).")
         var force = false
+
+        @Option(help: ArgumentHelp("Refuse inputs with more pixels (width × height) than this, before decoding any (env TILER_MAX_PIXELS; default: \(CutOptions.defaultMaxPixels), 2 gigapixels).", valueName: "N"))
+        var maxPixels: Int?
+
+        @Flag(help: "Accept SVG, PDF and ImageMagick inputs (default: refused, since their size and rendering cost are whatever the file says; SVG never reads files it references).")
+        var allowVector = false
+
+        @Flag(inversion: .prefixedNo, help: "Turn the image upright as its EXIF orientation says --no-autorotate keeps the stored pixels.")
+        var autorotate = true
+
+        @Flag(name: .customLong("icc"), inversion: .prefixedNo, help: "Convert an embedded ICC colour profile of RGB or CMYK input to sRGB --no-icc keeps the stored RGB values; CMYK always becomes sRGB.")
+        var convertProfile = true
+
+        @Flag(help: "Write edge tiles at the full tile size, filled with --background, for XYZ clients such as Leaflet (default: off, edge tiles clipped; DeepZoom and IIIF clients get clipped tiles either way).")
+        var pad = false
+
+        @Option(help: ArgumentHelp("Padding colour (--pad), and with --format jpeg the colour alpha is flattened on: #RGB, #RGBA, #RRGGBB, #RRGGBBAA, white, black or transparent (default: transparent for png and webp, white for jpeg).", valueName: "COLOUR"))
+        var background: String?
 
         @Flag(help: "No progress display.")
         var quiet = false
@@ -54,6 +74,17 @@ extension Tiler {
                 guard format != .png else { throw ValidationError("--quality applies to --format jpeg or webp; PNG tiles are lossless.") }
                 guard (1...100).contains(quality) else { throw ValidationError("--quality must be 1...100, not \(quality).") }
             }
+            if let maxPixels, maxPixels < 1 {
+                throw ValidationError("--max-pixels must be a positive number of pixels, not \(maxPixels).")
+            }
+            if let background {
+                guard let colour = BackgroundColour(parsing: background) else {
+                    throw ValidationError("--background '\(background)' is not a colour: use #RGB, #RGBA, #RRGGBB, #RRGGBBAA, white, black or transparent.")
+                }
+                if format == .jpeg, !colour.isOpaque {
+                    throw ValidationError("--background '\(background)' is not opaque, and JPEG tiles have no alpha: use --format png or webp, or an opaque colour.")
+                }
+            }
             if let name {
                 guard inputs.count == 1 else { throw ValidationError("--name needs exactly one input; \(inputs.count) were given.") }
                 guard PyramidID(name) != nil else {
@@ -62,15 +93,31 @@ extension Tiler {
             }
         }
 
+        /// `--max-pixels`, else `TILER_MAX_PIXELS`, else the default.
+        static func maximumPixels(flag: Int?, environment: [String: String]) throws -> Int {
+            if let flag { return flag }
+            guard let text = environment["TILER_MAX_PIXELS"] else { return CutOptions.defaultMaxPixels }
+            guard let value = Int(text), value >= 1 else {
+                throw ValidationError("TILER_MAX_PIXELS must be a positive number of pixels, not '\(text)'.")
+            }
+            return value
+        }
+
         func run() throws {
-            let interrupts = InterruptSignals.install()
+            let environment = ProcessInfo.processInfo.environment
+            let limit = try Self.maximumPixels(flag: maxPixels, environment: environment)
+            let interrupts = InterruptSignals.install(program: "tiler: cut")
             let options = CutOptions(tileSize: tileSize, format: format, quality: quality,
-                                     png: .tiles(environment: ProcessInfo.processInfo.environment), force: force)
+                                     png: .tiles(environment: environment), force: force,
+                                     maxPixels: limit, allowVector: allowVector, autorotate: autorotate,
+                                     convertProfile: convertProfile, pad: pad,
+                                     background: background.flatMap(BackgroundColour.init(parsing:)))
             let cutter = PyramidCutter(root: URL(fileURLWithPath: output, isDirectory: true), options: options)
             let batch = CutBatch(cutter: cutter, name: name.flatMap { PyramidID($0) })
             let summary = batch.run(inputs, progress: quiet ? nil : CutProgress.onTerminal(), failed: { input, error in
                 FileHandle.standardError.write(Data("tiler: cut: \(input): \(error)\n".utf8))
             }, isCancelled: { interrupts.isInterrupted })
+            interrupts.acknowledge()
             if json {
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]

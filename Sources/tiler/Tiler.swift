@@ -1,4 +1,5 @@
 import ArgumentParser
+import TilerCore
 
 /// `tiler`: cut large images into tile pyramids and serve them.
 @main
@@ -6,7 +7,7 @@ struct Tiler: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tiler",
         abstract: "Cut gigapixel images into 256 px tile pyramids and serve them over HTTP.",
-        version: "0.1.0",
+        version: TilerVersion.current,
         subcommands: [Cut.self, Serve.self, Healthcheck.self]
     )
 }

@@ -26,17 +26,50 @@ void tiler_vips_unref(VipsImage *image);
 
 /* ---- loading and conversion ----------------------------------------------------- */
 
-/* Opens `path` for one top-to-bottom pass (access=sequential), failing on truncated
-   data (fail_on=truncated) instead of warning and padding with grey. Only the header
-   is read here; pixel errors surface when the image is streamed. */
-int tiler_vips_open_sequential(const char *path, VipsImage **out);
+/* tiler_vips_open_descriptor's refusals (besides -1, a libvips error). */
+#define TILER_OPEN_UNKNOWN_FORMAT -2
+#define TILER_OPEN_VECTOR -3
+
+/* Opens the regular file open on `fd` with the loader its content calls for, never
+   parsing a file name (a name like "a.jpg[shrink=8]" is just a name: the caller opened
+   it). Only the header is read here; pixel errors surface when the image is streamed.
+   `random_access` 0 is one top-to-bottom pass (access=sequential); 1 lets libvips
+   decode to memory or a temporary file first (for rotations). Loaders fail on
+   truncated data (fail_on=truncated; JPEG on any libjpeg warning, since libjpeg pads
+   missing scan data with grey and only warns). `*loader` gets the loader's nickname
+   (static storage). Returns TILER_OPEN_UNKNOWN_FORMAT when no loader recognises the
+   content, and TILER_OPEN_VECTOR, without reading further, for SVG, PDF and
+   ImageMagick input unless allow_vector: their size and cost are what the file says.
+   SVG is read from a stream without a base location, so librsvg loads no external
+   file it references (only data: URLs). `fd` must stay open while the image is used. */
+int tiler_vips_open_descriptor(int fd, int random_access, int allow_vector, VipsImage **out,
+                               const char **loader);
+
+/* The EXIF orientation, 1...8 (1 when there is none). */
+int tiler_vips_orientation(VipsImage *in);
+
+/* Applies the EXIF orientation (vips_autorot) and removes the tag. Orientations 3...8
+   need an image opened with random access. */
+int tiler_vips_autorotate(VipsImage *in, VipsImage **out);
+
+/* What tiles hold; see tiler_vips_to_tile_pixels. */
+typedef struct {
+    /* Convert an embedded ICC profile of RGB or CMYK input to sRGB. */
+    int convert_profile;
+    /* Composite alpha on `background` and drop it (JPEG tiles). */
+    int flatten_alpha;
+    /* Give input without alpha an opaque alpha band (transparent padding). */
+    int add_alpha;
+    /* 0...255 per channel; grey images use its luminance. */
+    double background[3];
+} tiler_tile_pixels;
 
 /* Converts any image to what tiles hold: 8-bit unsigned, sRGB (3 bands) or grey
-   (1 band), plus alpha if the input has one. 16-bit input is scaled (>> 8), not
-   clipped; colour spaces libvips knows (CMYK, Lab, scRGB, ...) go to sRGB; extra
-   bands beyond colour + alpha are dropped. With flatten_alpha, alpha is composited
-   on white and removed (for JPEG tiles). */
-int tiler_vips_to_tile_pixels(VipsImage *in, int flatten_alpha, VipsImage **out);
+   (1 band), plus alpha if the input has one (or add_alpha asks). An embedded profile
+   is applied first when asked; then colour spaces libvips knows (CMYK, Lab, scRGB,
+   ...) go to sRGB; 16-bit input is scaled (>> 8), not clipped; extra bands beyond
+   colour + alpha are dropped. */
+int tiler_vips_to_tile_pixels(VipsImage *in, const tiler_tile_pixels *options, VipsImage **out);
 
 /* Streams `image` top to bottom through libvips' threaded sink (vips_sink_disc):
    `rows` is called in order, on one thread at a time, with `count` consecutive full
