@@ -37,7 +37,7 @@ func deepZoomRoutes(store: TileStore) -> [Route] {
         case nil:
             throw HTTPError(404, "no DeepZoom tile \(level)/\(column)_\(row) in image '\(pyramid.id)' (levels 0...\(dz.maxLevel))")
         case let .pyramidTile(tile)?:
-            return try store.tileResponse(tile, of: pyramid)
+            return try clippedTileResponse(tile, of: pyramid, store: store)
         case let .shrunkLevelZero(width, height)?:
             return renderedResponse("dz-\(level)", of: pyramid, store: store, contentType: format.mimeType) {
                 let renderer = try RegionRenderer(directory: pyramid.directory, manifest: pyramid.manifest)

@@ -49,7 +49,7 @@ func iiifRoutes(store: TileStore) -> [Route] {
             // One Link field with both links: some clients read only the first field.
             let links = [("Link", "<\(IIIF.profileURI)>;rel=\"profile\", <\(base)/\(canonical)>;rel=\"canonical\"")]
             if let tile = plan.exactTile(in: pyramid.geometry, format: pyramid.manifest.format) {
-                return .withHeaders(links, try store.tileResponse(tile, of: pyramid))
+                return .withHeaders(links, try clippedTileResponse(tile, of: pyramid, store: store))
             }
             return .withHeaders(links, renderedResponse("iiif/" + canonical, of: pyramid, store: store,
                                                         contentType: plan.format.mimeType) {

@@ -80,6 +80,10 @@ private func writeSummary(_ p: Pyramid, _ json: inout JSONWriter) {
     json.field("tileSize", m.tileSize)
     json.field("format", m.format.rawValue)
     json.field("maxLevel", m.maxLevel)
+    if m.isPadded {
+        json.key("padded")
+        json.value(true)
+    }
     json.field("url", "/images/\(p.id)")
     json.key("thumbnail")
     json.beginObject()

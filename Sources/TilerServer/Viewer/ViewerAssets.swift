@@ -361,7 +361,7 @@ a { color: var(--accent); }
   const dpr = () => window.devicePixelRatio || 1;
 
   const viewer = {
-    image: null,          // { id, width, height, tileSize, thumbnail }
+    image: null,          // { id, width, height, tileSize, maxLevel, padded, thumbnail }
     cx: 0, cy: 0, scale: 1, wrap: false,
     active: new Map(),    // key → { el, tile, level, loaded }
     pool: [],             // detached <img> elements ready for reuse
@@ -452,7 +452,13 @@ a { color: var(--accent); }
     viewer.backdrops.forEach((b, i) => place(b, (first + i) * im.width, 0, im.width, im.height));
     for (const entry of viewer.active.values()) {
       const t = entry.tile;
-      place(entry.el, t.x, t.y, t.width, t.height);
+      if (!im.padded) { place(entry.el, t.x, t.y, t.width, t.height); continue; }
+      // A padded pyramid (tiler cut --pad) has full-size edge tiles: place the whole
+      // tile and clip off what lies beyond the image.
+      const full = im.tileSize * 2 ** (im.maxLevel - t.level);
+      place(entry.el, t.x, t.y, full, full);
+      entry.el.style.clipPath = t.width < full || t.height < full
+        ? `inset(0 ${100 - 100 * t.width / full}% ${100 - 100 * t.height / full}% 0)` : '';
     }
     const levelText = viewer.level === null ? '' : `level ${viewer.level} · `;
     $('info').textContent = `${levelText}${Math.round(s * 1000) / 10}% · ${Math.round(viewer.cx)}, ${Math.round(viewer.cy)}`;
@@ -521,6 +527,7 @@ a { color: var(--accent); }
     const el = entry.el;
     delete el.dataset.key;
     el.className = '';
+    el.style.clipPath = '';
     el.removeAttribute('src');
     el.remove();
     viewer.pool.push(el);
