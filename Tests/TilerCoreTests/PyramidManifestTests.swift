@@ -41,6 +41,34 @@ import Testing
         #expect(throws: DecodingError.self) { try JSONDecoder().decode(PyramidManifest.self, from: Data(badID.utf8)) }
     }
 
+    /// A manifest written by an earlier tiler (version 1, before provenance and padding)
+    /// still reads; a padded one is version 2; a newer version is refused.
+    @Test func oldManifestsStayReadableAndPaddedOnesAreVersion2() throws {
+        let old = #"""
+        {"bands":3,"created":"2026-11-20T10:00:00Z","format":"png","formatVersion":1,"height":300,"id":"old",
+         "levels":[{"columns":1,"downscale":4,"height":75,"level":0,"rows":1,"width":150},
+                   {"columns":2,"downscale":2,"height":150,"level":1,"rows":1,"width":300},
+                   {"columns":3,"downscale":1,"height":300,"level":2,"rows":2,"width":600}],
+         "maxLevel":2,"thumbnail":{"file":"thumbnail.png","height":128,"width":256},"tileSize":256,"width":600}
+        """#
+        let m = try JSONDecoder().decode(PyramidManifest.self, from: Data(old.utf8))
+        #expect(try m.geometry() == PyramidGeometry(width: 600, height: 300))
+        #expect(!m.isPadded && m.source == nil && m.tilerVersion == nil)
+
+        var padded = m
+        padded.source = .init(file: "a.png", bytes: 12)
+        padded.tilerVersion = TilerVersion.current
+        #expect(padded.formatVersion == 1, "provenance alone needs no new version")
+        padded.setPadded(background: "#00000000")
+        #expect(padded.formatVersion == 2 && padded.isPadded)
+        let back = try JSONDecoder().decode(PyramidManifest.self, from: JSONEncoder().encode(padded))
+        #expect(back == padded)
+        #expect(try back.geometry() == PyramidGeometry(width: 600, height: 300))
+        var newer = padded
+        newer.formatVersion = PyramidManifest.currentFormatVersion + 1
+        #expect(throws: ManifestError.unsupportedVersion(3)) { try newer.geometry() }
+    }
+
     @Test func formats() {
         #expect(TileFormat(fileExtension: "JPG") == .jpeg)
         #expect(TileFormat.webp.mimeType == "image/webp")
