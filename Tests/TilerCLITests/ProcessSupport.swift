@@ -47,28 +47,19 @@ struct MeasuredOutput {
     var maximumResidentKB: Int
 }
 
-/// Runs a program with `posix_spawn` and reaps it with `wait4`, which reports that one
-/// child's peak RSS (`ru_maxrss`, KiB on Linux). stdout is discarded.
+/// Runs a program under GNU time, which reports that one process's peak RSS (`%M`, KiB).
+/// Not `wait4` on a child of this process: Linux carries the high-water mark of the
+/// memory a child started from (this whole test process, at `posix_spawn` or `fork`)
+/// into its `ru_maxrss`, so a child of a big test runner looks big. GNU time's own
+/// child starts from GNU time. stdout is discarded.
 func runMeasured(_ executable: String, _ arguments: [String]) throws -> MeasuredOutput {
-    let errPath = FileManager.default.temporaryDirectory.appendingPathComponent("tiler-measured-\(UUID().uuidString)").path
-    defer { try? FileManager.default.removeItem(atPath: errPath) }
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-    defer { for p in argv { free(p) } }
-    var pid: pid_t = 0
-    let rc = posix_spawn(&pid, executable, &actions, nil, argv, environ)
-    guard rc == 0 else { throw SupportError(description: "posix_spawn \(executable): \(String(cString: strerror(rc)))") }
-    var status: Int32 = 0
-    var usage = rusage()
-    while wait4(pid, &status, 0, &usage) < 0 {
-        guard errno == EINTR else { throw SupportError(description: "wait4: \(String(cString: strerror(errno)))") }
+    let rssPath = FileManager.default.temporaryDirectory.appendingPathComponent("tiler-measured-\(UUID().uuidString)").path
+    defer { try? FileManager.default.removeItem(atPath: rssPath) }
+    let result = try run("/usr/bin/time", ["-f", "%M", "-o", rssPath, executable] + arguments)
+    // GNU time writes "Command exited with non-zero status N" before the figure.
+    let lines = ((try? String(contentsOfFile: rssPath, encoding: .utf8)) ?? "").split(separator: "\n")
+    guard let kilobytes = lines.last.flatMap({ Int($0.trimmingCharacters(in: .whitespaces)) }) else {
+        throw SupportError(description: "GNU time reported no peak RSS for \(executable): \(lines)")
     }
-    let exited = status & 0x7F == 0
-    let stderr = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
-    return MeasuredOutput(status: exited ? (status >> 8) & 0xFF : 128 + (status & 0x7F), stderr: stderr,
-                          maximumResidentKB: usage.ru_maxrss)
+    return MeasuredOutput(status: result.status, stderr: result.stderr, maximumResidentKB: kilobytes)
 }
