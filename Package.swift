@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "TilerCore", targets: ["TilerCore"]),
         .library(name: "TilerHTTP", targets: ["TilerHTTP"]),
         .library(name: "TilerServer", targets: ["TilerServer"]),
+        .library(name: "TilerStorage", targets: ["TilerStorage"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -19,15 +20,24 @@ let package = Package(
         // System libraries: a module map and one header each, nothing else.
         .systemLibrary(name: "CVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         // Fixed-arity wrappers for the libvips calls Swift cannot make (C varargs).
         .target(name: "CTilerShims", dependencies: ["CVips", "CPNG"]),
         // epoll, accept4 and friends, which Glibc's Swift module does not expose.
         .target(name: "CNetShims"),
+        // renameat2 (exchange, no-replace), which Glibc's Swift module does not expose.
+        .target(name: "CStorageShims"),
 
         // Pyramid geometry, visible tiles, manifest model: pure Swift, no I/O.
         .target(name: "TilerCore"),
+        // The PMTiles v3 format: header, varints, Hilbert tile ids, directories, gzip.
+        // Pure: bytes in, bytes out, no I/O.
+        .target(name: "PMTiles", dependencies: ["CZlib"]),
+        // Pyramids on disk: folders and PMTiles archives written atomically (the sinks
+        // the cutter writes into), the archive reader, pack and unpack.
+        .target(name: "TilerStorage", dependencies: ["TilerCore", "PMTiles", "CStorageShims"]),
         // libvips and libpng behind small Swift types; the pyramid cutter.
-        .target(name: "TilerImaging", dependencies: ["TilerCore", "CVips", "CPNG", "CTilerShims"]),
+        .target(name: "TilerImaging", dependencies: ["TilerCore", "TilerStorage", "CVips", "CPNG", "CTilerShims"]),
         // Sockets, HTTP/1.1 parsing and writing, connections, limits.
         .target(name: "TilerHTTP", dependencies: [
             "CNetShims",
@@ -40,12 +50,14 @@ let package = Package(
         ]),
         // The command line: thin, one file per subcommand.
         .executableTarget(name: "tiler", dependencies: [
-            "TilerCore", "TilerImaging", "TilerServer", "TilerHTTP",
+            "TilerCore", "TilerImaging", "TilerServer", "TilerHTTP", "TilerStorage",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
 
         .testTarget(name: "TilerCoreTests", dependencies: ["TilerCore"]),
+        .testTarget(name: "PMTilesTests", dependencies: ["PMTiles"]),
+        .testTarget(name: "TilerStorageTests", dependencies: ["TilerStorage", "PMTiles", "TilerCore"]),
         .testTarget(name: "TilerImagingTests", dependencies: ["TilerImaging", "TilerCore"]),
         .testTarget(name: "TilerHTTPTests", dependencies: ["TilerHTTP"]),
         .testTarget(name: "TilerServerTests", dependencies: ["TilerServer", "TilerCore", "TilerHTTP"]),

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import TilerStorage
 
 /// SIGINT and SIGTERM turned into a flag that a cut polls, so that it can remove its
 /// partial folder and report before the process exits.

@@ -1,11 +1,12 @@
 import Dispatch
 import Foundation
 import TilerCore
+import TilerStorage
 
 /// Builds every level of a pyramid from full-resolution rows that arrive top to bottom,
 /// the way libvips' dzsave does: each level keeps one strip of `tileSize` rows; when a
-/// strip is full its tiles are encoded and written, and its rows are shrunk 2×2 into
-/// the level below. Memory is two strips per level (one filling, one encoding), so it
+/// strip is full its tiles are encoded and written to the sink (a folder or an
+/// archive), and its rows are shrunk 2×2 into the level below. Memory is two strips per level (one filling, one encoding), so it
 /// grows with the width, not the height.
 ///
 /// Encoding runs on all cores in the background while the next strip is decoded,
@@ -80,7 +81,7 @@ final class PyramidBuilder {
 
     let geometry: PyramidGeometry
     let bands: Int
-    let folder: URL
+    let sink: any PyramidSink
     let encoder: TileEncoder
     /// Strips indexed by level number.
     let strips: [LevelStrip]
@@ -95,10 +96,10 @@ final class PyramidBuilder {
 
     /// - Parameter thumbnailSize: the smallest level whose longest side is at least this
     ///   is kept whole, to make the thumbnail from.
-    init(geometry: PyramidGeometry, bands: Int, folder: URL, encoder: TileEncoder, thumbnailSize: Int) {
+    init(geometry: PyramidGeometry, bands: Int, sink: any PyramidSink, encoder: TileEncoder, thumbnailSize: Int) {
         self.geometry = geometry
         self.bands = bands
-        self.folder = folder
+        self.sink = sink
         self.encoder = encoder
         let thumbnailLevel = geometry.levelNumbers.first { max(geometry.level($0).width, geometry.level($0).height) >= thumbnailSize }
             ?? geometry.maxLevel
@@ -161,7 +162,7 @@ final class PyramidBuilder {
         strip.filled += 1
         guard strip.filled == geometry.tileSize || strip.isComplete else { return }
         let tileRow = strip.firstRow / geometry.tileSize
-        try prepareFolder(level: strip.level.level, row: tileRow)
+        try sink.prepareRow(level: strip.level.level, row: tileRow)
         jobs.append(StripJob(level: strip.level, rows: UnsafePointer(strip.rows), rowBytes: strip.rowBytes,
                              tileRow: tileRow, height: strip.filled))
         strip.queued = true
@@ -202,16 +203,6 @@ final class PyramidBuilder {
         }
     }
 
-    /// Makes `LEVEL/ROW/` one folder at a time, never the pyramid folder itself: once a
-    /// signal has moved that away (``UnfinishedOutput``), writing fails instead of
-    /// re-creating it.
-    private func prepareFolder(level: Int, row: Int) throws {
-        let levelPath = folder.appendingPathComponent("\(level)", isDirectory: true).path
-        for path in [levelPath, levelPath + "/\(row)"] where mkdir(path, 0o777) != 0 && errno != EEXIST {
-            throw FileWriteError(path: path, reason: String(cString: strerror(errno)))
-        }
-    }
-
     /// Waits for the batch in flight, then starts encoding every queued tile in the
     /// background, on all cores.
     private func submitQueued() throws {
@@ -227,8 +218,7 @@ final class PyramidBuilder {
         let tileSize = geometry.tileSize
         let bands = self.bands
         let encoder = self.encoder
-        let extensionName = encoder.format.fileExtension
-        let folderPath = folder.path
+        let sink = self.sink
         let done = DispatchGroup()
         DispatchQueue.global().async(group: done) {
             DispatchQueue.concurrentPerform(iterations: tiles.count) { index in
@@ -236,11 +226,11 @@ final class PyramidBuilder {
                 let job = jobs[jobIndex]
                 let x = column * tileSize
                 let width = min(x + tileSize, job.level.width) - x
-                let path = "\(folderPath)/\(job.level.level)/\(job.tileRow)/\(column).\(extensionName)"
+                let tile = TileCoordinate(level: job.level.level, row: job.tileRow, column: column)
                 do {
                     let written = try encoder.withEncoded(pixels: job.rows + x * bands, stride: job.rowBytes,
                                                           width: width, height: job.height, bands: bands) { bytes in
-                        try writeFile(path, bytes)
+                        try sink.writeTile(tile, bytes)
                         return bytes.count
                     }
                     outcome.record(index: index, bytes: written)
@@ -256,7 +246,7 @@ final class PyramidBuilder {
     }
 
     /// Waits for the batch in flight, if any, ignoring its result: after a failure, before
-    /// the partial folder is removed.
+    /// the sink is discarded.
     func drain() {
         inFlight?.done.wait()
         inFlight = nil
@@ -295,28 +285,4 @@ private final class TileWriteOutcome: @unchecked Sendable {
 
     var firstError: (any Error)? { lock.lock(); defer { lock.unlock() }; return error }
     var totalBytes: Int { lock.lock(); defer { lock.unlock() }; return bytes.reduce(0, +) }
-}
-
-/// Why a file could not be written.
-struct FileWriteError: Error, CustomStringConvertible {
-    let path: String
-    let reason: String
-    var description: String { "cannot write \(path): \(reason)" }
-}
-
-/// Writes `bytes` to a new file at `path` in one `write` call (looping only on short writes).
-func writeFile(_ path: String, _ bytes: UnsafeRawBufferPointer) throws {
-    // 0666 less the umask, like any file a user makes (0644 under umask 022).
-    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
-    guard fd >= 0 else { throw FileWriteError(path: path, reason: String(cString: strerror(errno))) }
-    defer { close(fd) }
-    var offset = 0
-    while offset < bytes.count {
-        let n = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-        if n < 0 {
-            if errno == EINTR { continue }
-            throw FileWriteError(path: path, reason: String(cString: strerror(errno)))
-        }
-        offset += n
-    }
 }

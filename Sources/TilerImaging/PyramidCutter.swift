@@ -2,9 +2,10 @@ import CTilerShims
 import CVips
 import Foundation
 import TilerCore
+import TilerStorage
 
 /// How to cut: tile size and format, what the input may be, how its pixels are read,
-/// and what to do with an existing pyramid.
+/// folder or archive, and what to do with an existing pyramid.
 public struct CutOptions: Sendable {
     /// The largest input `tiler cut` accepts by default, in pixels (width × height): a
     /// gigapixel scan or panorama fits (2 Gpx is 50000 × 40000), a header that claims
@@ -34,12 +35,14 @@ public struct CutOptions: Sendable {
     /// The padding colour, and with JPEG tiles the colour alpha is flattened on; nil for
     /// the default (transparent padding where the format has alpha, else white).
     public var background: BackgroundColour?
+    /// A folder `ROOT/ID/` or an archive `ROOT/ID.pmtiles`.
+    public var layout: PyramidLayout
 
     public init(tileSize: Int = 256, format: TileFormat = .png, quality: Int? = nil,
                 png: PNGSettings = .tiles, thumbnailSize: Int = 256, force: Bool = false,
                 maxPixels: Int = CutOptions.defaultMaxPixels, allowVector: Bool = false,
                 autorotate: Bool = true, convertProfile: Bool = true, pad: Bool = false,
-                background: BackgroundColour? = nil) {
+                background: BackgroundColour? = nil, layout: PyramidLayout = .folder) {
         self.tileSize = tileSize
         self.format = format
         self.quality = quality
@@ -52,6 +55,7 @@ public struct CutOptions: Sendable {
         self.convertProfile = convertProfile
         self.pad = pad
         self.background = background
+        self.layout = layout
     }
 
     /// The padding colour `--pad` uses: `background`, else transparent where the tile
@@ -64,12 +68,13 @@ public struct CutOptions: Sendable {
 /// What one successful cut produced.
 public struct CutResult: Sendable {
     public let id: PyramidID
-    /// The pyramid folder, `ROOT/ID`.
-    public let folder: URL
+    /// The pyramid folder `ROOT/ID`, or the archive `ROOT/ID.pmtiles`.
+    public let output: URL
     public let manifest: PyramidManifest
-    /// Tile files written, without the thumbnail.
+    /// Tiles written, without the thumbnail.
     public let tiles: Int
-    /// Bytes of every file written: tiles, thumbnail and manifest.
+    /// Bytes the pyramid takes: every file of a folder (tiles, thumbnail and
+    /// manifest), or the archive's size.
     public let bytes: Int
     public let seconds: Double
 }
@@ -88,7 +93,7 @@ public enum CutError: Error, Sendable, CustomStringConvertible {
     case notAnImage(String)
     case unreadablePixels(String)
     case unsupportedSize(String)
-    case exists(id: PyramidID, folder: String)
+    case exists(id: PyramidID, path: String)
     case duplicate(id: PyramidID)
     case noUsableName
     case output(String)
@@ -109,7 +114,7 @@ public enum CutError: Error, Sendable, CustomStringConvertible {
         case let .notAnImage(why): "not a supported image (\(why))"
         case let .unreadablePixels(why): "corrupt or truncated image (\(why))"
         case let .unsupportedSize(why): why
-        case let .exists(id, folder): "a pyramid named '\(id)' already exists at \(folder); use --force to replace it or --name to choose another id"
+        case let .exists(id, path): "a pyramid named '\(id)' already exists at \(path); use --force to replace it or --name to choose another id"
         case let .duplicate(id): "another input of this run already uses the id '\(id)'; cut it separately with --name"
         case .noUsableName: "cannot derive a pyramid id from the file name; use --name"
         case let .output(why): "cannot write the pyramid: \(why)"
@@ -118,14 +123,15 @@ public enum CutError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// Cuts images into pyramids under one output root:
-/// `ROOT/ID/LEVEL/ROW/COLUMN.EXT`, `ROOT/ID/thumbnail.EXT` and `ROOT/ID/pyramid.json`.
+/// Cuts images into pyramids under one output root, each into a folder
+/// (`ROOT/ID/LEVEL/ROW/COLUMN.EXT`, `ROOT/ID/thumbnail.EXT`, `ROOT/ID/pyramid.json`) or
+/// an archive (`ROOT/ID.pmtiles`), through a ``PyramidSink``.
 ///
-/// Each cut is written into a hidden folder `ROOT/.ID.partial-PID-XXXXXX` and renamed to
-/// `ROOT/ID` only when complete, with `pyramid.json` written last; a failed or
-/// interrupted cut removes its hidden folder, so nothing that looks like a pyramid is
-/// left behind. `force` swaps the new pyramid for the old one in one rename
-/// (`RENAME_EXCHANGE` on Linux) and then deletes the old one.
+/// The sink stages the pyramid under a hidden name in ROOT and makes it appear under its
+/// final name only when complete, with the manifest written last; a failed or
+/// interrupted cut discards it (and a signal that the cut cannot notice in time removes
+/// it through ``UnfinishedOutput``), so nothing that looks like a pyramid is left
+/// behind. `force` swaps the new pyramid for the old one in one step.
 public struct PyramidCutter: Sendable {
     public let root: URL
     public let options: CutOptions
@@ -135,7 +141,7 @@ public struct PyramidCutter: Sendable {
         self.options = options
     }
 
-    /// Cuts `input` into `ROOT/id`.
+    /// Cuts `input` into `ROOT/id` or `ROOT/id.pmtiles`.
     ///
     /// - Parameters:
     ///   - progress: called with the fraction of full-resolution rows done, 0...1.
@@ -146,9 +152,9 @@ public struct PyramidCutter: Sendable {
                     isCancelled: @escaping () -> Bool = { false }) throws(CutError) -> CutResult {
         let started = DispatchTime.now()
         let file = try InputFile.open(input)
-        let destination = root.appendingPathComponent(id.rawValue, isDirectory: true)
-        if !options.force, FileManager.default.fileExists(atPath: destination.path) {
-            throw .exists(id: id, folder: destination.path)
+        let destination = options.layout.path(of: id, in: root.path)
+        if !options.force, FileManager.default.fileExists(atPath: destination) {
+            throw .exists(id: id, path: destination)
         }
 
         // Open and describe; only the header is read.
@@ -160,51 +166,46 @@ public struct PyramidCutter: Sendable {
             throw .unsupportedSize(error.description)
         }
 
+        let sink: any PyramidSink
         do {
-            try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+            sink = try options.layout.makeSink(root: root.path, id: id, geometry: geometry, format: options.format)
         } catch {
-            throw .output("\(root.path): \(Self.reason(error))")
+            throw .output(error.description)
         }
-        removeAbandonedPartials(of: id)
-        let (partial, partialLock, registration) = try makePartialFolder(for: id)
-        defer {
-            UnfinishedOutput.shared.unregister(registration)
-            close(partialLock)
-        }
-
         var builderInUse: PyramidBuilder?
         do {
             let encoder = TileEncoder(format: options.format, quality: options.quality, png: options.png)
             var tileEncoder = encoder
             if options.pad { tileEncoder.padding = TilePadding(tileSize: options.tileSize, colour: options.paddingColour) }
-            let builder = PyramidBuilder(geometry: geometry, bands: image.bands, folder: partial, encoder: tileEncoder,
+            let builder = PyramidBuilder(geometry: geometry, bands: image.bands, sink: sink, encoder: tileEncoder,
                                          thumbnailSize: options.thumbnailSize)
             builderInUse = builder
             try stream(image, into: builder, progress: progress, isCancelled: isCancelled)
             try builder.finish()
             if isCancelled() { throw CutError.interrupted }
 
-            let thumbnail = try writeThumbnail(builder, encoder: encoder, folder: partial)
-            var manifest = PyramidManifest(id: id, geometry: geometry, format: options.format, thumbnail: thumbnail.entry,
+            let thumbnail = try writeThumbnail(builder, encoder: encoder, into: sink)
+            var manifest = PyramidManifest(id: id, geometry: geometry, format: options.format, thumbnail: thumbnail,
                                            quality: encoder.quality, bands: image.bands,
                                            created: ISO8601DateFormatter().string(from: Date()))
             manifest.source = PyramidManifest.Source(file: (input as NSString).lastPathComponent, bytes: file.size)
             manifest.tilerVersion = TilerVersion.current
             if options.pad { manifest.setPadded(background: options.paddingColour.description) }
-            let manifestBytes = try writeManifest(manifest, folder: partial)
             if isCancelled() { throw CutError.interrupted }
-            try install(partial, at: destination)
+            let bytes = try sink.commit(manifest: manifest.fileBytes(), replace: options.force)
             let seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
-            return CutResult(id: id, folder: destination, manifest: manifest, tiles: builder.tilesWritten,
-                             bytes: builder.bytesWritten + thumbnail.bytes + manifestBytes, seconds: seconds)
+            return CutResult(id: id, output: URL(fileURLWithPath: destination), manifest: manifest,
+                             tiles: builder.tilesWritten, bytes: bytes, seconds: seconds)
         } catch {
             builderInUse?.drain()
-            try? FileManager.default.removeItem(at: partial)
+            sink.discard()
             if isCancelled() { throw .interrupted }
             switch error {
             case let error as CutError: throw error
             case let .libvips(why) as ImagingError: throw .unreadablePixels(file.scrub(why))
-            default: throw .output(Self.reason(error))
+            case StorageError.exists: throw .exists(id: id, path: destination)
+            case let error as StorageError: throw .output(error.description)
+            default: throw .output(String(describing: error))
             }
         }
     }
@@ -253,66 +254,6 @@ public struct PyramidCutter: Sendable {
         }
     }
 
-    /// Makes and locks the hidden folder a cut writes into, registered with
-    /// ``UnfinishedOutput`` so that a signal can remove it whatever the cut is doing.
-    ///
-    /// The folder is made (mkdtemp: a unique name, even for cuts with the same PID in
-    /// different containers sharing ROOT) and locked under a name the clean-up of
-    /// abandoned partials never matches, then renamed: a partial folder is locked from the
-    /// moment another cut can see it, so no other cut can take it for abandoned. mkdtemp
-    /// makes it 0700; it gets the mode the umask gives any new folder (0755 under 022), so
-    /// that a server running as another user can read the pyramid.
-    private func makePartialFolder(for id: PyramidID) throws(CutError) -> (URL, Int32, Int) {
-        let result: Result<(URL, Int32, Int), CutError> = UnfinishedOutput.shared.withLock { register in
-            var template = Array(root.appendingPathComponent(".\(id.rawValue).staging-XXXXXX").path.utf8CString)
-            guard mkdtemp(&template) != nil else {
-                return .failure(.output("\(root.path): cannot create a working folder: \(String(cString: strerror(errno)))"))
-            }
-            let staging = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            chmod(staging, 0o777 & ~FileCreationMask.current)
-            let lock = Self.lockFolder(staging)
-            let partial = root.appendingPathComponent(".\(id.rawValue).partial-\(getpid())-\(staging.suffix(6))", isDirectory: true)
-            guard lock >= 0, rename(staging, partial.path) == 0 else {
-                let reason = String(cString: strerror(errno))
-                if lock >= 0 { close(lock) }
-                rmdir(staging)
-                return .failure(.output("\(partial.path): \(reason)"))
-            }
-            return .success((partial, lock, register(partial.path)))
-        }
-        return try result.get()
-    }
-
-    /// Opens `path` (a folder) and takes an exclusive `flock` on it, held until the
-    /// descriptor is closed or the process dies; -1 if that fails (then the folder is
-    /// simply unlocked, and a later cut may take it for abandoned only once it is).
-    private static func lockFolder(_ path: String) -> Int32 {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return -1 }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
-            close(fd)
-            return -1
-        }
-        return fd
-    }
-
-    /// Removes `ROOT/.ID.partial-*` folders left by cuts that were killed outright
-    /// (SIGKILL, OOM killer, power loss), which could not clean up after themselves. A
-    /// running cut holds an `flock` on its partial folder, which the kernel drops when the
-    /// process dies, so a folder whose lock can be taken is abandoned; one that is locked
-    /// belongs to a live cut (in this or another PID namespace) and is left alone.
-    private func removeAbandonedPartials(of id: PyramidID) {
-        let prefix = ".\(id.rawValue).partial-"
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: root.path) else { return }
-        for name in names where name.hasPrefix(prefix) {
-            let folder = root.appendingPathComponent(name, isDirectory: true)
-            let fd = open(folder.path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            guard fd >= 0 else { continue }
-            if flock(fd, LOCK_EX | LOCK_NB) == 0 { try? FileManager.default.removeItem(at: folder) }
-            close(fd)
-        }
-    }
-
     /// Pulls the image through libvips top to bottom into the builder.
     private func stream(_ image: VipsImageHandle, into builder: PyramidBuilder,
                         progress: (Double) -> Void, isCancelled: @escaping () -> Bool) throws {
@@ -332,11 +273,12 @@ public struct PyramidCutter: Sendable {
         }
     }
 
+    /// Encodes the thumbnail from the level the builder kept whole and hands it to the
+    /// sink; returns the manifest's entry for it.
     private func writeThumbnail(_ builder: PyramidBuilder, encoder: TileEncoder,
-                                folder: URL) throws -> (entry: PyramidManifest.Thumbnail, bytes: Int) {
+                                into sink: any PyramidSink) throws -> PyramidManifest.Thumbnail {
         let source = builder.thumbnailSource
         let file = "thumbnail.\(options.format.fileExtension)"
-        let path = folder.appendingPathComponent(file).path
         let bands = builder.bands
         let size = options.thumbnailSize
         let (pixels, width, height) = try VipsImageHandle.withBorrowed(
@@ -345,69 +287,13 @@ public struct PyramidCutter: Sendable {
             let small = try image.thumbnail(size: size)
             return (try small.pixels(), small.width, small.height)
         }
-        let bytes = try pixels.withUnsafeBufferPointer { buffer in
+        try pixels.withUnsafeBufferPointer { buffer in
             try encoder.withEncoded(pixels: buffer.baseAddress!, stride: width * bands, width: width, height: height,
                                     bands: bands) { bytes in
-                try writeFile(path, bytes)
-                return bytes.count
+                try sink.writeThumbnail(named: file, bytes)
             }
         }
-        return (PyramidManifest.Thumbnail(file: file, width: width, height: height), bytes)
-    }
-
-    /// Writes `pyramid.json` (sorted keys, pretty) to a temporary name and renames it.
-    private func writeManifest(_ manifest: PyramidManifest, folder: URL) throws -> Int {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        var data = try encoder.encode(manifest)
-        data.append(0x0A)
-        let temporary = folder.appendingPathComponent(".\(PyramidManifest.fileName).tmp").path
-        try data.withUnsafeBytes { try writeFile(temporary, $0) }
-        let final = folder.appendingPathComponent(PyramidManifest.fileName).path
-        guard rename(temporary, final) == 0 else {
-            throw FileWriteError(path: final, reason: String(cString: strerror(errno)))
-        }
-        return data.count
-    }
-
-    /// Moves the finished folder into place, swapping out an existing pyramid if forced.
-    /// The renames run under ``UnfinishedOutput``'s lock: a signal either finds the
-    /// partial folder (and removes it) or a pyramid installed whole.
-    private func install(_ partial: URL, at destination: URL) throws {
-        let leftover: String? = try UnfinishedOutput.shared.withLock { register in
-            if rename(partial.path, destination.path) == 0 { return nil }
-            let renameError = errno
-            guard options.force, renameError == EEXIST || renameError == ENOTEMPTY || renameError == EISDIR || renameError == ENOTDIR else {
-                if renameError == EEXIST || renameError == ENOTEMPTY {
-                    throw CutError.exists(id: PyramidID(destination.lastPathComponent)!, folder: destination.path)
-                }
-                throw FileWriteError(path: destination.path, reason: String(cString: strerror(renameError)))
-            }
-            if tiler_exchange_paths(partial.path, destination.path) == 0 {
-                // `partial` now holds the old pyramid (still registered: removed on a signal).
-                return partial.path
-            }
-            // No atomic exchange here: move the old one aside, the new one in, delete the old.
-            let aside = root.appendingPathComponent(".\(destination.lastPathComponent).partial-\(getpid())-old")
-            guard rename(destination.path, aside.path) == 0 else {
-                throw FileWriteError(path: destination.path, reason: String(cString: strerror(errno)))
-            }
-            guard rename(partial.path, destination.path) == 0 else {
-                let why = String(cString: strerror(errno))
-                _ = rename(aside.path, destination.path)
-                throw FileWriteError(path: destination.path, reason: why)
-            }
-            _ = register(aside.path)
-            return aside.path
-        }
-        if let leftover { try FileManager.default.removeItem(atPath: leftover) }
-    }
-
-    private static func reason(_ error: any Error) -> String {
-        if let error = error as? CocoaError, let underlying = error.underlying as? POSIXError {
-            return String(cString: strerror(underlying.code.rawValue))
-        }
-        return String(describing: error)
+        return PyramidManifest.Thumbnail(file: file, width: width, height: height)
     }
 }
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import TilerCore
 import TilerImaging
+import TilerStorage
 
 extension TileFormat: ExpressibleByArgument {}
 
@@ -14,10 +15,12 @@ extension Tiler {
             Each INPUT (anything libvips reads: JPEG, PNG, TIFF, WebP, ...) becomes \
             ROOT/ID/LEVEL/ROW/COLUMN.EXT tiles, ROOT/ID/thumbnail.EXT and ROOT/ID/pyramid.json, \
             written last. Images stream top to bottom, so memory grows with the width, not \
-            the height. An input that cannot be cut gets one line on stderr and no pyramid; \
-            the others are still cut, and the exit status is 1. Inputs must be regular files; \
-            their names are never read as libvips options. SIGINT or SIGTERM stops the cut \
-            within about a second and removes what it had written.
+            the height. With --archive each pyramid is one PMTiles v3 file, ROOT/ID.pmtiles, \
+            instead (same tile bytes; `tiler unpack` turns it into the folder). An input that \
+            cannot be cut gets one line on stderr and no pyramid; the others are still cut, \
+            and the exit status is 1. Inputs must be regular files; their names are never \
+            read as libvips options. SIGINT or SIGTERM stops the cut within about a second \
+            and removes what it had written.
             """
         )
 
@@ -38,6 +41,9 @@ extension Tiler {
 
         @Option(help: ArgumentHelp("Pyramid id, only with a single input (default: the file name without extension, other characters replaced by _).", valueName: "ID"))
         var name: String?
+
+        @Flag(help: "Write each pyramid as one PMTiles v3 archive, ROOT/ID.pmtiles, instead of a folder.")
+        var archive = false
 
         @Flag(help: "Replace an existing pyramid with the same id (atomically).")
         var force = false
@@ -111,7 +117,8 @@ extension Tiler {
                                      png: .tiles(environment: environment), force: force,
                                      maxPixels: limit, allowVector: allowVector, autorotate: autorotate,
                                      convertProfile: convertProfile, pad: pad,
-                                     background: background.flatMap(BackgroundColour.init(parsing:)))
+                                     background: background.flatMap(BackgroundColour.init(parsing:)),
+                                     layout: archive ? .archive : .folder)
             let cutter = PyramidCutter(root: URL(fileURLWithPath: output, isDirectory: true), options: options)
             let batch = CutBatch(cutter: cutter, name: name.flatMap { PyramidID($0) })
             let summary = batch.run(inputs, progress: quiet ? nil : CutProgress.onTerminal(), failed: { input, error in

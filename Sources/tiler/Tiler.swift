@@ -8,6 +8,6 @@ struct Tiler: ParsableCommand {
         commandName: "tiler",
         abstract: "Cut gigapixel images into 256 px tile pyramids and serve them over HTTP.",
         version: TilerVersion.current,
-        subcommands: [Cut.self, Serve.self, Healthcheck.self]
+        subcommands: [Cut.self, Serve.self, Pack.self, Unpack.self, Healthcheck.self]
     )
 }

@@ -21,7 +21,7 @@ private final class Screen: @unchecked Sendable {
         let geometry = try PyramidGeometry(width: 600, height: 300)
         let manifest = PyramidManifest(id: PyramidID("photo")!, geometry: geometry, format: .png,
                                        thumbnail: .init(file: "thumbnail.png", width: 256, height: 128))
-        progress.end(CutResult(id: manifest.id, folder: URL(fileURLWithPath: "/tiles/photo"), manifest: manifest,
+        progress.end(CutResult(id: manifest.id, output: URL(fileURLWithPath: "/tiles/photo"), manifest: manifest,
                                tiles: 9, bytes: 1000, seconds: 1.25))
         #expect(screen.text.hasSuffix("\r\u{1B}[Kphoto.jpg: 600×300, 3 levels, 9 tiles, 1.2 s → /tiles/photo\n")
                 || screen.text.hasSuffix("\r\u{1B}[Kphoto.jpg: 600×300, 3 levels, 9 tiles, 1.3 s → /tiles/photo\n"))

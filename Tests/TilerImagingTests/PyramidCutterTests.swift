@@ -36,7 +36,7 @@ import TilerCore
                 for column in 0..<l.columns {
                     let tile = TileCoordinate(level: z, row: row, column: column)
                     let rect = geometry.rectInLevel(tile)
-                    let image = try VipsImageHandle.openSequential(path: result.folder.appendingPathComponent(result.manifest.tilePath(tile)).path)
+                    let image = try VipsImageHandle.openSequential(path: result.output.appendingPathComponent(result.manifest.tilePath(tile)).path)
                     #expect((image.width, image.height, image.bands) == (rect.width, rect.height, bands), "\(tile)")
                     var expected: [UInt8] = []
                     for y in rect.y..<rect.maxY {
@@ -48,7 +48,7 @@ import TilerCore
             }
             if z > 0 { level = AreaAverage.shrink(level.pixels, width: level.width, height: level.height, bands: bands) }
         }
-        let files = try FileManager.default.subpathsOfDirectory(atPath: result.folder.path)
+        let files = try FileManager.default.subpathsOfDirectory(atPath: result.output.path)
             .filter { !$0.hasSuffix("/") && $0.contains(".") }
         #expect(files.count == result.tiles + 2)  // tiles, thumbnail.png, pyramid.json
     }

@@ -40,7 +40,7 @@ private let fixturePyramid: Result<(dir: String, manifest: PyramidManifest), Err
     try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
     let result = try PyramidCutter(root: root, options: CutOptions(force: true))
         .cut(ValidatorFixture.path, id: PyramidID(ValidatorFixture.id)!)
-    return (result.folder.path, result.manifest)
+    return (result.output.path, result.manifest)
 }
 
 @Suite struct RegionRendererTests {

@@ -102,12 +102,4 @@ int tiler_png_encode(const uint8_t *pixels, size_t stride, int width, int height
                      int zlib_level, int filters, int zlib_strategy,
                      uint8_t **buffer, size_t *length, char *message, size_t message_size);
 
-/* ---- files -------------------------------------------------------------------- */
-
-/* Swaps two existing paths in one step (Linux renameat2 RENAME_EXCHANGE), so a reader
-   sees either the old or the new folder and never neither. Returns -1 with errno set
-   when the file system or kernel cannot exchange (EINVAL, ENOSYS); the caller then
-   falls back to two renames. */
-int tiler_exchange_paths(const char *a, const char *b);
-
 #endif

@@ -1,9 +1,9 @@
 import Foundation
 
-/// The files and folders a cut is still writing (its hidden partial folder), so that a
-/// signal can remove them even while the cut itself is stuck inside a libvips call
-/// (a header that takes long to read, a progressive JPEG decoded whole before its first
-/// row) and cannot notice.
+/// The files and folders a cut, pack or unpack is still writing (its hidden partial
+/// folder or file, ``StagedOutput``), so that a signal can remove them even while the
+/// cut itself is stuck inside a libvips call (a header that takes long to read, a
+/// progressive JPEG decoded whole before its first row) and cannot notice.
 ///
 /// Removal first renames each path to a new hidden name and then deletes that: once
 /// renamed, every later write of the cut to the old path fails (the cutter creates

@@ -1,0 +1,190 @@
+import Foundation
+import PMTiles
+import TilerCore
+
+/// Where a pyramid being written goes: a folder `ROOT/ID/` (``FolderSink``) or a PMTiles
+/// archive `ROOT/ID.pmtiles` (``ArchiveSink``). Either is staged under a hidden name and
+/// appears under its final name only at ``commit(manifest:replace:)``; ``discard()``
+/// removes everything written so far. The cutter, `pack` and `unpack` all write through
+/// this.
+public protocol PyramidSink: AnyObject, Sendable {
+    /// Where the pyramid appears once committed.
+    var destination: String { get }
+    /// Called once for each row of tiles of a level before any of its tiles is written,
+    /// from one thread at a time.
+    func prepareRow(level: Int, row: Int) throws(StorageError)
+    /// Stores one tile's encoded bytes. Called from many threads at once.
+    func writeTile(_ tile: TileCoordinate, _ bytes: UnsafeRawBufferPointer) throws(StorageError)
+    /// Stores the thumbnail under `name` (the manifest's `thumbnail.file`).
+    func writeThumbnail(named name: String, _ bytes: UnsafeRawBufferPointer) throws(StorageError)
+    /// Stores the manifest (`pyramid.json`'s bytes, a JSON object) and makes the pyramid
+    /// appear under ``destination``, replacing an existing one in one step if `replace`,
+    /// else failing with ``StorageError/exists(path:)``. Returns the bytes the pyramid
+    /// takes (every file of a folder, or the archive's size).
+    func commit(manifest: [UInt8], replace: Bool) throws(StorageError) -> Int
+    /// Removes everything written (after a failure or an interrupt). Idempotent.
+    func discard()
+}
+
+extension PyramidSink {
+    public func writeTile(_ tile: TileCoordinate, _ bytes: [UInt8]) throws(StorageError) {
+        try bytes.withBytes { (raw) throws(StorageError) in try writeTile(tile, raw) }
+    }
+}
+
+/// Pyramid layouts and where each lives under ROOT.
+public enum PyramidLayout: String, Sendable, CaseIterable {
+    /// `ROOT/ID/LEVEL/ROW/COLUMN.EXT`, `ROOT/ID/thumbnail.EXT`, `ROOT/ID/pyramid.json`.
+    case folder
+    /// `ROOT/ID.pmtiles`.
+    case archive
+
+    /// The file name extension of archives.
+    public static let archiveExtension = "pmtiles"
+
+    /// `ROOT/ID` or `ROOT/ID.pmtiles`.
+    public func path(of id: PyramidID, in root: String) -> String {
+        switch self {
+        case .folder: "\(root)/\(id.rawValue)"
+        case .archive: "\(root)/\(id.rawValue).\(Self.archiveExtension)"
+        }
+    }
+
+    /// A new sink for pyramid `id` in this layout.
+    public func makeSink(root: String, id: PyramidID, geometry: PyramidGeometry,
+                         format: TileFormat) throws(StorageError) -> any PyramidSink {
+        switch self {
+        case .folder: try FolderSink(root: root, id: id, format: format)
+        case .archive: try ArchiveSink(root: root, id: id, geometry: geometry, format: format)
+        }
+    }
+}
+
+/// Writes `ROOT/ID/LEVEL/ROW/COLUMN.EXT` files into a hidden partial folder, then
+/// `pyramid.json` last (to a temporary name, renamed), then renames the folder into place.
+public final class FolderSink: PyramidSink, @unchecked Sendable {
+    private let staged: StagedOutput
+    private let fileExtension: String
+    private let lock = NSLock()
+    private var bytes = 0
+
+    public var destination: String { staged.destination }
+
+    public init(root: String, id: PyramidID, format: TileFormat) throws(StorageError) {
+        staged = try StagedOutput(root: root, name: id.rawValue, kind: .folder)
+        fileExtension = format.fileExtension
+    }
+
+    /// Makes `LEVEL/ROW/` one folder at a time, never the pyramid folder itself: once a
+    /// signal has moved that away (``UnfinishedOutput``), writing fails instead of
+    /// re-creating it.
+    public func prepareRow(level: Int, row: Int) throws(StorageError) {
+        let levelPath = "\(staged.path)/\(level)"
+        for path in [levelPath, "\(levelPath)/\(row)"] where mkdir(path, 0o777) != 0 && errno != EEXIST {
+            throw StorageError.system(path)
+        }
+    }
+
+    public func writeTile(_ tile: TileCoordinate, _ bytes: UnsafeRawBufferPointer) throws(StorageError) {
+        try Self.writeFile("\(staged.path)/\(tile.level)/\(tile.row)/\(tile.column).\(fileExtension)", bytes)
+        lock.withLock { self.bytes += bytes.count }
+    }
+
+    public func writeThumbnail(named name: String, _ bytes: UnsafeRawBufferPointer) throws(StorageError) {
+        try Self.writeFile("\(staged.path)/\(name)", bytes)
+        lock.withLock { self.bytes += bytes.count }
+    }
+
+    public func commit(manifest: [UInt8], replace: Bool) throws(StorageError) -> Int {
+        let temporary = "\(staged.path)/.\(PyramidManifest.fileName).tmp"
+        try manifest.withBytes { (raw) throws(StorageError) in try Self.writeFile(temporary, raw) }
+        let final = "\(staged.path)/\(PyramidManifest.fileName)"
+        guard rename(temporary, final) == 0 else { throw StorageError.system(final) }
+        try staged.install(replace: replace)
+        return lock.withLock { bytes } + manifest.count
+    }
+
+    public func discard() { staged.discard() }
+
+    /// Writes `bytes` to a new file at `path` (0666 less the umask, like any file a user
+    /// makes: 0644 under umask 022).
+    static func writeFile(_ path: String, _ bytes: UnsafeRawBufferPointer) throws(StorageError) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+        guard fd >= 0 else { throw StorageError.system(path) }
+        defer { close(fd) }
+        var done = 0
+        while done < bytes.count {
+            let n = write(fd, bytes.baseAddress! + done, bytes.count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw StorageError.system(path)
+            }
+            done += n
+        }
+    }
+}
+
+/// Writes `ROOT/ID.pmtiles`: tiles go to an ``ArchiveWriter``'s spool as they come, and
+/// the archive is written into a hidden partial file at commit, then renamed into place.
+/// The thumbnail is kept in memory (it is small) until then.
+public final class ArchiveSink: PyramidSink, @unchecked Sendable {
+    private let staged: StagedOutput
+    private let writer: ArchiveWriter
+    private let geometry: PyramidGeometry
+    private let format: TileFormat
+    private let lock = NSLock()
+    private var thumbnail: [UInt8]?
+
+    public var destination: String { staged.destination }
+
+    public init(root: String, id: PyramidID, geometry: PyramidGeometry, format: TileFormat) throws(StorageError) {
+        let name = "\(id.rawValue).\(PyramidLayout.archiveExtension)"
+        guard geometry.maxLevel <= PyramidArchive.maximumLevel else {
+            throw .invalid(path: "\(root)/\(name)", reason: "\(geometry.maxLevel + 1) levels do not fit in a PMTiles archive (at most \(PyramidArchive.maximumLevel + 1))")
+        }
+        staged = try StagedOutput(root: root, name: name, kind: .file)
+        writer = try ArchiveWriter(spoolIn: root, name: name)
+        self.geometry = geometry
+        self.format = format
+    }
+
+    public func prepareRow(level: Int, row: Int) throws(StorageError) {}
+
+    public func writeTile(_ tile: TileCoordinate, _ bytes: UnsafeRawBufferPointer) throws(StorageError) {
+        precondition(geometry.contains(tile), "tile \(tile) outside the pyramid")
+        try writer.add(tileID: PyramidArchive.tileID(tile), bytes)
+    }
+
+    public func writeThumbnail(named name: String, _ bytes: UnsafeRawBufferPointer) throws(StorageError) {
+        lock.withLock { thumbnail = Array(bytes) }
+    }
+
+    public func commit(manifest: [UInt8], replace: Bool) throws(StorageError) -> Int {
+        guard let thumbnail = lock.withLock({ thumbnail }), !thumbnail.isEmpty else {
+            throw .invalid(path: staged.destination, reason: "no thumbnail was written")
+        }
+        let expected = geometry.levels.reduce(0) { $0 + $1.tileCount }
+        guard writer.count == expected else {
+            throw .invalid(path: staged.destination, reason: "\(writer.count) of the pyramid's \(expected) tiles were written")
+        }
+        let header = PyramidArchive.header(geometry: geometry, format: format)
+        let summary = try writer.finish(into: staged.descriptor, outputPath: staged.path, header: header,
+                                        extras: [thumbnail]) { (offsets) throws(StorageError) in
+            try PyramidArchive.metadata(manifest: manifest, geometry: geometry, format: format,
+                                        thumbnail: (offsets[0], UInt64(thumbnail.count)), path: staged.destination)
+        }
+        try staged.install(replace: replace)
+        return Int(summary.bytes)
+    }
+
+    public func discard() { staged.discard() }
+}
+
+extension PyramidManifest {
+    /// `pyramid.json`'s bytes: pretty-printed with sorted keys and a final newline.
+    public func fileBytes() throws -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return Array(try encoder.encode(self)) + [0x0A]
+    }
+}

@@ -1,0 +1,208 @@
+import CStorageShims
+import Foundation
+
+/// A pyramid being written into ROOT under a hidden name, `ROOT/.NAME.partial-PID-XXXXXX`,
+/// and made visible as `ROOT/NAME` by one rename when complete: a reader never sees half
+/// a pyramid, and a failed or interrupted write leaves nothing that looks like one.
+///
+/// The hidden folder or file is locked (`flock`) for as long as it is being written; the
+/// kernel drops the lock when the process dies, so the next write of the same NAME can
+/// tell a partial left by a killed process (unlocked: removed) from one a live process
+/// in this or another container is still writing (locked: left alone). It is also
+/// registered with ``UnfinishedOutput``, so that a signal the writer cannot notice in
+/// time removes it; the renames that make it appear run under that registry's lock, so a
+/// signal finds either the partial or the finished pyramid, never half.
+final class StagedOutput {
+    enum Kind {
+        /// A pyramid folder, `ROOT/ID`.
+        case folder
+        /// A single file, `ROOT/ID.pmtiles`.
+        case file
+    }
+
+    let kind: Kind
+    let root: String
+    /// `ROOT/NAME`, where the pyramid appears.
+    let destination: String
+    /// The hidden path being written.
+    let path: String
+    /// The file being written (`.file`), or the partial folder opened for its lock
+    /// (`.folder`); holds the lock.
+    let descriptor: Int32
+    private let registration: Int
+    private var installed = false
+    private var closed = false
+
+    /// Makes the hidden, locked folder or file for `name` in `root` (creating `root` if
+    /// need be), after removing partials of `name` left by killed processes. Files and
+    /// folders get the usual modes less the umask (0666 and 0777, so 0644 and 0755 under
+    /// umask 022): a server running as another user can read them.
+    init(root: String, name: String, kind: Kind) throws(StorageError) {
+        self.kind = kind
+        self.root = root
+        destination = root + "/" + name
+        do {
+            try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        } catch {
+            throw .io(path: root, reason: Self.reason(error))
+        }
+        Self.removeAbandonedPartials(of: name, in: root)
+
+        // Made under a name the clean-up above never matches, locked, then renamed: a
+        // partial is locked from the moment another process can take it for abandoned.
+        let made: Result<(String, Int32, Int), StorageError> = UnfinishedOutput.shared.withLock { register in
+            var staging = ""
+            var fd: Int32 = -1
+            for _ in 0..<100 {
+                staging = "\(root)/.\(name).staging-\(Self.randomSuffix())"
+                switch kind {
+                case .folder:
+                    if mkdir(staging, 0o777) == 0 {
+                        fd = open(staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                        if fd < 0 { rmdir(staging) }
+                    }
+                case .file:
+                    fd = open(staging, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+                }
+                if fd >= 0 || errno != EEXIST { break }
+            }
+            guard fd >= 0 else {
+                return .failure(StorageError.system(staging, "cannot create a working \(kind == .folder ? "folder" : "file")"))
+            }
+            let partial = "\(root)/.\(name).partial-\(getpid())-\(staging.suffix(8))"
+            guard flock(fd, LOCK_EX | LOCK_NB) == 0, rename(staging, partial) == 0 else {
+                let error = StorageError.system(staging)
+                close(fd)
+                Self.remove(staging, kind: kind)
+                return .failure(error)
+            }
+            return .success((partial, fd, register(partial)))
+        }
+        (path, descriptor, registration) = try made.get()
+    }
+
+    deinit {
+        if !installed { discard() }
+        closeDescriptor()
+    }
+
+    /// Moves the finished pyramid to `destination`. Without `replace`, an existing
+    /// destination is an error (`.exists`) and is left alone; with it, the new pyramid
+    /// takes the old one's place in one step (a rename for a file, `RENAME_EXCHANGE` for
+    /// a folder) and the old one is then deleted.
+    func install(replace: Bool) throws(StorageError) {
+        let outcome: Result<(path: String, token: Int?)?, StorageError> = UnfinishedOutput.shared.withLock { register in
+            do throws(StorageError) {
+                switch kind {
+                case .file:
+                    try installFile(replace: replace)
+                    return .success(nil)
+                case .folder:
+                    return .success(try installFolder(replace: replace, register: register))
+                }
+            } catch {
+                return .failure(error)
+            }
+        }
+        let leftover = try outcome.get()
+        installed = true
+        closeDescriptor()
+        // The old pyramid, swapped out: still registered, so a signal now removes it too.
+        if let leftover {
+            Self.remove(leftover.path, kind: .folder)
+            if let token = leftover.token { UnfinishedOutput.shared.unregister(token) }
+        }
+        UnfinishedOutput.shared.unregister(registration)
+    }
+
+    /// Removes the partial folder or file (after a failure or an interrupt).
+    func discard() {
+        guard !installed else { return }
+        Self.remove(path, kind: kind)
+        installed = true
+        UnfinishedOutput.shared.unregister(registration)
+        closeDescriptor()
+    }
+
+    private func closeDescriptor() {
+        guard !closed else { return }
+        close(descriptor)
+        closed = true
+    }
+
+    private func installFile(replace: Bool) throws(StorageError) {
+        if replace {
+            guard rename(path, destination) == 0 else { throw StorageError.system(destination) }
+            return
+        }
+        if tiler_rename_noreplace(path, destination) == 0 { return }
+        if errno == EEXIST { throw .exists(path: destination) }
+        guard errno == EINVAL || errno == ENOSYS else { throw StorageError.system(destination) }
+        // No RENAME_NOREPLACE here: link(2) also refuses an existing name, atomically.
+        guard link(path, destination) == 0 else {
+            if errno == EEXIST { throw .exists(path: destination) }
+            throw StorageError.system(destination)
+        }
+        unlink(path)
+    }
+
+    /// Renames the partial folder into place; returns an old pyramid to delete (and its
+    /// registration, if it is not at `path`).
+    private func installFolder(replace: Bool, register: (String) -> Int) throws(StorageError) -> (path: String, token: Int?)? {
+        if rename(path, destination) == 0 { return nil }
+        let renameError = errno
+        let occupied = renameError == EEXIST || renameError == ENOTEMPTY
+        guard replace, occupied || renameError == EISDIR || renameError == ENOTDIR else {
+            if occupied { throw .exists(path: destination) }
+            throw .io(path: destination, reason: StorageError.errnoText(renameError))
+        }
+        // `path` holds the old pyramid after the exchange, and stays registered.
+        if tiler_exchange_paths(path, destination) == 0 { return (path, nil) }
+        // No atomic exchange here: move the old one aside, the new one in, delete the old.
+        let aside = "\(root)/.\((destination as NSString).lastPathComponent).partial-\(getpid())-old-\(Self.randomSuffix())"
+        guard rename(destination, aside) == 0 else { throw StorageError.system(destination) }
+        guard rename(path, destination) == 0 else {
+            let error = StorageError.system(destination)
+            _ = rename(aside, destination)
+            throw error
+        }
+        return (aside, register(aside))
+    }
+
+    /// Removes `ROOT/.NAME.partial-*` left by processes that were killed outright
+    /// (SIGKILL, the OOM killer, power loss): those whose lock can be taken.
+    private static func removeAbandonedPartials(of name: String, in root: String) {
+        let prefix = ".\(name).partial-"
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: root) else { return }
+        for entry in names where entry.hasPrefix(prefix) {
+            let path = root + "/" + entry
+            let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+            guard fd >= 0 else { continue }
+            if flock(fd, LOCK_EX | LOCK_NB) == 0 {
+                var info = stat()
+                let isFolder = fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+                remove(path, kind: isFolder ? .folder : .file)
+            }
+            close(fd)
+        }
+    }
+
+    private static func remove(_ path: String, kind: Kind) {
+        switch kind {
+        case .file: unlink(path)
+        case .folder: try? FileManager.default.removeItem(atPath: path)
+        }
+    }
+
+    private static func randomSuffix() -> String {
+        let letters = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789".utf8)
+        return String(decoding: (0..<8).map { _ in letters.randomElement()! }, as: UTF8.self)
+    }
+
+    static func reason(_ error: any Error) -> String {
+        if let error = error as? CocoaError, let underlying = error.underlying as? POSIXError {
+            return String(cString: strerror(underlying.code.rawValue))
+        }
+        return String(describing: error)
+    }
+}

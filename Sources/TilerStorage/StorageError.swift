@@ -1,0 +1,33 @@
+import Foundation
+import PMTiles
+
+/// Why a pyramid could not be written, read or converted. `description` names the file
+/// and the reason in one line.
+public enum StorageError: Error, Sendable, CustomStringConvertible {
+    /// The destination exists and was not to be replaced.
+    case exists(path: String)
+    /// A system call failed on `path`.
+    case io(path: String, reason: String)
+    /// `path` is not a readable archive.
+    case archive(path: String, ArchiveFormatError)
+    /// `path` is not a usable pyramid (folder or archive) for another reason.
+    case invalid(path: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case let .exists(path): "\(path) already exists; use --force to replace it"
+        case let .io(path, reason): "\(path): \(reason)"
+        case let .archive(path, error): "\(path): \(error)"
+        case let .invalid(path, reason): "\(path): \(reason)"
+        }
+    }
+
+    /// The `errno` of the last failed call, as text.
+    static func errnoText(_ code: Int32 = errno) -> String { String(cString: strerror(code)) }
+
+    /// `.io` for `path` with the current `errno`.
+    static func system(_ path: String, _ what: String? = nil) -> StorageError {
+        let reason = errnoText()
+        return .io(path: path, reason: what.map { "\($0): \(reason)" } ?? reason)
+    }
+}

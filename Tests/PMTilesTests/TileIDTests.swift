@@ -1,0 +1,85 @@
+import PMTiles
+import Testing
+
+/// Hilbert tile ids against the values in PMTiles' spec and Go tests, and round trips.
+struct TileIDTests {
+    @Test func knownValues() {
+        #expect(TileID.id(zoom: 0, x: 0, y: 0) == 0)
+        #expect(TileID.id(zoom: 1, x: 0, y: 0) == 1)
+        #expect(TileID.id(zoom: 1, x: 0, y: 1) == 2)
+        #expect(TileID.id(zoom: 1, x: 1, y: 1) == 3)
+        #expect(TileID.id(zoom: 1, x: 1, y: 0) == 4)
+        #expect(TileID.id(zoom: 2, x: 0, y: 0) == 5)
+        #expect(TileID.id(zoom: 12, x: 3423, y: 1763) == 19_078_479)
+        let t = TileID.tile(19_078_479)
+        #expect(t?.zoom == 12 && t?.x == 3423 && t?.y == 1763)
+    }
+
+    @Test func firstIDOfEachZoom() {
+        var sum: UInt64 = 0
+        for z in 0...TileID.maximumZoom {
+            #expect(TileID.firstID(ofZoom: z) == sum)
+            #expect(TileID.id(zoom: z, x: 0, y: 0) == sum)
+            sum &+= UInt64(1) << UInt64(2 * z)
+        }
+    }
+
+    /// Every tile of zooms 0...7 round-trips, and the ids of a zoom are exactly
+    /// firstID..<firstID + 4^z: a bijection.
+    @Test func everyTileOfSmallZoomsRoundTrips() {
+        for z in 0...7 {
+            let n = UInt64(1) << UInt64(z)
+            var seen = Set<UInt64>()
+            for x in 0..<n {
+                for y in 0..<n {
+                    let id = TileID.id(zoom: z, x: x, y: y)
+                    seen.insert(id)
+                    let back = TileID.tile(id)
+                    #expect(back?.zoom == z && back?.x == x && back?.y == y)
+                }
+            }
+            let first = TileID.firstID(ofZoom: z)
+            #expect(seen.count == Int(n * n) && seen.min() == first && seen.max() == first + n * n - 1)
+        }
+    }
+
+    /// Consecutive ids on one zoom are neighbouring tiles (the Hilbert curve's defining
+    /// property).
+    @Test func consecutiveIDsAreNeighbours() {
+        let z = 6
+        let first = TileID.firstID(ofZoom: z)
+        for d in 0..<(UInt64(1) << 12) - 1 {
+            let a = TileID.tile(first + d)!, b = TileID.tile(first + d + 1)!
+            let distance = (a.x > b.x ? a.x - b.x : b.x - a.x) + (a.y > b.y ? a.y - b.y : b.y - a.y)
+            #expect(distance == 1, "ids \(first + d) and \(first + d + 1)")
+        }
+    }
+
+    @Test func extremesOfEveryZoom() {
+        var generator = SplitMix(seed: 12)
+        for z in 0...TileID.maximumZoom {
+            let dim = (UInt64(1) << UInt64(z)) - 1
+            var points = [(0, 0), (dim, 0), (0, dim), (dim, dim)].map { (UInt64($0.0), UInt64($0.1)) }
+            for _ in 0..<50 { points.append((generator.next() & dim, generator.next() & dim)) }
+            for (x, y) in points {
+                let back = TileID.tile(TileID.id(zoom: z, x: x, y: y))
+                #expect(back?.zoom == z && back?.x == x && back?.y == y, "\(z)/\(x)/\(y)")
+            }
+        }
+        #expect(TileID.tile(TileID.firstID(ofZoom: TileID.maximumZoom + 1)) == nil)
+        #expect(TileID.tile(UInt64.max) == nil)
+    }
+}
+
+/// A small deterministic generator, so failures reproduce.
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

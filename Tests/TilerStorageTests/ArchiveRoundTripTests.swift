@@ -1,0 +1,210 @@
+import Foundation
+import PMTiles
+import Testing
+import TilerCore
+@testable import TilerStorage
+
+/// Archives written through `ArchiveSink` read back through `ArchivedPyramid`: every tile
+/// byte for byte, the manifest and thumbnail, counts, dedup, leaves and the directory cache.
+@Suite struct ArchiveRoundTripTests {
+    @Test(arguments: [(1, 1, 256), (256, 256, 256), (3001, 1999, 256), (2999, 1, 256), (20000, 20000, 256), (1000, 700, 16)])
+    func everyTileComesBack(width: Int, height: Int, tileSize: Int) throws {
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let pyramid = try SyntheticPyramid(width: width, height: height, tileSize: tileSize, seed: UInt64(width * 7 + height))
+        let sink = try ArchiveSink(root: scratch.path, id: pyramid.id, geometry: pyramid.geometry, format: .png)
+        let bytes = try pyramid.write(to: sink)
+        let path = "\(scratch.path)/sample.pmtiles"
+        #expect(scratch.entries() == ["sample.pmtiles"], "ROOT holds \(scratch.entries())")
+
+        let archive = try ArchivedPyramid.open(path: path)
+        let h = archive.reader.header
+        #expect(UInt64(bytes) == archive.reader.source.size)
+        // The file is exactly header + sections, in the spec's order.
+        #expect(h.rootOffset == 127 && h.metadataOffset == h.rootOffset + h.rootLength
+            && h.leafDirectoryOffset == h.metadataOffset + h.metadataLength
+            && h.tileDataOffset == h.leafDirectoryOffset + h.leafDirectoryLength
+            && h.tileDataOffset + h.tileDataLength == UInt64(bytes))
+        #expect(h.rootOffset + h.rootLength <= UInt64(ArchiveHeader.headerAndRootLimit))
+        #expect(h.tileType == .png && h.tileCompression == .none && h.internalCompression == .gzip && h.clustered)
+        #expect(h.minZoom == 0 && Int(h.maxZoom) == pyramid.geometry.maxLevel)
+        #expect(h.addressedTiles == UInt64(pyramid.tiles.count))
+        #expect(h.tileContents == UInt64(pyramid.distinctTiles))
+        #expect(h.tileEntries <= h.addressedTiles && h.tileEntries >= h.tileContents)
+        #expect(h.minLongitudeE7 < h.maxLongitudeE7 && h.minLatitudeE7 < h.maxLatitudeE7)
+        #expect((h.leafDirectoryLength > 0) == (pyramid.tiles.count > 8000), "\(pyramid.tiles.count) tiles, leaves \(h.leafDirectoryLength) bytes")
+
+        #expect(archive.manifestBytes + [0x0A] == pyramid.manifest)
+        #expect(archive.geometry == pyramid.geometry)
+        #expect(try archive.thumbnailBytes() == pyramid.thumbnail)
+        for (tile, expected) in pyramid.tiles {
+            #expect(try archive.tile(tile) == expected, "tile \(tile)")
+        }
+        // Coordinates outside the pyramid are absent, not errors.
+        let beyond = TileCoordinate(level: pyramid.geometry.maxLevel, row: pyramid.geometry.level(pyramid.geometry.maxLevel).rows, column: 0)
+        #expect(try archive.tile(beyond) == nil)
+        #expect(try archive.cachedLocation(of: beyond) == .absent)
+
+        // Tile data is clustered: distinct blobs appear in tile-id order, each once.
+        var next: UInt64 = 0
+        var seen = Set<UInt64>()
+        try archive.reader.forEachTileEntry { entry in
+            if seen.insert(entry.offset).inserted {
+                #expect(entry.offset == next)
+                next += UInt64(entry.length)
+            } else {
+                #expect(entry.offset < next)
+            }
+        }
+    }
+
+    /// Without the leaves in the cache a lookup that needs one says so and reads nothing;
+    /// after a blocking lookup it is found without reading.
+    @Test func cachedLookupsNeverRead() throws {
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let pyramid = try SyntheticPyramid(width: 20000, height: 20000)
+        _ = try pyramid.write(to: ArchiveSink(root: scratch.path, id: pyramid.id, geometry: pyramid.geometry, format: .png))
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: "\(scratch.path)/sample.pmtiles")))
+        let source = CountingSource(MemoryArchiveSource(bytes, name: "sample.pmtiles"))
+        let archive = try ArchivedPyramid(reader: ArchiveReader(source: source))
+        #expect(source.reads == 2, "header + root in one read, then the metadata")
+        let deep = TileCoordinate(level: 7, row: 40, column: 41)
+        let before = source.reads
+        #expect(try archive.cachedLocation(of: deep) == .needsRead)
+        #expect(source.reads == before)
+        let location = try #require(try archive.location(of: deep))
+        #expect(source.reads == before + 1, "one leaf read")
+        #expect(try archive.cachedLocation(of: deep) == .found(location))
+        #expect(source.reads == before + 1)
+        // Level 0 sits in the first leaf or the root; either way a second ask is free.
+        _ = try archive.location(of: TileCoordinate(level: 0, row: 0, column: 0))
+        let settled = source.reads
+        if case .needsRead = try archive.cachedLocation(of: TileCoordinate(level: 0, row: 0, column: 0)) { Issue.record("level 0 not cached") }
+        #expect(source.reads == settled)
+    }
+
+    /// A shared cache holds at most its capacity in entries, over several archives.
+    @Test func directoryCacheIsBounded() throws {
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let pyramid = try SyntheticPyramid(width: 20000, height: 20000)
+        _ = try pyramid.write(to: ArchiveSink(root: scratch.path, id: pyramid.id, geometry: pyramid.geometry, format: .png))
+        let cache = DirectoryCache(capacity: 5000)
+        let readers = try (0..<3).map { _ in try ArchivedPyramid.open(path: "\(scratch.path)/sample.pmtiles", cache: cache) }
+        for reader in readers {
+            for (tile, expected) in pyramid.tiles where tile.level == 7 && tile.row % 9 == 0 {
+                #expect(try reader.tile(tile) == expected)
+                #expect(cache.count <= 5000)
+            }
+        }
+        #expect(cache.count > 0)
+    }
+
+    @Test func anExistingArchiveIsKeptUnlessReplaced() throws {
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let first = try SyntheticPyramid(width: 500, height: 300, seed: 1)
+        let second = try SyntheticPyramid(width: 700, height: 300, seed: 2)
+        _ = try first.write(to: ArchiveSink(root: scratch.path, id: first.id, geometry: first.geometry, format: .png))
+        let refused = try ArchiveSink(root: scratch.path, id: second.id, geometry: second.geometry, format: .png)
+        #expect(throws: StorageError.self) { try second.write(to: refused) }
+        refused.discard()
+        #expect(try ArchivedPyramid.open(path: "\(scratch.path)/sample.pmtiles").geometry.width == 500)
+        #expect(scratch.entries() == ["sample.pmtiles"])
+        _ = try second.write(to: ArchiveSink(root: scratch.path, id: second.id, geometry: second.geometry, format: .png), replace: true)
+        #expect(try ArchivedPyramid.open(path: "\(scratch.path)/sample.pmtiles").geometry.width == 700)
+        #expect(scratch.entries() == ["sample.pmtiles"])
+    }
+
+    /// A discarded sink leaves nothing in ROOT (the spool was never visible), and a sink
+    /// missing tiles refuses to commit.
+    @Test func discardedAndIncompleteArchivesLeaveNothing() throws {
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let pyramid = try SyntheticPyramid(width: 900, height: 900)
+        let sink = try ArchiveSink(root: scratch.path, id: pyramid.id, geometry: pyramid.geometry, format: .png)
+        try sink.writeTile(TileCoordinate(level: 0, row: 0, column: 0), [1, 2, 3])
+        #expect(scratch.entries().count == 1 && scratch.entries()[0].hasPrefix(".sample.pmtiles.partial-"))
+        sink.discard()
+        #expect(scratch.entries().isEmpty)
+
+        let incomplete = try ArchiveSink(root: scratch.path, id: pyramid.id, geometry: pyramid.geometry, format: .png)
+        try incomplete.writeTile(TileCoordinate(level: 0, row: 0, column: 0), [1, 2, 3])
+        try [UInt8](repeating: 1, count: 10).withUnsafeBytes { try incomplete.writeThumbnail(named: "thumbnail.png", $0) }
+        #expect(throws: StorageError.self) { try incomplete.commit(manifest: pyramid.manifest, replace: false) }
+        incomplete.discard()
+        #expect(scratch.entries().isEmpty)
+    }
+
+    /// Partials of killed writers (unlocked) are removed by the next writer of the same
+    /// id; a partial another live writer holds (locked) is left alone.
+    @Test func abandonedPartialsAreRemovedLiveOnesKept() throws {
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let dead = "\(scratch.path)/.sample.pmtiles.partial-1-deadbeef"
+        let live = "\(scratch.path)/.sample.pmtiles.partial-2-cafecafe"
+        FileManager.default.createFile(atPath: dead, contents: Data([1]))
+        FileManager.default.createFile(atPath: live, contents: Data([2]))
+        let fd = open(live, O_RDONLY)
+        defer { close(fd) }
+        #expect(flock(fd, LOCK_EX | LOCK_NB) == 0)
+        let pyramid = try SyntheticPyramid(width: 300, height: 300)
+        _ = try pyramid.write(to: ArchiveSink(root: scratch.path, id: pyramid.id, geometry: pyramid.geometry, format: .png))
+        #expect(scratch.entries() == [".sample.pmtiles.partial-2-cafecafe", "sample.pmtiles"])
+    }
+
+    /// The folder sink writes the layout the cutter always wrote; the same tiles through
+    /// both sinks, and `unpack`, give identical folders.
+    @Test func folderAndArchiveHoldTheSameBytes() throws {
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let pyramid = try SyntheticPyramid(width: 1500, height: 900, format: .webp)
+        let folders = "\(scratch.path)/folders", archives = "\(scratch.path)/archives"
+        _ = try pyramid.write(to: FolderSink(root: folders, id: pyramid.id, format: .webp))
+        _ = try pyramid.write(to: ArchiveSink(root: archives, id: pyramid.id, geometry: pyramid.geometry, format: .webp))
+        for (tile, expected) in pyramid.tiles {
+            #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: "\(folders)/sample/\(tile.level)/\(tile.row)/\(tile.column).webp"))) == expected)
+        }
+        let unpacked = try PyramidConversion.unpack(archive: "\(archives)/sample.pmtiles", replace: false)
+        #expect(unpacked.tiles == pyramid.tiles.count)
+        #expect(try Self.files(in: "\(folders)/sample") == Self.files(in: "\(archives)/sample"))
+        let packed = try PyramidConversion.pack(folder: "\(folders)/sample", replace: false)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: packed.output)) == Data(contentsOf: URL(fileURLWithPath: "\(archives)/sample.pmtiles")))
+    }
+
+    /// Every regular file under `folder`, by relative path.
+    static func files(in folder: String) throws -> [String: Data] {
+        var out: [String: Data] = [:]
+        for path in try FileManager.default.subpathsOfDirectory(atPath: folder) {
+            var isFolder: ObjCBool = false
+            if FileManager.default.fileExists(atPath: "\(folder)/\(path)", isDirectory: &isFolder), !isFolder.boolValue {
+                out[path] = try Data(contentsOf: URL(fileURLWithPath: "\(folder)/\(path)"))
+            }
+        }
+        return out
+    }
+}
+
+/// Counts the reads made through it.
+final class CountingSource: ArchiveSource, @unchecked Sendable {
+    let inner: any ArchiveSource
+    private let lock = NSLock()
+    private var count = 0
+    private var largest = 0
+
+    init(_ inner: any ArchiveSource) { self.inner = inner }
+
+    var name: String { inner.name }
+    var size: UInt64 { inner.size }
+    var reads: Int { lock.withLock { count } }
+    var largestRead: Int { lock.withLock { largest } }
+
+    func read(offset: UInt64, length: Int) throws(StorageError) -> [UInt8] {
+        lock.withLock {
+            count += 1
+            largest = max(largest, length)
+        }
+        return try inner.read(offset: offset, length: length)
+    }
+}
