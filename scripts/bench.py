@@ -12,6 +12,8 @@ Run it through scripts/bench, which installs the peers first. Sections:
            visible endpoint; time from start to the first answered request.
   profile  perf (cpu-clock sampling) of tiler cut and dzsave on a 4000x4000 image, and
            of tiler serve under wrk after its measured runs; skipped without perf.
+  archive  tiler cut --archive (one PMTiles file) vs the folder cut of the same image, PNG
+           and JPEG Q85 tiles, alternating; then tiler pack and unpack of the results.
 
 Tools are alternated within each round (tiler first in even rounds, last in odd ones)
 so that a drift in the machine's load hits both. Every tiler leg that fails is reported
@@ -313,6 +315,50 @@ def section_cut(t, res, args):
             rounds[f"{tool}/{fmt}"].append(t.measure_cut(tool, fmt, src, side, side, keep=keep, name=name))
     res["cut"] = {"image": f"{side}x{side}", "input_bytes": os.path.getsize(src),
                   "legs": {k: summarise(v) for k, v in rounds.items()}}
+
+
+def section_archive(t, res, args):
+    """cut --archive against the folder cut: same image, same tiles, alternating."""
+    if t.tiler_error:
+        raise TilerError(t.tiler_error)
+    side = args.cut_side
+    src = t.image(side, side)
+    legs = [("folder", "png"), ("archive", "png"), ("folder", "jpeg"), ("archive", "jpeg")]
+    rounds = {f"{a}/{b}": [] for a, b in legs}
+    work = os.path.join(t.out, "archive-cut")
+    for r in range(args.cut_rounds):
+        order = legs if r % 2 == 0 else list(reversed(legs))
+        log(f"archive round {r + 1}/{args.cut_rounds} ({side}x{side})")
+        for layout, fmt in order:
+            dest = os.path.join(work, f"{layout}-{fmt}")
+            clear(dest)
+            os.makedirs(dest)
+            run(["sync"])
+            cmd = t.cut_cmd("tiler", fmt, src, dest) + (["--archive"] if layout == "archive" else [])
+            m = timed(cmd, t.out)
+            m["bytes"], m["files"] = tree_size(dest)
+            if layout == "archive" and m["files"] != 1:
+                raise TilerError(f"cut --archive left {m['files']} files in {dest}")
+            log(f"  {layout:7} {fmt:4}: {m['wall']:.2f} s wall, {m['cpu']:.2f} s CPU, {m['rss_mb']:.0f} MB RSS, "
+                f"{m['bytes'] / 1e6:.1f} MB in {m['files']} files")
+            rounds[f"{layout}/{fmt}"].append(m)
+    out = {"image": f"{side}x{side}", "legs": {}}
+    for k, v in rounds.items():
+        out["legs"][k] = {key: statistics.median(x[key] for x in v) for key in ("wall", "cpu", "rss_mb")}
+        out["legs"][k].update({"bytes": v[-1]["bytes"], "files": v[-1]["files"], "rounds": v})
+    # pack and unpack of the last round's PNG pyramid, each into a fresh root.
+    folder = os.path.join(work, "folder-png", IMAGE_ID)
+    m = timed([t.tiler, "pack", folder, "--force"], t.out)
+    out["pack"] = m
+    unpack_root = os.path.join(work, "unpack")
+    clear(unpack_root)
+    os.makedirs(unpack_root)
+    shutil.copy(os.path.join(work, "archive-png", IMAGE_ID + ".pmtiles"), unpack_root)
+    run(["sync"])
+    out["unpack"] = timed([t.tiler, "unpack", os.path.join(unpack_root, IMAGE_ID + ".pmtiles")], t.out)
+    log(f"  pack {out['pack']['wall']:.2f} s, unpack {out['unpack']['wall']:.2f} s")
+    clear(work)
+    res["archive"] = out
 
 
 def section_scaling(t, res, args):
@@ -852,6 +898,15 @@ def targets(res):
         ratio(tp, dp, "bytes", 1.0, "cut PNG bytes <= dzsave default")
         ratio(tp, dp, "rss_mb", 1.0, "cut PNG peak RSS <= dzsave default")
         ratio(tj, dj, "wall", 0.8, "cut JPEG wall <= 0.8x dzsave")
+    if "archive" in res and "legs" in res["archive"]:
+        lg = res["archive"]["legs"]
+        for fmt in ("png", "jpeg"):
+            a, f = lg[f"archive/{fmt}"], lg[f"folder/{fmt}"]
+            r = a["wall"] / f["wall"]
+            tg.append((f"cut --archive {fmt.upper()} wall <= 1.1x folder cut", f"{a['wall']:.2f} vs {f['wall']:.2f} s",
+                       round(r, 3), r <= 1.1))
+    elif "archive" in res:
+        tg.append(("cut --archive wall <= 1.1x folder cut", "error: " + res["archive"].get("error", "not run"), None, False))
     if "serve" in res:
         s = res["serve"]
         lg = s.get("legs", {})
@@ -951,6 +1006,16 @@ def report_md(res):
                      f"(median of {len(s['time_to_first_answer_ms']['runs'])}); peak RSS (VmHWM) after all runs "
                      f"{s.get('tiler_rss_mb')} MB.")
             L.append("")
+    if "archive" in res and "legs" in res["archive"]:
+        a = res["archive"]
+        L += [f"## Archive vs folder, {a['image']} noise JPEG, median of rounds", "",
+              "| leg | wall s | CPU s | peak RSS MB | MB written | files | rounds |", "|---|---|---|---|---|---|---|"]
+        for fmt, label in (("png", "PNG"), ("jpeg", "JPEG Q85")):
+            f, x = a["legs"][f"folder/{fmt}"], a["legs"][f"archive/{fmt}"]
+            L.append(fmt_cut_row(f"tiler cut, {label}, folder", f))
+            L.append(fmt_cut_row(f"tiler cut --archive, {label}", x, f))
+        L += ["", f"tiler pack (PNG folder → archive): {a['pack']['wall']:.2f} s wall, {a['pack']['rss_mb']:.0f} MB RSS; "
+              f"tiler unpack (archive → folder): {a['unpack']['wall']:.2f} s wall, {a['unpack']['rss_mb']:.0f} MB RSS.", ""]
     if "profile" in res and "error" in res["profile"]:
         L += [f"Profile: {res['profile']['error']}", ""]
     elif "profile" in res:
@@ -979,8 +1044,8 @@ def report_md(res):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small images, one round, 3 s wrk runs: a smoke run")
-    ap.add_argument("--only", default="cut,scaling,serve,profile",
-                    help="sections, comma separated (default all): cut,scaling,serve,profile")
+    ap.add_argument("--only", default="cut,archive,scaling,serve,profile",
+                    help="sections, comma separated (default all): cut,archive,scaling,serve,profile")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench-out"), help="working folder (default bench-out/)")
     ap.add_argument("--plot", help="where the scaling plot goes (default docs/scaling.png; OUT/scaling.png with --quick)")
     ap.add_argument("--tiler", help="use this tiler binary instead of building one")
@@ -1006,7 +1071,7 @@ def main():
     # With profile, tiler serve is also perf-recorded under wrk, after its measured runs.
     args.profile_serve = "profile" in sections and perf_works()
     for s in sections:
-        if s not in ("cut", "scaling", "serve", "profile"):
+        if s not in ("cut", "archive", "scaling", "serve", "profile"):
             ap.error(f"unknown section '{s}'")
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
@@ -1024,11 +1089,12 @@ def main():
         f"{res['machine']['uptime_start']}")
     t = Tools(args, out)
     t.build_tiler()
-    fns = {"cut": section_cut, "scaling": section_scaling, "serve": section_serve, "profile": section_profile}
+    fns = {"cut": section_cut, "archive": section_archive, "scaling": section_scaling, "serve": section_serve,
+           "profile": section_profile}
     # Scaling goes last: it is the longest and its 40k point is optional, so everything
     # else is on disk (results are saved after each section and scaling point) if a run
     # has to be stopped during it.
-    order = [s for s in ("cut", "serve", "profile", "scaling") if s in sections]
+    order = [s for s in ("cut", "archive", "serve", "profile", "scaling") if s in sections]
     res["sections"] = order
 
     def save():
