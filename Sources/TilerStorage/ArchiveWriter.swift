@@ -42,8 +42,9 @@ final class ArchiveWriter: @unchecked Sendable {
     private var closed = false
 
     /// Opens the spool in `directory` (the archive's own folder, so it sits on the same
-    /// disk), named after `name`, and unlinks it at once.
-    init(spoolIn directory: String, name: String) throws(StorageError) {
+    /// disk), named after `name`, and unlinks it at once. `expectedTiles` reserves the
+    /// entry list, so that it never grows by doubling.
+    init(spoolIn directory: String, name: String, expectedTiles: Int = 0) throws(StorageError) {
         var fd: Int32 = -1
         var path = ""
         for _ in 0..<100 {
@@ -55,6 +56,7 @@ final class ArchiveWriter: @unchecked Sendable {
         unlink(path)
         spool = fd
         spoolPath = path
+        tiles.reserveCapacity(expectedTiles)
     }
 
     deinit { closeSpool() }
@@ -98,6 +100,7 @@ final class ArchiveWriter: @unchecked Sendable {
 
         // Plan: the tile data offset of every distinct blob, and the directory entries.
         var contents: [(spoolOffset: UInt64, length: UInt32)] = []
+        contents.reserveCapacity(spooled.count)
         var entries: [DirectoryEntry] = []
         entries.reserveCapacity(spooled.count)
         var firstWithHash: [UInt64: (index: Int, dataOffset: UInt64)] = [:]

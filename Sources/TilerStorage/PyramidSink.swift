@@ -143,7 +143,7 @@ public final class ArchiveSink: PyramidSink, @unchecked Sendable {
             throw .invalid(path: "\(root)/\(name)", reason: "\(geometry.maxLevel + 1) levels do not fit in a PMTiles archive (at most \(PyramidArchive.maximumLevel + 1))")
         }
         staged = try StagedOutput(root: root, name: name, kind: .file)
-        writer = try ArchiveWriter(spoolIn: root, name: name)
+        writer = try ArchiveWriter(spoolIn: root, name: name, expectedTiles: geometry.levels.reduce(0) { $0 + $1.tileCount })
         self.geometry = geometry
         self.format = format
     }

@@ -78,9 +78,11 @@ import TilerCore
 
     /// A 2 MiB tmpfs as ROOT when this process may mount (root in a container with
     /// CAP_SYS_ADMIN); otherwise `ulimit -f` makes the first large write fail with EFBIG,
-    /// the same failure path (a write error mid-cut).
-    @Test func fullDiskGivesAClearErrorAndNoPyramid() throws {
-        let scratch = try Scratch()
+    /// the same failure path (a write error mid-cut). Folders and archives alike (an
+    /// archive's tiles fail in its spool file).
+    @Test(arguments: [false, true])
+    func fullDiskGivesAClearErrorAndNoPyramid(archive: Bool) throws {
+        let scratch = try Scratch("full-disk-\(archive)")
         defer { scratch.cleanUp() }
         let input = scratch.path("noise.v")
         try Self.noiseImage(input, side: 2000, scratch: scratch)  // ≈ 5 MB of PNG tiles
@@ -90,11 +92,11 @@ import TilerCore
         defer { if mounted { _ = try? run("/bin/umount", [root.path]) } }
         let result: ProcessOutput
         if mounted {
-            result = try run(try tilerBinary(), ["cut", input, "-o", root.path, "--quiet"])
+            result = try run(try tilerBinary(), ["cut", input, "-o", root.path, "--quiet"] + (archive ? ["--archive"] : []))
             #expect(result.stderr.contains("No space left on device"), "\(result.stderr)")
         } else {
             // dash's `ulimit -f` counts 512-byte blocks: 32 KiB per file, less than one noise tile.
-            let script = "trap '' XFSZ; ulimit -f 64; exec \"$0\" cut \"$1\" -o \"$2\" --quiet"
+            let script = "trap '' XFSZ; ulimit -f 64; exec \"$0\" cut \"$1\" -o \"$2\" --quiet \(archive ? "--archive" : "")"
             result = try run("/bin/sh", ["-c", script, try tilerBinary(), input, root.path])
             #expect(result.stderr.contains("File too large"), "\(result.stderr)")
         }

@@ -208,3 +208,35 @@ final class CountingSource: ArchiveSource, @unchecked Sendable {
         return try inner.read(offset: offset, length: length)
     }
 }
+
+extension ArchiveRoundTripTests {
+    /// The writer and reader also do uncompressed directories and metadata
+    /// (`internal_compression` none), with leaves.
+    @Test func uncompressedDirectoriesReadBack() throws {
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let writer = try ArchiveWriter(spoolIn: scratch.path, name: "raw.pmtiles")
+        var generator = SplitMix(seed: 8)
+        var tiles: [UInt64: [UInt8]] = [:]
+        for id in stride(from: UInt64(3), to: 60_000, by: 3) {
+            tiles[id] = (0..<(1 + Int(generator.next() % 40))).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+            try tiles[id]!.withUnsafeBytes { try writer.add(tileID: id, $0) }
+        }
+        var template = ArchiveHeader()
+        template.internalCompression = .none
+        template.tileType = .webp
+        let path = "\(scratch.path)/raw.pmtiles"
+        let fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0o644)
+        defer { close(fd) }
+        let summary = try writer.finish(into: fd, outputPath: path, header: template, extras: [[9, 9, 9]]) { offsets in
+            Array(#"{"extra":\#(offsets[0])}"#.utf8)
+        }
+        #expect(summary.leafDirectories > 0)
+        let reader = try ArchiveReader(source: FileArchiveSource(path: path))
+        #expect(reader.header.internalCompression == .none && reader.header.tileType == .webp)
+        #expect(String(decoding: reader.metadata, as: UTF8.self) == #"{"extra":\#(summary.extraOffsets[0])}"#)
+        for (id, bytes) in tiles { #expect(try reader.tile(id: id) == bytes) }
+        #expect(try reader.tile(id: 4) == nil)
+        #expect(try reader.source.read(offset: reader.header.tileDataOffset + summary.extraOffsets[0], length: 3) == [9, 9, 9])
+    }
+}
