@@ -14,10 +14,14 @@ public struct TileLocation: Sendable, Hashable {
 
 /// Leaf directories already read and decoded, shared by any number of readers (one per
 /// archive, or one for a whole server) and bounded by the number of entries it holds
-/// (24 bytes each); the least recently used leaf goes first. Thread-safe.
+/// (24 bytes each) and by the number of leaves (so that eviction, a scan, stays cheap
+/// even for archives of tiny leaves); the least recently used leaf goes first.
+/// Thread-safe.
 public final class DirectoryCache: @unchecked Sendable {
     /// Entries held at most, over all leaves.
     public let capacity: Int
+    /// Leaves held at most.
+    public let maximumLeaves: Int
     private let lock = NSLock()
     private var leaves: [Key: (entries: [DirectoryEntry], used: UInt64)] = [:]
     private var held = 0
@@ -33,8 +37,9 @@ public final class DirectoryCache: @unchecked Sendable {
     /// The default: 262,144 entries, about 6 MiB, 64 leaves of 4,096 tiles.
     public static let defaultCapacity = 1 << 18
 
-    public init(capacity: Int = DirectoryCache.defaultCapacity) {
+    public init(capacity: Int = DirectoryCache.defaultCapacity, maximumLeaves: Int = 1024) {
         self.capacity = max(0, capacity)
+        self.maximumLeaves = max(1, maximumLeaves)
     }
 
     /// Entries held now.
@@ -56,7 +61,7 @@ public final class DirectoryCache: @unchecked Sendable {
             clock += 1
             leaves[key] = (entries, clock)
             held += entries.count
-            while held > capacity, let oldest = leaves.min(by: { $0.value.used < $1.value.used }) {
+            while held > capacity || leaves.count > maximumLeaves, let oldest = leaves.min(by: { $0.value.used < $1.value.used }) {
                 held -= oldest.value.entries.count
                 leaves[oldest.key] = nil
             }

@@ -253,41 +253,37 @@ import TilerCore
 }
 
 extension ArchiveCommandTests {
-    /// This process's umask, from /proc (setting it to read it would race other threads).
-    static func currentUmask() throws -> mode_t {
-        let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
-        let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("Umask:") })
-        return try #require(mode_t(line.dropFirst("Umask:".count).trimmingCharacters(in: .whitespaces), radix: 8))
-    }
-
-    static func mode(_ path: String) throws -> mode_t {
-        var info = stat()
-        #expect(stat(path, &info) == 0, "stat \(path)")
-        return info.st_mode & 0o7777
-    }
-
-    /// Pyramids get the usual modes less the umask: a server running as another user (a
-    /// container's) can read what a cut wrote. Folders used to be made with mkdtemp's 0700.
-    @Test func outputsAreReadableByOthersUnderTheUmask() throws {
-        let scratch = try Scratch()
+    /// Archives, and what pack and unpack write, get the modes the umask gives, as cut
+    /// folders do (`CutInputTests.foldersAndFilesFollowTheUmask`).
+    @Test(arguments: [(mask: "022", folder: 0o755, file: 0o644), (mask: "002", folder: 0o775, file: 0o664),
+                      (mask: "077", folder: 0o700, file: 0o600)])
+    func archivesAndConversionsFollowTheUmask(mask: String, folder: Int, file: Int) throws {
+        let scratch = try Scratch("archive-umask\(mask)")
         defer { scratch.cleanUp() }
         let input = scratch.path("photo.png")
         try CutCommandTests.makeImage(input, width: 300, height: 300, bands: 3, scratch: scratch)
-        let tiler = try tilerBinary()
-        let mask = try Self.currentUmask()
         let root = scratch.path("tiles")
-        #expect(try run(tiler, ["cut", input, "-o", root, "--quiet"]).status == 0)
-        #expect(try run(tiler, ["cut", input, "-o", root, "--name", "a", "--archive", "--quiet"]).status == 0)
-        #expect(try run(tiler, ["pack", "\(root)/photo"]).status == 0)
-        #expect(try run(tiler, ["unpack", "\(root)/a.pmtiles"]).status == 0)
-        for folder in ["photo", "a"] {
-            #expect(try Self.mode("\(root)/\(folder)") == 0o755 & ~mask, "\(folder)")
-            #expect(try Self.mode("\(root)/\(folder)/0/0") == 0o755 & ~mask, "\(folder)/0/0")
-            #expect(try Self.mode("\(root)/\(folder)/pyramid.json") == 0o644 & ~mask, "\(folder)/pyramid.json")
-            #expect(try Self.mode("\(root)/\(folder)/0/0/0.png") == 0o644 & ~mask, "\(folder)/0/0/0.png")
+        func tiler(_ arguments: String...) throws {
+            let script = "umask \(mask); exec \"$0\" \"$@\""
+            let result = try run("/bin/sh", ["-c", script, try tilerBinary()] + arguments)
+            #expect(result.status == 0, "\(arguments): \(result.stderr)")
         }
-        for archive in ["photo.pmtiles", "a.pmtiles"] {
-            #expect(try Self.mode("\(root)/\(archive)") == 0o644 & ~mask, "\(archive)")
+        try tiler("cut", input, "-o", root, "--quiet")
+        try tiler("cut", input, "-o", root, "--name", "a", "--archive", "--quiet")
+        try tiler("pack", "\(root)/photo")
+        try tiler("unpack", "\(root)/a.pmtiles")
+        func mode(_ path: String) -> Int {
+            var info = stat()
+            return stat(path, &info) == 0 ? Int(info.st_mode & 0o7777) : -1
+        }
+        for name in ["a.pmtiles", "photo.pmtiles"] {
+            #expect(mode("\(root)/\(name)") == file, "\(name) is \(String(mode("\(root)/\(name)"), radix: 8))")
+        }
+        for sub in ["a", "a/0", "a/0/0"] {
+            #expect(mode("\(root)/\(sub)") == folder, "\(sub) is \(String(mode("\(root)/\(sub)"), radix: 8))")
+        }
+        for name in ["a/pyramid.json", "a/thumbnail.png", "a/0/0/0.png"] {
+            #expect(mode("\(root)/\(name)") == file, "\(name) is \(String(mode("\(root)/\(name)"), radix: 8))")
         }
     }
 }

@@ -240,3 +240,26 @@ extension ArchiveRoundTripTests {
         #expect(try reader.source.read(offset: reader.header.tileDataOffset + summary.extraOffsets[0], length: 3) == [9, 9, 9])
     }
 }
+
+extension ArchiveRoundTripTests {
+    /// The cache keeps within both bounds and drops the least recently used leaf first.
+    @Test func directoryCacheEvictsLeastRecentlyUsed() {
+        let cache = DirectoryCache(capacity: 10, maximumLeaves: 3)
+        func leaf(_ n: Int) -> [DirectoryEntry] {
+            (0..<n).map { DirectoryEntry(tileID: UInt64($0), offset: 0, length: 1, runLength: 1) }
+        }
+        let key = { (offset: UInt64) in DirectoryCache.Key(archive: 1, offset: offset) }
+        cache.insert(leaf(4), for: key(0))
+        cache.insert(leaf(4), for: key(1))
+        _ = cache.entries(for: key(0))          // 0 is now more recent than 1
+        cache.insert(leaf(4), for: key(2))      // 12 entries > 10: 1 goes
+        #expect(cache.entries(for: key(1)) == nil && cache.entries(for: key(0)) != nil && cache.entries(for: key(2)) != nil)
+        cache.insert(leaf(1), for: key(3))
+        cache.insert(leaf(1), for: key(4))      // 4 leaves > 3: the oldest (0) goes
+        #expect(cache.entries(for: key(0)) == nil && cache.count == 6)
+        cache.insert(leaf(11), for: key(5))     // larger than the whole cache: not kept
+        #expect(cache.entries(for: key(5)) == nil && cache.count <= 10)
+        cache.removeAll(archive: 1)
+        #expect(cache.count == 0)
+    }
+}
