@@ -1,4 +1,5 @@
 import CNetShims
+import Foundation
 import Glibc
 
 /// Files read strictly beneath a root folder: every component below the root is opened
@@ -67,9 +68,37 @@ public enum RootedFiles {
         case wouldBlock
     }
 
-    /// Like `read`, but takes only what the page cache already holds (`preadv2` with
-    /// `RWF_NOWAIT`), so an event loop can call it: `.wouldBlock` when any of the file
-    /// would have to come from the disk.
+    /// How `readIfCached` tells whether a file's bytes are in the page cache. Learnt once
+    /// per file system (`st_dev`): the first read tries `preadv2(RWF_NOWAIT)`, and a file
+    /// system that answers it `EOPNOTSUPP` (overlayfs, hence every container; tmpfs) moves
+    /// to `.residency` for good.
+    public enum PageCacheProbe: Sendable, Hashable {
+        /// `preadv2(RWF_NOWAIT)`: reads what the page cache holds, `EAGAIN` for the rest.
+        case readWithoutWaiting
+        /// `mincore` on a read-only mapping of the file (never touched, so a truncation
+        /// meanwhile cannot raise SIGBUS), then a plain `read` when every page is
+        /// resident. A page evicted between the two is read from the disk on the event
+        /// loop: a window of microseconds, against every read going to the pool.
+        case residency
+        /// Neither works (the file cannot be mapped): every read goes to the pool.
+        case none
+    }
+
+    /// The probe used for files on `device` (`FileInfo.device`).
+    public static func pageCacheProbe(device: UInt64) -> PageCacheProbe { probes.probe(for: device) }
+
+    /// Probes by file system, shared by every event loop.
+    private final class Probes: @unchecked Sendable {
+        private let lock = NSLock()
+        private var byDevice: [UInt64: PageCacheProbe] = [:]
+        func probe(for device: UInt64) -> PageCacheProbe { lock.withLock { byDevice[device] ?? .readWithoutWaiting } }
+        func set(_ probe: PageCacheProbe, for device: UInt64) { lock.withLock { byDevice[device] = probe } }
+    }
+    private static let probes = Probes()
+
+    /// Like `read`, but takes only what the page cache already holds, so an event loop
+    /// can call it: `.wouldBlock` when any of the file would have to come from the disk
+    /// (see `PageCacheProbe` for how that is known).
     public static func readIfCached(root: String, _ components: [String], maximumBytes: Int = 1 << 30) -> CachedRead {
         read(root: root, components, maximumBytes: maximumBytes, onlyIfCached: true)
     }
@@ -86,26 +115,69 @@ public enum RootedFiles {
         guard cns_fstat(fd, &raw) == 0 else { return .unavailable }
         let info = FileInfo(raw)
         guard info.isRegularFile, info.size <= maximumBytes else { return .unavailable }
-        var wouldBlock = false
+        if onlyIfCached {
+            var probe = probes.probe(for: info.device)
+            if probe == .readWithoutWaiting {
+                switch readWithoutWaiting(fd, info) {
+                case .read(let bytes): return bytes.count == info.size ? .read(bytes, info) : .unavailable
+                case .wouldBlock: return .wouldBlock
+                case .unsupported:
+                    probes.set(.residency, for: info.device)
+                    probe = .residency
+                }
+            }
+            if probe == .residency {
+                switch cns_pages_resident(fd, info.size) {
+                case 1: break  // all cached: the plain read below does not wait for the disk
+                case 0: return .wouldBlock
+                default:
+                    probes.set(.none, for: info.device)
+                    return .wouldBlock
+                }
+            } else {
+                return .wouldBlock
+            }
+        }
         let bytes = [UInt8](unsafeUninitializedCapacity: info.size) { buffer, initialized in
             var done = 0
             while done < info.size {
-                let n = onlyIfCached
-                    ? cns_pread_nowait(fd, buffer.baseAddress! + done, info.size - done, done)
-                    : Glibc.read(fd, buffer.baseAddress! + done, info.size - done)
+                let n = pread(fd, buffer.baseAddress! + done, info.size - done, off_t(done))
                 if n < 0 && errno == EINTR { continue }
-                if n < 0 && onlyIfCached && errno != EBADF && errno != EFAULT {
-                    // EAGAIN: not cached. EOPNOTSUPP/EINVAL: no RWF_NOWAIT here; either
-                    // way the blocking read decides.
-                    wouldBlock = true
-                    break
-                }
                 if n <= 0 { break }
                 done += n
             }
             initialized = done
         }
-        if wouldBlock { return .wouldBlock }
         return bytes.count == info.size ? .read(bytes, info) : .unavailable
+    }
+
+    private enum NoWaitRead {
+        case read([UInt8])
+        case wouldBlock
+        /// This file system does not take `RWF_NOWAIT`.
+        case unsupported
+    }
+
+    private static func readWithoutWaiting(_ fd: Int32, _ info: FileInfo) -> NoWaitRead {
+        var outcome = NoWaitRead.wouldBlock
+        let bytes = [UInt8](unsafeUninitializedCapacity: info.size) { buffer, initialized in
+            var done = 0
+            while done < info.size {
+                let n = cns_pread_nowait(fd, buffer.baseAddress! + done, info.size - done, done)
+                if n < 0 && errno == EINTR { continue }
+                if n < 0 {
+                    // EAGAIN: not cached. Other errors (EIO): the blocking read decides.
+                    if errno == EOPNOTSUPP || errno == EINVAL || errno == ENOSYS { outcome = .unsupported }
+                    initialized = 0
+                    return
+                }
+                if n == 0 { break }
+                done += n
+            }
+            initialized = done
+            outcome = .read([])
+        }
+        if case .read = outcome { return .read(bytes) }
+        return outcome
     }
 }

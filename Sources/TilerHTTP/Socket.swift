@@ -85,6 +85,8 @@ public struct FileInfo: Sendable, Hashable {
     public let modificationSeconds: Int64
     public let modificationNanoseconds: Int64
     public let inode: UInt64
+    /// The file system it lives on (`st_dev`).
+    public let device: UInt64
     public let isRegularFile: Bool
     public let isDirectory: Bool
 
@@ -93,6 +95,7 @@ public struct FileInfo: Sendable, Hashable {
         modificationSeconds = i.mtime_sec
         modificationNanoseconds = i.mtime_nsec
         inode = i.inode
+        device = i.device
         isRegularFile = i.is_regular != 0
         isDirectory = i.is_directory != 0
     }

@@ -14,14 +14,18 @@ import Testing
         try body(root, bytes)
     }
 
+    /// Whatever the file system (one with `RWF_NOWAIT`, or overlayfs and tmpfs without
+    /// it), a file just read is read again without the pool.
     @Test func readIfCachedReadsWhatThePageCacheHolds() throws {
         try withTree { root, bytes in
-            _ = RootedFiles.read(root: root, ["a", "b", "file"])  // now cached
+            let first = RootedFiles.read(root: root, ["a", "b", "file"])  // now cached
+            let device = try #require(first).info.device
             guard case let .read(got, info) = RootedFiles.readIfCached(root: root, ["a", "b", "file"]) else {
-                Issue.record("a file just read is not in the page cache")
+                Issue.record("a file just read was not read from the page cache (probe \(RootedFiles.pageCacheProbe(device: device)))")
                 return
             }
             #expect(got == bytes && info.size == bytes.count)
+            #expect(RootedFiles.pageCacheProbe(device: device) != .none)
             // Missing files and links are unavailable, not "would block".
             guard case .unavailable = RootedFiles.readIfCached(root: root, ["a", "b", "nope"]) else {
                 Issue.record("a missing file was not .unavailable")
@@ -35,22 +39,61 @@ import Testing
         }
     }
 
-    /// Whether the temporary folder is on a disk (tmpfs files live in the page cache and
-    /// can never be dropped from it).
-    static let temporaryFolderIsOnDisk: Bool = {
-        // The type of the mount that holds it: the longest mount point that prefixes it.
-        let folder = FileManager.default.temporaryDirectory.resolvingSymlinksInPath().path
-        guard let mounts = try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8) else { return false }
-        var best = (point: "", type: "")
-        for line in mounts.split(separator: "\n") {
-            let f = line.split(separator: " ")
-            guard f.count > 2 else { continue }
-            let point = String(f[1]), type = String(f[2])
-            let covers = point == "/" || folder == point || folder.hasPrefix(point + "/")
-            if covers && point.count >= best.point.count { best = (point, type) }
+    /// tmpfs has no `RWF_NOWAIT` (EOPNOTSUPP) but its files are always in memory: read at
+    /// once, with the probe switched to `.residency` for that file system.
+    @Test(.enabled(if: FileManager.default.isWritableFile(atPath: "/dev/shm"), "needs /dev/shm"))
+    func tmpfsFilesAreReadWithoutThePool() throws {
+        let root = "/dev/shm/tiler-rooted-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: root + "/a", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let bytes = (0..<20_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }
+        try Data(bytes).write(to: URL(fileURLWithPath: root + "/a/tile"))
+        guard case let .read(got, info) = RootedFiles.readIfCached(root: root, ["a", "tile"]) else {
+            Issue.record("a tmpfs file was sent to the pool")
+            return
         }
-        return !["tmpfs", "ramfs", "overlay", ""].contains(best.type)
-    }()
+        #expect(got == bytes)
+        #expect(RootedFiles.pageCacheProbe(device: info.device) != .none)
+    }
+
+    /// The container case: an overlayfs mount (made here, as root, in a temporary
+    /// folder; skipped where mounting is not allowed). `RWF_NOWAIT` answers EOPNOTSUPP
+    /// there; the first read notices, switches that file system to `mincore`, and cached
+    /// files are read at once, while dropped ones still go to the pool.
+    @Test(.enabled(if: OverlayMount.isPossible, "needs permission to mount overlayfs"))
+    func overlayfsFallsBackToMincoreOncePerFileSystem() throws {
+        let overlay = try OverlayMount()
+        defer { overlay.remove() }
+        let root = overlay.merged
+        try FileManager.default.createDirectory(atPath: root + "/a/b", withIntermediateDirectories: true)
+        let bytes = (0..<65_536).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        try Data(bytes).write(to: URL(fileURLWithPath: root + "/a/b/file"))
+        let device = try #require(RootedFiles.read(root: root, ["a", "b", "file"])).info.device
+        guard case let .read(got, _) = RootedFiles.readIfCached(root: root, ["a", "b", "file"]) else {
+            Issue.record("a cached file on overlayfs was sent to the pool")
+            return
+        }
+        #expect(got == bytes)
+        #expect(RootedFiles.pageCacheProbe(device: device) == .residency)
+        // Dropped from the page cache (through the overlay, which passes fadvise down).
+        let fd = open(root + "/a/b/file", O_RDONLY)
+        #expect(fd >= 0)
+        fsync(fd)
+        #expect(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0)
+        close(fd)
+        if overlay.upperIsOnDisk {
+            guard case .wouldBlock = RootedFiles.readIfCached(root: root, ["a", "b", "file"]) else {
+                Issue.record("a file dropped from the page cache was read on the event loop")
+                return
+            }
+        }
+        #expect(RootedFiles.read(root: root, ["a", "b", "file"])?.bytes == bytes)
+        // Missing files and links are still unavailable.
+        guard case .unavailable = RootedFiles.readIfCached(root: root, ["a", "b", "nope"]) else {
+            Issue.record("a missing file was not .unavailable")
+            return
+        }
+    }
 
     /// A file whose pages were dropped from the page cache (written back, then
     /// POSIX_FADV_DONTNEED) must not be read on the event loop: `.wouldBlock`.
@@ -73,3 +116,4 @@ import Testing
         }
     }
 }
+

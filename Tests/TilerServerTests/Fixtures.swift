@@ -8,8 +8,9 @@ import TilerServer
 final class PyramidRoot: @unchecked Sendable {
     let path: String
 
-    init() throws {
-        path = NSTemporaryDirectory() + "tiler-serve-tests-" + UUID().uuidString
+    /// A new folder in `parent` (default: the temporary folder).
+    init(in parent: String = NSTemporaryDirectory()) throws {
+        path = parent + (parent.hasSuffix("/") ? "" : "/") + "tiler-serve-tests-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }
 

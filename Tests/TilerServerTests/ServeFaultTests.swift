@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import TilerCore
-import TilerHTTP
+@testable import TilerHTTP
 import TilerServer
 #if canImport(Glibc)
 import Glibc
@@ -96,6 +96,39 @@ import Glibc
                 #expect(r.header("Content-Length") == "\(expected.count)")
             }
         }
+    }
+
+    /// ROOT on overlayfs (any container): `RWF_NOWAIT` is unsupported there, and tiles in
+    /// the page cache must still be read on the event loop, not each sent to the read
+    /// pool. The in-memory cache is off so that every request reads the file.
+    @Test(.enabled(if: OverlayMount.isPossible, "needs permission to mount overlayfs"))
+    func tilesOnOverlayfsAreReadWithoutThePool() throws {
+        let overlay = try OverlayMount()
+        defer { overlay.remove() }
+        let root = try PyramidRoot(in: overlay.merged)
+        try root.addPyramid("a", width: 1000, height: 700)
+        var config = ServerConfiguration(root: root.path)
+        config.http.port = 0
+        config.http.threads = 1
+        config.cacheBytes = 0
+        let server = TileServer(configuration: config)
+        try server.start()
+        defer {
+            server.stop()
+            server.wait()
+        }
+        let c = try RawHTTPClient(port: server.port)
+        for _ in 0..<2 {
+            for row in 0..<3 {
+                for column in 0..<4 {
+                    try c.request("/images/a/tiles/2/\(row)/\(column).png")
+                    let r = try c.readResponse()
+                    #expect(r.status == 200 && r.body == PyramidRoot.tileBytes("a", TileCoordinate(level: 2, row: row, column: column)))
+                }
+            }
+        }
+        let reads = server.http.blockingStatistics(.read)
+        #expect(reads.finished == 0 && reads.queued == 0, "\(reads.finished) cached tiles were read on the pool")
     }
 
     /// A corrupt or truncated `pyramid.json` makes that one image a 500 with a JSON error;

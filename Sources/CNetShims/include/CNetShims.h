@@ -20,6 +20,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -131,6 +132,11 @@ int cns_accept(int fd); /* in shims.c, which can define _GNU_SOURCE for accept4 
 /* preadv2(RWF_NOWAIT): reads only what the page cache already holds; -1 with EAGAIN when
  * the read would have to wait for the disk (in shims.c, for _GNU_SOURCE). */
 ssize_t cns_pread_nowait(int fd, void *buf, size_t len, long offset);
+/* Whether the first `len` bytes of the file are all in the page cache, learnt with
+ * mincore(2) on a read-only mapping that is never touched (so a file truncated meanwhile
+ * cannot raise SIGBUS): 1 yes, 0 no, -1 with errno if the file cannot be mapped. For file
+ * systems without RWF_NOWAIT (overlayfs, tmpfs). In shims.c. */
+int cns_pages_resident(int fd, size_t len);
 
 /* Sends without raising SIGPIPE on a closed peer. */
 static inline ssize_t cns_send(int fd, const void *buf, size_t len) {
@@ -145,6 +151,12 @@ static inline ssize_t cns_send2(int fd, const void *a, size_t alen, const void *
     msg.msg_iov = iov;
     msg.msg_iovlen = 2;
     return sendmsg(fd, &msg, MSG_NOSIGNAL);
+}
+
+/* Bytes received on a socket and not yet read (FIONREAD), or -1. */
+static inline int cns_readable_bytes(int fd) {
+    int n = 0;
+    return ioctl(fd, FIONREAD, &n) == 0 ? n : -1;
 }
 
 /* A non-blocking eventfd, used to wake event loops. */
@@ -205,6 +217,7 @@ typedef struct {
     int64_t mtime_sec;
     int64_t mtime_nsec;
     uint64_t inode;
+    uint64_t device;
     int is_regular;
     int is_directory;
 } cns_file_info;
@@ -214,6 +227,7 @@ static inline int cns_fill_info(const struct stat *st, cns_file_info *out) {
     out->mtime_sec = (int64_t)st->st_mtim.tv_sec;
     out->mtime_nsec = (int64_t)st->st_mtim.tv_nsec;
     out->inode = (uint64_t)st->st_ino;
+    out->device = (uint64_t)st->st_dev;
     out->is_regular = S_ISREG(st->st_mode) ? 1 : 0;
     out->is_directory = S_ISDIR(st->st_mode) ? 1 : 0;
     return 0;
