@@ -13,8 +13,12 @@ final class Connection {
     var outputStart = 0
     /// Bytes read but not yet parsed because the output queue was full.
     var pendingInput: [UInt8] = []
-    /// When the connection last made progress (ms, monotonic).
+    /// When the connection last made progress, reading or writing (ms, monotonic).
     var lastActivity: Int64
+    /// Since when queued output has been waiting for the client to read it without any
+    /// progress (ms, monotonic); nil when nothing waits. Reads do not reset it, so a client
+    /// that keeps sending but never reads is still held to the write timeout.
+    var writeStalledSince: Int64?
     /// When the current request's first byte arrived; nil between requests.
     var requestStarted: Int64?
     /// Whether any request has been answered (until then, silence is held to the
@@ -25,6 +29,12 @@ final class Connection {
     /// A response is being made on the blocking pool: nothing more is read or parsed
     /// from this connection until it is sent (responses keep their order).
     var waiting = false
+    /// The pool job making that response, to cancel if the connection closes first.
+    var job: BlockingPool.Job?
+    /// While waiting, whether a hang-up (the client closing its side) is watched for. It
+    /// stops once the job has started: its answer is then delivered to a half-closed
+    /// client, and a level-triggered EPOLLRDHUP must not wake the loop over and over.
+    var watchingForHangUp = false
     /// Reading has stopped (closing or backpressure); only EPOLLOUT matters.
     var readingPaused = false
     var registeredForWrite = false
@@ -138,9 +148,9 @@ final class EventLoop: @unchecked Sendable {
         now = cns_monotonic_ms()
         lastSweep = now
         let c = shared.configuration
-        idleTimeout = Int64(c.idleTimeout * 1000)
-        headTimeout = Int64(c.requestHeadTimeout * 1000)
-        writeTimeout = Int64(c.writeTimeout * 1000)
+        idleTimeout = HTTPConfiguration.milliseconds(c.idleTimeout)
+        headTimeout = HTTPConfiguration.milliseconds(c.requestHeadTimeout)
+        writeTimeout = HTTPConfiguration.milliseconds(c.writeTimeout)
         _ = cns_epoll_add(ep, listener, CNS_EPOLLIN)
         _ = cns_epoll_add(ep, wake, CNS_EPOLLIN)
     }
@@ -151,10 +161,14 @@ final class EventLoop: @unchecked Sendable {
         stopFlag.deallocate()
     }
 
-    /// Asks the loop to drain and exit; any thread.
+    /// Asks the loop to drain and exit; any thread, any number of times. Once the loop
+    /// has exited its eventfd is closed (its number may belong to another file by then),
+    /// so it is only written while the loop runs.
     func stop() {
         cns_atomic_store(stopFlag, 1)
-        _ = cns_eventfd_signal(wakeFD)
+        completionLock.withLock {
+            if !exited { _ = cns_eventfd_signal(wakeFD) }
+        }
     }
 
     func run() {
@@ -172,8 +186,9 @@ final class EventLoop: @unchecked Sendable {
                     acceptConnections()
                 } else if fd == wakeFD {
                     cns_eventfd_drain(wakeFD)
-                    runCompletions()
+                    // A stop first: answers finished at the same time then say `close`.
                     if cns_atomic_load(stopFlag) != 0 { beginDraining() }
+                    runCompletions()
                 } else if Int(fd) < connections.count, let c = connections[Int(fd)] {
                     handle(c, events: ev)
                 }
@@ -184,9 +199,20 @@ final class EventLoop: @unchecked Sendable {
             }
             if draining && (openCount == 0 || now >= drainDeadline) { break }
         }
+        if draining { answerWhatIsLeft() }
         for case let c? in connections { closeConnection(c) }
         if listener >= 0 { close(listener) }
         completionLock.withLock { exited = true; completions.removeAll() }
+        close(wakeFD)
+        close(epfd)
+    }
+
+    /// Releases what `init` acquired, for a loop that will never `run()` (the server
+    /// failed to start another one): its epoll and wake descriptors and its listener.
+    func discard() {
+        completionLock.withLock { exited = true }
+        if listener >= 0 { close(listener) }
+        listener = -1
         close(wakeFD)
         close(epfd)
     }
@@ -236,7 +262,23 @@ final class EventLoop: @unchecked Sendable {
         }
         if c.waiting {
             // Only earlier responses are written until the pending one is done.
-            if ev & (CNS_EPOLLERR | CNS_EPOLLHUP) != 0 { closeConnection(c) } else if ev & CNS_EPOLLOUT != 0 { flush(c) }
+            if ev & (CNS_EPOLLERR | CNS_EPOLLHUP) != 0 {
+                closeConnection(c)
+                return
+            }
+            if ev & CNS_EPOLLRDHUP != 0 && c.watchingForHangUp {
+                // The client closed its side while its answer waits for the pool. If no
+                // thread has taken the work, the client has left: drop it and close (as
+                // nginx does for a client that aborts). If it is running, let it finish
+                // and deliver the answer; a half-closed client may still read it.
+                if c.job?.cancel() == true {
+                    closeConnection(c)
+                    return
+                }
+                c.watchingForHangUp = false
+                setInterest(c, write: c.registeredForWrite)
+            }
+            if ev & CNS_EPOLLOUT != 0 { flush(c) }
             return
         }
         if ev & CNS_EPOLLOUT != 0 {
@@ -292,7 +334,7 @@ final class EventLoop: @unchecked Sendable {
                     if offset < bytes.count {
                         c.pendingInput.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
                     }
-                    _ = cns_epoll_modify(epfd, c.fd, c.registeredForWrite ? CNS_EPOLLOUT : 0)
+                    setInterest(c, write: c.registeredForWrite)
                     return
                 }
                 if c.closeAfterFlush { pauseReading(c); return }
@@ -317,10 +359,12 @@ final class EventLoop: @unchecked Sendable {
         let result: (status: Int, bytes: Int)
         switch head.method {
         case .get, .head:
-            let response = handler.respond(to: head)
-            if let make = response.blockingWork {
-                startBlocking(c, Pending(connection: c, head: head, keepAlive: keepAlive), make)
-                return
+            var response = handler.respond(to: head)
+            if let work = response.blockingWork {
+                if startBlocking(c, Pending(connection: c, head: head, keepAlive: keepAlive), work.kind, work.make) {
+                    return
+                }
+                response = Self.queueFull(work.kind)
             }
             result = write(response, for: head, keepAlive: keepAlive, to: c)
         case .options:
@@ -344,9 +388,10 @@ final class EventLoop: @unchecked Sendable {
 
     // MARK: Blocking work
 
-    private func startBlocking(_ c: Connection, _ pending: Pending, _ make: @escaping @Sendable () -> HTTPResponse) {
-        c.waiting = true
-        shared.pool.submit { [self] in
+    /// Hands the response's work to the pool; false when `kind`'s queue is full.
+    private func startBlocking(_ c: Connection, _ pending: Pending, _ kind: BlockingKind,
+                               _ make: @escaping @Sendable () -> HTTPResponse) -> Bool {
+        let job = shared.pool.submit(kind) { [self] in
             let response = make()
             let delivered = completionLock.withLock { () -> Bool in
                 guard !exited else { return false }
@@ -355,6 +400,20 @@ final class EventLoop: @unchecked Sendable {
             }
             if delivered { _ = cns_eventfd_signal(wakeFD) }
         }
+        guard let job else { return false }
+        c.waiting = true
+        c.job = job
+        c.watchingForHangUp = true
+        return true
+    }
+
+    /// The answer when `kind`'s queue is full.
+    private static func queueFull(_ kind: BlockingKind) -> HTTPResponse {
+        let message = switch kind {
+        case .read: "too many tile reads are waiting for the disk; retry later"
+        case .render: "too many images are waiting to be drawn; retry later"
+        }
+        return .withHeaders([("Retry-After", "1")], .error(HTTPError(503, message)))
     }
 
     /// Sends the responses the pool has finished, then carries on with what each
@@ -369,9 +428,14 @@ final class EventLoop: @unchecked Sendable {
             let c = pending.connection
             guard Int(c.fd) < connections.count, connections[Int(c.fd)] === c, c.waiting else { continue }
             c.waiting = false
+            c.job = nil
+            c.watchingForHangUp = false
             c.lastActivity = now
             c.materialize()
-            let result = write(response, for: pending.head, keepAlive: pending.keepAlive, to: c)
+            // An answer finished after a stop began closes its connection.
+            let keepAlive = pending.keepAlive && !draining
+            if !keepAlive { c.closeAfterFlush = true }
+            let result = write(response, for: pending.head, keepAlive: keepAlive, to: c)
             if let log = shared.accessLog { logAccess(log, pending.head, result) }
             if !c.pendingInput.isEmpty && !c.closeAfterFlush && !c.readingPaused {
                 let held = c.pendingInput
@@ -379,7 +443,11 @@ final class EventLoop: @unchecked Sendable {
                 held.withUnsafeBytes { process(c, $0) }
                 guard connections[Int(c.fd)] === c else { continue }
             }
-            if !c.waiting && !c.readingPaused && !c.closeAfterFlush { setInterest(c, write: c.registeredForWrite) }
+            if c.closeAfterFlush {
+                pauseReading(c)
+            } else if !c.waiting && !c.readingPaused {
+                setInterest(c, write: c.registeredForWrite)
+            }
             flush(c)
         }
     }
@@ -418,7 +486,10 @@ final class EventLoop: @unchecked Sendable {
                 return
             }
             let sent = max(n, 0)
-            if sent > 0 { c.lastActivity = now }
+            if sent > 0 {
+                c.lastActivity = now
+                c.writeStalledSince = nil
+            }
             if sent == headLength + body.count {
                 c.deferredBody = nil
                 c.outputStart = c.output.count
@@ -439,6 +510,7 @@ final class EventLoop: @unchecked Sendable {
             if n < 0 {
                 if errno == EINTR { continue }
                 if errno == EAGAIN {
+                    if c.writeStalledSince == nil { c.writeStalledSince = now }
                     if !c.registeredForWrite { setInterest(c, write: true) }
                     return
                 }
@@ -447,13 +519,12 @@ final class EventLoop: @unchecked Sendable {
             }
             c.outputStart += n
             c.lastActivity = now
+            c.writeStalledSince = nil
         }
         // Everything written.
+        c.writeStalledSince = nil
         if c.waiting {
-            if c.registeredForWrite {
-                c.registeredForWrite = false
-                _ = cns_epoll_modify(epfd, c.fd, 0)
-            }
+            if c.registeredForWrite { setInterest(c, write: false) }
             return
         }
         if c.output.capacity > 256 * 1024 {
@@ -516,12 +587,19 @@ final class EventLoop: @unchecked Sendable {
     private func setInterest(_ c: Connection, write: Bool) {
         c.registeredForWrite = write
         var mask: UInt32 = write ? CNS_EPOLLOUT : 0
-        if !c.readingPaused && !c.waiting { mask |= CNS_EPOLLIN | CNS_EPOLLRDHUP }
+        if c.waiting {
+            if c.watchingForHangUp { mask |= CNS_EPOLLRDHUP }
+        } else if !c.readingPaused {
+            mask |= CNS_EPOLLIN | CNS_EPOLLRDHUP
+        }
         _ = cns_epoll_modify(epfd, c.fd, mask)
     }
 
     private func closeConnection(_ c: Connection) {
         guard Int(c.fd) < connections.count, connections[Int(c.fd)] === c else { return }
+        // Work queued for this connection is dropped before it runs.
+        c.job?.cancel()
+        c.job = nil
         connections[Int(c.fd)] = nil
         openCount -= 1
         _ = cns_epoll_remove(epfd, c.fd)
@@ -550,24 +628,32 @@ final class EventLoop: @unchecked Sendable {
                 if now >= linger || (!c.hasQueuedOutput && now - c.lastActivity > Self.lingerTime) { closeConnection(c) }
                 continue
             }
-            if c.waiting {
-                // Its response is being made; only a stalled write of earlier ones counts.
-                if c.hasQueuedOutput && now - c.lastActivity > writeTimeout { closeConnection(c) }
+            // Output the client does not read, however much else it sends.
+            if let stalled = c.writeStalledSince, now - stalled > writeTimeout {
+                closeConnection(c)
                 continue
             }
-            if c.hasQueuedOutput {
-                if now - c.lastActivity > writeTimeout { closeConnection(c) }
-            } else if let started = c.requestStarted {
+            // Its response is being made, or the server stopped reading (backpressure): no
+            // request head can be late.
+            if c.waiting || c.readingPaused { continue }
+            if let started = c.requestStarted {
+                // A request head (empty lines before it included) must be complete within
+                // the head timeout, whatever arrives meanwhile.
                 if now - started > headTimeout {
                     refreshDate()
                     c.materialize()
                     serializer.writeProtocolError(HTTPError(408, "the request head took too long to arrive"),
                                                          date: date, into: &c.output)
+                    // As after a protocol error: shut the write side and drop what else
+                    // arrives until the linger ends, so the client reads the 408 instead
+                    // of a reset.
                     c.closeAfterFlush = true
+                    c.lingerDeadline = now + Self.lingerTime
                     pauseReading(c)
                     flush(c)
-                    if connections[Int(c.fd)] === c { closeConnection(c) }
                 }
+            } else if c.hasQueuedOutput {
+                if now - c.lastActivity > writeTimeout { closeConnection(c) }
             } else if now - c.lastActivity > (c.hasServedRequest ? idleTimeout : min(idleTimeout, headTimeout)) {
                 closeConnection(c)
             }
@@ -577,14 +663,45 @@ final class EventLoop: @unchecked Sendable {
     private func beginDraining() {
         guard !draining else { return }
         draining = true
-        drainDeadline = now + Int64(shared.configuration.shutdownGracePeriod * 1000)
+        drainDeadline = now + HTTPConfiguration.milliseconds(shared.configuration.shutdownGracePeriod)
         if listener >= 0 {
             _ = cns_epoll_remove(epfd, listener)
             close(listener)
             listener = -1
         }
-        for case let c? in connections where c.parser.isIdle && !c.hasQueuedOutput && c.pendingInput.isEmpty && !c.waiting {
+        // Idle connections close, unless a request has arrived that the loop has not read
+        // yet: it is in flight too, and is read and answered (with `Connection: close`).
+        for case let c? in connections where c.parser.isIdle && !c.hasQueuedOutput && c.pendingInput.isEmpty && !c.waiting
+            && c.lingerDeadline == nil && cns_readable_bytes(c.fd) <= 0 {
             closeConnection(c)
+        }
+    }
+
+    /// At the end of the grace period: every request still in flight (its answer waiting
+    /// for the pool, queued or running, or its head still arriving) is answered 503 with
+    /// `Connection: close`, and its queued work dropped.
+    private func answerWhatIsLeft() {
+        refreshDate()
+        for case let c? in connections where c.lingerDeadline == nil && !c.closeAfterFlush
+            && (c.waiting || !c.parser.isIdle || !c.pendingInput.isEmpty) {
+            c.job?.cancel()
+            c.job = nil
+            c.waiting = false
+            c.materialize()
+            serializer.writeProtocolError(HTTPError(503, "the server is shutting down; retry the request"),
+                                          date: date, into: &c.output)
+            c.closeAfterFlush = true
+            c.lingerDeadline = now  // flush shuts the write side instead of closing
+            flush(c)
+            guard connections[Int(c.fd)] === c else { continue }
+            // Unread input (pipelined requests) would make close() send a reset, which can
+            // destroy the answer before the client reads it: read it away first.
+            var budget = 1 << 20
+            while budget > 0 {
+                let n = Glibc.read(c.fd, readBuffer.baseAddress, readBuffer.count)
+                if n <= 0 { break }
+                budget -= n
+            }
         }
     }
 }

@@ -9,10 +9,19 @@ public struct HTTPConfiguration: Sendable, Hashable {
     /// Event-loop threads, each with its own `SO_REUSEPORT` listening socket. Default:
     /// one per core.
     public var threads: Int = HTTPConfiguration.coreCount
-    /// Threads for work that may block, so that it never stalls an event loop: tile
-    /// files that are not in the page cache (read from disk) and images drawn on demand
-    /// (IIIF regions). Default: four per core, at least 4 (disk reads mostly wait).
+    /// Threads that read tile files that are not in the page cache, so that no event loop
+    /// waits for the disk (`BlockingKind.read`). Default: four per core, at least 4 (disk
+    /// reads mostly wait).
     public var blockingThreads: Int = max(4, 4 * HTTPConfiguration.coreCount)
+    /// Threads that draw images on demand (IIIF regions, small DeepZoom levels;
+    /// `BlockingKind.render`). They are separate from the read threads, so a tile read
+    /// never waits behind a drawing. Default: one per core.
+    public var renderThreads: Int = HTTPConfiguration.coreCount
+    /// Reads waiting for a read thread; past it a read that would wait for the disk is
+    /// answered 503 with `Retry-After`. Default 1024.
+    public var maximumQueuedReads: Int = 1024
+    /// Drawings waiting for a render thread; past it 503 with `Retry-After`. Default 32.
+    public var maximumQueuedRenders: Int = 32
     /// `listen(2)` backlog per loop. Default 1024.
     public var backlog: Int = 1024
 
@@ -35,7 +44,9 @@ public struct HTTPConfiguration: Sendable, Hashable {
     /// Seconds a response may wait for the client to read it without progress before the
     /// connection is closed. Default 30.
     public var writeTimeout: Double = 30
-    /// Seconds given to in-flight requests after SIGTERM/SIGINT or `stop()`. Default 10.
+    /// Seconds given to the requests in flight after SIGTERM/SIGINT or `stop()`: each is
+    /// finished, or (still waiting for the pool, or its head still arriving) answered 503
+    /// with `Connection: close` when the period ends. Default 10.
     public var shutdownGracePeriod: Double = 10
 
     /// Most open client connections across all loops; past it a connection gets 503 and
@@ -56,6 +67,80 @@ public struct HTTPConfiguration: Sendable, Hashable {
     public var parserLimits: HTTPRequestParser.Limits {
         .init(maximumRequestLineBytes: maximumRequestLineBytes, maximumHeaderBytes: maximumHeaderBytes,
               maximumHeaderCount: maximumHeaderCount, maximumBodyBytes: maximumBodyBytes)
+    }
+
+    /// The accepted range of every numeric setting; `validate()` checks them. Each is far
+    /// past any sensible value but small enough that no arithmetic on it overflows.
+    public enum Range {
+        public static let port = 0...65535
+        public static let threads = 1...256
+        public static let blockingThreads = 1...1024
+        public static let renderThreads = 1...256
+        public static let queueLength = 1...1_000_000
+        public static let backlog = 1...65535
+        public static let requestLineBytes = 64...(1 << 20)
+        public static let headerBytes = 256...(1 << 20)
+        public static let headerCount = 1...10_000
+        public static let bodyBytes = 0...(1 << 30)
+        /// Seconds, for the idle, request-head and write timeouts: 1 ms to one day.
+        public static let timeout: ClosedRange<Double> = 0.001...86_400
+        /// Seconds, for the shutdown grace period: none to one hour.
+        public static let gracePeriod: ClosedRange<Double> = 0...3_600
+        public static let connections = 1...(1 << 20)
+        public static let queuedOutputBytes = 4096...(1 << 30)
+    }
+
+    /// A setting outside its range: which one, its value and the range.
+    public struct InvalidSetting: Error, Sendable, Hashable, CustomStringConvertible {
+        /// The property's name, e.g. `idleTimeout`.
+        public let setting: String
+        public let value: String
+        public let range: String
+        public var description: String { "\(setting) \(value) is outside \(range)" }
+
+        public init(setting: String, value: String, range: String) {
+            self.setting = setting
+            self.value = value
+            self.range = range
+        }
+    }
+
+    /// Throws for the first setting outside its `Range`.
+    public func validate() throws(InvalidSetting) {
+        func check<T: Comparable>(_ name: String, _ value: T, _ range: ClosedRange<T>) throws(InvalidSetting) {
+            guard range.contains(value) else {
+                throw InvalidSetting(setting: name, value: "\(value)", range: "\(range.lowerBound)...\(range.upperBound)")
+            }
+        }
+        try check("port", port, Range.port)
+        try check("threads", threads, Range.threads)
+        try check("blockingThreads", blockingThreads, Range.blockingThreads)
+        try check("renderThreads", renderThreads, Range.renderThreads)
+        try check("maximumQueuedReads", maximumQueuedReads, Range.queueLength)
+        try check("maximumQueuedRenders", maximumQueuedRenders, Range.queueLength)
+        try check("backlog", backlog, Range.backlog)
+        try check("maximumRequestLineBytes", maximumRequestLineBytes, Range.requestLineBytes)
+        try check("maximumHeaderBytes", maximumHeaderBytes, Range.headerBytes)
+        try check("maximumHeaderCount", maximumHeaderCount, Range.headerCount)
+        try check("maximumBodyBytes", maximumBodyBytes, Range.bodyBytes)
+        // NaN is outside every range (comparisons with it are false).
+        try check("idleTimeout", idleTimeout, Range.timeout)
+        try check("requestHeadTimeout", requestHeadTimeout, Range.timeout)
+        try check("writeTimeout", writeTimeout, Range.timeout)
+        try check("shutdownGracePeriod", shutdownGracePeriod, Range.gracePeriod)
+        if let maximumConnections { try check("maximumConnections", maximumConnections, Range.connections) }
+        try check("maximumQueuedOutputBytes", maximumQueuedOutputBytes, Range.queuedOutputBytes)
+    }
+
+    /// The most milliseconds `milliseconds(_:)` returns: about 73 million years, and far
+    /// enough from `Int64.max` that adding it to a clock reading cannot overflow.
+    static let maximumMilliseconds: Int64 = 1 << 61
+
+    /// `seconds` as milliseconds, saturating instead of trapping for values no range
+    /// allows (an unvalidated configuration still never traps).
+    static func milliseconds(_ seconds: Double) -> Int64 {
+        guard seconds.isFinite else { return seconds > 0 ? maximumMilliseconds : 0 }
+        return Int64(max(0, min(seconds * 1000, Double(maximumMilliseconds))))
     }
 
     /// Online processors.

@@ -162,8 +162,10 @@ public struct HTTPRequestParser: Sendable {
         head.target.reserveCapacity(128)
     }
 
-    /// Whether no byte of a next request has arrived yet (between requests).
-    public var isIdle: Bool { state == .start || state == .complete }
+    /// Whether no byte of a next request has arrived yet (between requests). An empty
+    /// line before a request line is a byte of it: a client that sends only empty lines
+    /// is sending a request head, slowly, and is held to the request-head timeout.
+    public var isIdle: Bool { state == .complete || (state == .start && requestLineBytes == 0) }
 
     /// Whether the last request ended the parser's use (a failure).
     public var hasFailed: Bool { state == .failed }
@@ -192,14 +194,15 @@ public struct HTTPRequestParser: Sendable {
             let b = bytes[i]
             switch state {
             case .start:
-                // RFC 9112 §2.2: ignore empty lines before a request line.
+                // RFC 9112 §2.2: ignore empty lines before a request line. They still
+                // count: toward the request-line limit (with the line that follows) and,
+                // because the parser is no longer idle, toward the request-head timeout.
                 if b == cr || b == lf {
                     requestLineBytes += 1
-                    if requestLineBytes > limits.maximumRequestLineBytes { return fail(.bad("expected a request line"), i) }
+                    if requestLineBytes > limits.maximumRequestLineBytes { return fail(.uriTooLong, i) }
                     i += 1
                     continue
                 }
-                requestLineBytes = 0
                 state = .method
                 continue
             case .method:

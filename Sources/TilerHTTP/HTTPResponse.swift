@@ -166,6 +166,16 @@ public final class PreparedResponse: Sendable {
     }
 }
 
+/// What a `.blocking` response's work is, which decides the threads and the queue it
+/// waits in (`HTTPConfiguration.blockingThreads`/`maximumQueuedReads` or
+/// `renderThreads`/`maximumQueuedRenders`).
+public enum BlockingKind: Sendable, Hashable {
+    /// Reading a file that is not in the page cache: short, waits on the disk.
+    case read
+    /// Drawing an image (an IIIF region, a small DeepZoom level): long, uses CPU and memory.
+    case render
+}
+
 /// What a handler answers.
 public enum HTTPResponse: Sendable {
     /// A prepared file or document, 200 or 304 depending on the request's validators.
@@ -177,20 +187,29 @@ public enum HTTPResponse: Sendable {
     /// Another response with extra header lines (`Location`, `Link`), e.g. IIIF's 303.
     indirect case withHeaders([(name: String, value: String)], HTTPResponse)
     /// A response that may take a while to make (a file read from disk, an image drawn):
-    /// the server runs it on its blocking pool and sends its result when it is done,
-    /// serving other connections meanwhile. Requests pipelined behind it on the same
-    /// connection wait, so responses keep their order.
-    case blocking(@Sendable () -> HTTPResponse)
+    /// the server runs it on its blocking pool, in `kind`'s lane, and sends its result
+    /// when it is done, serving other connections meanwhile. Requests pipelined behind it
+    /// on the same connection wait, so responses keep their order. Past the lane's queue
+    /// limit the answer is 503; if the client leaves before a thread takes the work, the
+    /// work is dropped without running.
+    case blocking(BlockingKind, @Sendable () -> HTTPResponse)
 
-    /// The work of a `.blocking` response, with any header lines wrapped around it, as
-    /// one closure; nil when nothing in the response blocks.
-    public var blockingWork: (@Sendable () -> HTTPResponse)? {
+    /// The old spelling, `.blocking { … }`: work of unknown cost, run as `.render` (the
+    /// lane with the smaller thread cap).
+    public static func blocking(_ make: @escaping @Sendable () -> HTTPResponse) -> HTTPResponse {
+        .blocking(.render, make)
+    }
+
+    /// The work of a `.blocking` response and its kind, with any header lines wrapped
+    /// around it, as one closure; nil when nothing in the response blocks.
+    public var blockingWork: (kind: BlockingKind, make: @Sendable () -> HTTPResponse)? {
         switch self {
-        case .blocking(let make):
-            return make
+        case let .blocking(kind, make):
+            return (kind, make)
         case let .withHeaders(fields, inner):
-            guard let make = inner.blockingWork else { return nil }
-            return { .withHeaders(fields, make()) }
+            guard let work = inner.blockingWork else { return nil }
+            let make = work.make
+            return (work.kind, { .withHeaders(fields, make()) })
         default:
             return nil
         }
@@ -264,7 +283,7 @@ struct ResponseSerializer {
                        isHead: isHead, keepAlive: keepAlive, version: head.version, date: date, into: &out,
                        deferredBody: deferredBody)
             return (status, body.count)
-        case .blocking(let make):
+        case .blocking(_, let make):
             // The event loop runs these on its pool; any other caller waits for it here.
             return write(make(), for: head, keepAlive: keepAlive, date: date, extra: extra, into: &out,
                          deferredBody: deferredBody)

@@ -52,7 +52,7 @@ func deepZoomRoutes(store: TileStore) -> [Route] {
 func renderedResponse(_ name: String, of pyramid: Pyramid, store: TileStore, contentType: String,
                       draw: @escaping @Sendable () throws -> [UInt8]) -> HTTPResponse {
     if let hit = store.cache.value(for: .document(generation: pyramid.generation, name: name)) { return .prepared(hit) }
-    return .blocking {
+    return .blocking(.render) {
         do throws(HTTPError) {
             return .prepared(try renderedDocument(name, of: pyramid, store: store, contentType: contentType, draw: draw))
         } catch {

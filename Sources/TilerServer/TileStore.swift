@@ -106,7 +106,7 @@ public final class TileStore: @unchecked Sendable {
         case .unavailable:
             throw missingTile(coordinate, of: pyramid)
         case .wouldBlock:
-            return .blocking { [self] in
+            return .blocking(.read) { [self] in
                 do throws(HTTPError) {
                     return .prepared(try tile(coordinate, of: pyramid))
                 } catch {

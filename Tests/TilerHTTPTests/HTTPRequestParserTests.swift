@@ -86,6 +86,26 @@ private func status(of text: String, limits: HTTPRequestParser.Limits = .init())
         #expect(status(of: "\r\n\r\nGET / HTTP/1.1\nHost: h\n\n") == 200)
     }
 
+    /// Empty lines before a request line are part of its head: the parser is no longer
+    /// idle once one arrives (so the head timeout runs), and they count toward the
+    /// request-line limit together with the line that follows.
+    @Test func leadingEmptyLinesCountTowardTheRequestHead() {
+        var parser = HTTPRequestParser()
+        #expect(parser.isIdle)
+        let r = Array("\r\n".utf8).withUnsafeBytes { parser.parse($0) }
+        #expect(r.status == .needMore && r.consumed == 2)
+        #expect(!parser.isIdle)
+        let small = HTTPRequestParser.Limits(maximumRequestLineBytes: 100)
+        let line = "GET /\(String(repeating: "a", count: 30)) HTTP/1.1\r\nHost: h\r\n\r\n"
+        #expect(status(of: String(repeating: "\r\n", count: 20) + line, limits: small) == 200)
+        #expect(status(of: String(repeating: "\r\n", count: 40) + line, limits: small) == 414)
+        #expect(status(of: String(repeating: "\n", count: 101), limits: small) == 414)
+        // After a complete request the parser is idle again, until the next byte.
+        var p = HTTPRequestParser()
+        let done = Array(("\r\n" + line).utf8).withUnsafeBytes { p.parse($0) }
+        #expect(done.status == .complete && p.isIdle)
+    }
+
     @Test func absoluteFormIsReducedToThePath() {
         let h = parseAll(Array("GET http://example.com/healthz?a HTTP/1.1\r\nHost: h\r\n\r\n".utf8)).heads[0]
         #expect(String(decoding: h.target, as: UTF8.self) == "/healthz?a")

@@ -32,9 +32,94 @@ struct TestHandler: HTTPHandler {
                 usleep(ms * 1000)
                 return .bytes(status: 200, contentType: "text/plain", body: Array(target.utf8), cacheControl: nil)
             }
+        case _ where target.hasPrefix("/hold/"):
+            // `/hold/NAME`: holds the event loop's thread itself at gate NAME (no real
+            // handler may do this; tests use it to order events deterministically).
+            Gates.shared[String(target.dropFirst("/hold/".count))].pass()
+            return .bytes(status: 200, contentType: "text/plain", body: Array(target.utf8), cacheControl: nil)
+        case _ where target.hasPrefix("/render/") || target.hasPrefix("/read/"):
+            // `/render/NAME`, `/read/NAME`: made in that lane of the pool, once gate NAME
+            // opens (see `Gates`).
+            let kind: BlockingKind = target.hasPrefix("/read/") ? .read : .render
+            let name = String(target.split(separator: "/").last ?? "")
+            return .blocking(kind) {
+                Gates.shared[name].pass()
+                return .bytes(status: 200, contentType: "text/plain", body: Array(target.utf8), cacheControl: nil)
+            }
         default: return .bytes(status: 200, contentType: "text/plain", body: Array(target.utf8), cacheControl: nil)
         }
     }
+}
+
+/// A gate that blocking work waits at until the test opens it, so that a test can hold
+/// pool threads busy for exactly as long as it needs, and count what ran.
+final class Gate: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var isOpen: Bool
+    private var arrivals = 0
+    private var passes = 0
+
+    init(open: Bool) { isOpen = open }
+
+    /// Called by the work: waits until the gate is open.
+    func pass() {
+        condition.lock()
+        arrivals += 1
+        condition.broadcast()
+        while !isOpen { condition.wait() }
+        passes += 1
+        condition.unlock()
+    }
+
+    func open() {
+        condition.lock()
+        isOpen = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// How many pieces of work reached the gate (started running).
+    var arrived: Int { condition.withLock { arrivals } }
+    /// How many went through it (ran to the end).
+    var passed: Int { condition.withLock { passes } }
+
+    /// Waits until `count` pieces of work have reached the gate; false after `seconds`.
+    func waitForArrivals(_ count: Int, seconds: Double = 20) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        let deadline = Date().addingTimeInterval(seconds)
+        while arrivals < count {
+            if !condition.wait(until: deadline) { return arrivals >= count }
+        }
+        return true
+    }
+}
+
+/// Gates by name: names starting with `open-` are open from the start, the others closed.
+final class Gates: @unchecked Sendable {
+    static let shared = Gates()
+    private let lock = NSLock()
+    private var gates: [String: Gate] = [:]
+    subscript(name: String) -> Gate {
+        lock.withLock {
+            if let g = gates[name] { return g }
+            let g = Gate(open: name.hasPrefix("open-"))
+            gates[name] = g
+            return g
+        }
+    }
+    /// A name no other test uses.
+    static func unique(_ prefix: String = "") -> String { prefix + UUID().uuidString }
+}
+
+/// Polls `condition` until it holds; false if it still does not after `seconds`.
+func eventually(within seconds: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try condition() { return true }
+        usleep(5_000)
+    }
+    return try condition()
 }
 
 func withServer(_ configure: (inout HTTPConfiguration) -> Void = { _ in },
@@ -104,17 +189,20 @@ final class FailureBox: @unchecked Sendable {
     /// event loop, another client is answered 100 times while it is being made.
     @Test func blockingResponseDoesNotStallTheLoop() throws {
         try withServer({ $0.threads = 1 }) { port, _ throws in
+            let gate = Gates.unique()
             let slow = try RawHTTPClient(port: port)
-            try slow.request("/slow/1500")
+            try slow.request("/render/\(gate)")
+            #expect(Gates.shared[gate].waitForArrivals(1))
             let other = try RawHTTPClient(port: port)
             for i in 0..<100 {
                 try other.request("/o/\(i)")
                 #expect(try other.readResponse().text == "/o/\(i)")
             }
-            // The slow answer has not arrived yet (it is 1.5 s away), and then it does.
+            // The slow answer has not arrived (its gate is shut), and then it does.
             var pending = pollfd(fd: slow.fd, events: Int16(POLLIN), revents: 0)
             #expect(poll(&pending, 1, 0) == 0)
-            #expect(try slow.readResponse().text == "/slow/1500")
+            Gates.shared[gate].open()
+            #expect(try slow.readResponse().text == "/render/\(gate)")
         }
     }
 
@@ -162,10 +250,14 @@ final class FailureBox: @unchecked Sendable {
         let c = try RawHTTPClient(port: server.port)
         try c.request("/slow/1")
         #expect(try c.readResponse().text == "/slow/1")
-        try c.request("/slow/400")
-        usleep(50_000)
+        let gate = Gates.unique()
+        try c.request("/render/\(gate)")
+        #expect(Gates.shared[gate].waitForArrivals(1))  // being made now
         server.stop()
-        #expect(try c.readResponse().text == "/slow/400")
+        Gates.shared[gate].open()
+        let r = try c.readResponse()
+        #expect(r.text == "/render/\(gate)")
+        #expect(r.header("Connection") == "close")
         server.wait()
     }
 
@@ -324,14 +416,15 @@ final class FailureBox: @unchecked Sendable {
         #expect(try fetch(port, "/alive").text == "/alive")
     }
 
-    @Test func hugeRequestLineIs414OrClosed() throws {
+    /// The whole 100 KB goes out (the server reads and drops the rest of the request
+    /// after answering, rather than resetting the connection), then the 414 comes back.
+    @Test func hugeRequestLineIs414AndCloses() throws {
         try withServer { port, _ throws in
             let c = try RawHTTPClient(port: port)
-            try? c.send("GET /\(String(repeating: "a", count: 100_000)) HTTP/1.1\r\nHost: x\r\n\r\n")
-            if let r = try? c.readResponse() {
-                #expect(r.status == 414)
-                #expect(r.header("Connection") == "close")
-            }
+            try c.send("GET /\(String(repeating: "a", count: 100_000)) HTTP/1.1\r\nHost: x\r\n\r\n")
+            let r = try c.readResponse()
+            #expect(r.status == 414)
+            #expect(r.header("Connection") == "close")
             #expect(c.waitForClose())
             try expectStillServing(port)
         }
@@ -398,13 +491,11 @@ final class FailureBox: @unchecked Sendable {
                 try c.send("GET /slow/\(i) HTTP/1.1\r\nHost: x\r\nX-Partial: ")
                 slow.append(c)
             }
-            let start = Date()
             let c = try RawHTTPClient(port: port)
             for i in 0..<20 {
                 try c.request("/fast/\(i)")
                 #expect(try c.readResponse().text == "/fast/\(i)")
             }
-            #expect(Date().timeIntervalSince(start) < 1.0)
             // The slow ones complete when they finish their heads.
             for (i, s) in slow.enumerated() where i % 10 == 0 {
                 try s.send("y\r\n\r\n")
@@ -417,11 +508,37 @@ final class FailureBox: @unchecked Sendable {
         try withServer({ $0.requestHeadTimeout = 0.4 }) { port, _ throws in
             let c = try RawHTTPClient(port: port)
             try c.send("GET / HTTP/1.1\r\nHost: x\r\n")
-            let start = Date()
             let r = try c.readResponse()
             #expect(r.status == 408)
             #expect(c.waitForClose())
-            #expect(Date().timeIntervalSince(start) < 3)
+            try expectStillServing(port)
+        }
+    }
+
+    /// Slowloris with empty lines: a client that sends only `\r\n`, over and over, is
+    /// sending a request head and is held to the head timeout like any other.
+    @Test func emptyLinesDoNotHoldAConnectionPastTheHeadTimeout() throws {
+        try withServer({ $0.requestHeadTimeout = 0.5; $0.idleTimeout = 60 }) { port, _ throws in
+            for prelude in ["", "GET /first HTTP/1.1\r\nHost: x\r\n\r\n"] {
+                let c = try RawHTTPClient(port: port, timeout: 0.1)
+                if !prelude.isEmpty {
+                    try c.send(prelude)
+                    #expect(try c.readResponse().text == "/first")
+                }
+                // Ten times the head timeout, one empty line every 0.1 s: the server must
+                // answer 408 and close well before the client gives up.
+                var answer: [UInt8] = []
+                var closed = false
+                let deadline = Date().addingTimeInterval(5)
+                while Date() < deadline && !closed {
+                    if (try? c.send("\r\n")) == nil { closed = true; break }
+                    var chunk = [UInt8](repeating: 0, count: 4096)
+                    let n = chunk.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
+                    if n > 0 { answer += chunk[0..<n] } else if n == 0 || errno == ECONNRESET { closed = true }
+                }
+                #expect(closed, "a connection sending empty lines stayed open for 10 head timeouts")
+                #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 408 "))
+            }
             try expectStillServing(port)
         }
     }
@@ -433,8 +550,8 @@ final class FailureBox: @unchecked Sendable {
             _ = try c.readResponse()
             let start = Date()
             #expect(c.waitForClose())
-            let waited = Date().timeIntervalSince(start)
-            #expect(waited > 0.3 && waited < 3)
+            // Not before its time (a lower bound holds however slow the machine is).
+            #expect(Date().timeIntervalSince(start) > 0.3)
         }
     }
 
@@ -443,8 +560,7 @@ final class FailureBox: @unchecked Sendable {
             let c = try RawHTTPClient(port: port)
             let start = Date()
             #expect(c.waitForClose())
-            let waited = Date().timeIntervalSince(start)
-            #expect(waited > 0.3 && waited < 3)
+            #expect(Date().timeIntervalSince(start) > 0.3)
         }
     }
 
@@ -452,8 +568,9 @@ final class FailureBox: @unchecked Sendable {
         try withServer({ $0.writeTimeout = 0.5 }) { port, server throws in
             let c = try RawHTTPClient(port: port, timeout: 5)
             try c.request("/huge")  // 64 MiB: far more than the socket buffers hold
-            Thread.sleep(forTimeInterval: 2)
-            #expect(server.openConnections == 0)
+            // Accepted and answering (bytes are waiting to be read), then cut off.
+            #expect(eventually { bytesWaiting(c) > 0 })
+            #expect(eventually { server.openConnections == 0 })
             var received = 0
             var chunk = [UInt8](repeating: 0, count: 1 << 20)
             while true {
@@ -480,7 +597,15 @@ final class FailureBox: @unchecked Sendable {
             #expect(extra.waitForClose())
             #expect(server.openConnections == 4)
             // Capacity comes back when a connection closes.
-            _ = held  // keep them open until here
+            #expect(shutdown(held[0].fd, Int32(SHUT_RDWR)) == 0)  // one client leaves
+            #expect(eventually { server.openConnections == 3 })
+            let again = try RawHTTPClient(port: port)
+            try again.request("/again")
+            #expect(try again.readResponse().text == "/again")
+            for (i, c) in held.dropFirst().enumerated() {  // the others were never disturbed
+                try c.request("/still/\(i)")
+                #expect(try c.readResponse().text == "/still/\(i)")
+            }
         }
     }
 
@@ -496,7 +621,8 @@ final class FailureBox: @unchecked Sendable {
         _ = try idle.readResponse()
         let busy = try RawHTTPClient(port: port)
         try busy.send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
-        Thread.sleep(forTimeInterval: 0.1)  // the response is now queued, the client not reading
+        // The response is being sent (its first bytes have arrived), the client not reading.
+        #expect(eventually { bytesWaiting(busy) > 0 })
         server.stop()
         let r = try busy.readResponse()
         #expect(r.body.count == TestHandler.big.body.count)
@@ -504,4 +630,170 @@ final class FailureBox: @unchecked Sendable {
         server.wait()
         #expect(throws: (any Error).self) { _ = try fetch(port, "/after") }
     }
+
+    /// Every request in flight at a stop is finished or answered 503 with
+    /// `Connection: close` by the end of the grace period: one being made that outlives
+    /// it, one that finishes within it, one queued behind it, a head still arriving, and a
+    /// request the loop had not read yet. Idle connections are closed without a word.
+    @Test func stopAnswersEveryRequestInFlightWithinTheGracePeriod() throws {
+        var config = HTTPConfiguration()
+        config.port = 0
+        config.threads = 1
+        config.renderThreads = 2
+        config.shutdownGracePeriod = 1
+        let server = HTTPServer(configuration: config, handler: TestHandler())
+        try server.start()
+        let port = server.port
+        let forever = Gates.unique(), soon = Gates.unique()
+        let outlives = try RawHTTPClient(port: port)
+        try outlives.request("/render/\(forever)")
+        let finishes = try RawHTTPClient(port: port)
+        try finishes.request("/render/\(soon)")
+        #expect(Gates.shared[forever].waitForArrivals(1) && Gates.shared[soon].waitForArrivals(1))
+        let queued = try RawHTTPClient(port: port)
+        try queued.request("/render/\(Gates.unique("open-"))")
+        #expect(eventually { server.blockingStatistics(.render).queued == 1 })
+        let partial = try RawHTTPClient(port: port)
+        try partial.send("GET /partial HTTP/1.1\r\nHost: x\r\n")
+        let idle = try RawHTTPClient(port: port)
+        try idle.request("/idle")
+        #expect(try idle.readResponse().status == 200)
+        #expect(eventually { server.openConnections == 5 })
+
+        server.stop()
+        Gates.shared[soon].open()
+        let finished = try finishes.readResponse()
+        #expect(finished.status == 200 && finished.header("Connection") == "close")
+        let next = try queued.readResponse()  // ran on the thread `soon` freed
+        #expect(next.status == 200 && next.header("Connection") == "close")
+        #expect(idle.waitForClose())
+        for (name, c) in [("a request whose work outlived the grace period", outlives), ("a half-sent head", partial)] {
+            let r = try c.readResponse()
+            #expect(r.status == 503, "\(name): \(r.status)")
+            #expect(r.header("Connection") == "close", "\(name)")
+            #expect(r.errorMessage?.contains("shutting down") == true, "\(name)")
+            #expect(c.waitForClose(), "\(name)")
+        }
+        server.wait()
+        Gates.shared[forever].open()
+    }
+
+    /// A request that reached the socket just before a stop, before the loop read it, is
+    /// answered (with `Connection: close`), not dropped with its connection as if it were
+    /// idle. The loop's thread is held inside a handler while the stop is signalled and
+    /// then 50 keep-alive connections send a request each, so that the loop sees the stop
+    /// before it reads any of them.
+    @Test func aRequestNotYetReadWhenTheStopComesIsAnswered() throws {
+        var config = HTTPConfiguration()
+        config.port = 0
+        config.threads = 1
+        let server = HTTPServer(configuration: config, handler: TestHandler())
+        try server.start()
+        var clients: [RawHTTPClient] = []
+        for i in 0..<50 {
+            let c = try RawHTTPClient(port: server.port)
+            try c.request("/warm/\(i)")
+            #expect(try c.readResponse().status == 200)
+            clients.append(c)
+        }
+        let gate = Gates.unique()
+        let holder = try RawHTTPClient(port: server.port)
+        try holder.request("/hold/\(gate)")
+        #expect(Gates.shared[gate].waitForArrivals(1))
+        server.stop()
+        for (i, c) in clients.enumerated() { try c.request("/last/\(i)") }
+        Gates.shared[gate].open()
+        #expect(try holder.readResponse().status == 200)
+        for (i, c) in clients.enumerated() {
+            let r = try c.readResponse()
+            #expect(r.text == "/last/\(i)")
+            #expect(r.header("Connection") == "close")
+        }
+        server.wait()
+    }
+
+    /// An idle timeout far past any range (an unvalidated configuration) does not trap.
+    @Test func absurdTimeoutsDoNotTrap() throws {
+        try withServer({ $0.idleTimeout = 1e16; $0.requestHeadTimeout = .infinity; $0.writeTimeout = .nan }) { port, _ throws in
+            #expect(try fetch(port, "/alive").text == "/alive")
+        }
+    }
+
+    /// If one loop cannot be made, everything acquired is released (no listening socket
+    /// keeps the port, no descriptor leaks) and the same server can start again.
+    @Test func aFailedStartReleasesEverythingAndCanBeRetried() throws {
+        let port = try freePort()
+        var config = HTTPConfiguration()
+        config.port = port
+        config.threads = 3
+        func failingSecondLoop(_ server: HTTPServer) {
+            let made = Counter()
+            server.makeEventLoop = { fd, shared, handler in
+                made.increment() == 2 ? nil : EventLoop(listener: fd, shared: shared, handler: handler)
+            }
+        }
+        let openBefore = openDescriptors()
+        for _ in 0..<100 {
+            let server = HTTPServer(configuration: config, handler: TestHandler())
+            failingSecondLoop(server)
+            #expect(throws: SocketError.self) { try server.start() }
+        }
+        // Other tests open and close descriptors meanwhile; a leak would be 5 per start.
+        #expect(openDescriptors() - openBefore < 100, "\(openDescriptors() - openBefore) descriptors leaked by 100 failed starts")
+        let server = HTTPServer(configuration: config, handler: TestHandler())
+        failingSecondLoop(server)
+        #expect(throws: SocketError.self) { try server.start() }
+        server.makeEventLoop = { EventLoop(listener: $0, shared: $1, handler: $2) }
+        try server.start()  // the port is free again and the server is not half-started
+        defer {
+            server.stop()
+            server.wait()
+        }
+        #expect(server.port == port)
+        #expect(try fetch(port, "/again").text == "/again")
+    }
+
+    /// `stop()` from another thread while `start()` runs, over and over: no crash, no hang.
+    @Test func stopRacingStartIsSafe() throws {
+        var config = HTTPConfiguration()
+        config.port = 0
+        config.threads = 2
+        for _ in 0..<50 {
+            let server = HTTPServer(configuration: config, handler: TestHandler())
+            let stopper = Thread { server.stop() }
+            stopper.start()
+            try server.start()
+            server.stop()
+            server.wait()
+        }
+    }
+}
+
+/// A counter shared with a closure.
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = 0
+    /// Adds one and returns the new value.
+    func increment() -> Int { lock.withLock { value += 1; return value } }
+}
+
+/// Bytes received by a client and not read yet.
+func bytesWaiting(_ c: RawHTTPClient) -> Int {
+    var n: Int32 = 0
+    return ioctl(c.fd, UInt(FIONREAD), &n) == 0 ? Int(n) : 0
+}
+
+/// Open descriptors of this process.
+func openDescriptors() -> Int {
+    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0
+}
+
+/// A TCP port nothing listens on right now, below the ephemeral range, so that no other
+/// test's server (asking for port 0) is given it while this test binds and frees it.
+func freePort() throws -> Int {
+    for _ in 0..<1000 {
+        let port = Int.random(in: 20_000..<30_000)
+        if (try? ListeningSocket.checkPortIsFree(host: "127.0.0.1", port: port)) != nil { return port }
+    }
+    throw ClientError("no free port in 20000..<30000")
 }

@@ -23,15 +23,21 @@ import Testing
         }
     }
 
+    /// A server that stopped frees its port: a new server binds the same port at once
+    /// and serves it, and once that one stops too, the port is free.
     @Test func aFreedPortCanBeServedAgain() throws {
-        var freed = 0
-        try withServer { port, _ in freed = port }
+        let port = try freePort()
         var config = HTTPConfiguration()
-        config.port = freed
+        config.port = port
         config.threads = 2
-        let again = HTTPServer(configuration: config, handler: TestHandler())
-        try again.start()
-        again.stop()
-        again.wait()
+        for round in 0..<2 {
+            let server = HTTPServer(configuration: config, handler: TestHandler())
+            try server.start()
+            #expect(server.port == port)
+            #expect(try fetch(port, "/round/\(round)").text == "/round/\(round)")
+            server.stop()
+            server.wait()
+        }
+        #expect(throws: Never.self) { try ListeningSocket.checkPortIsFree(host: "127.0.0.1", port: port) }
     }
 }

@@ -75,7 +75,7 @@ func check(_ response: HTTPResponse) {
         precondition(e.status != 500 || e.message.contains("'bad'"), "500 for a good pyramid: \(e.message)")
     case let .withHeaders(_, inner):
         check(inner)
-    case .blocking(let make):
+    case .blocking(_, let make):
         check(make())
     }
 }
