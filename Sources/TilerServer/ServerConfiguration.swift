@@ -28,4 +28,36 @@ public struct ServerConfiguration: Sendable, Hashable {
     public init(root: String) {
         self.root = root
     }
+
+    /// The accepted range of each numeric setting of this level (the HTTP ones are in
+    /// `HTTPConfiguration.Range`).
+    public enum Range {
+        /// MiB of cache, as `--cache-mb` gives it: up to 1 TiB.
+        public static let cacheMB = 0...(1 << 20)
+        public static let visibleTiles = 1...1_000_000
+        public static let listLimit = 1...1_000_000
+        /// IIIF output width or height, px.
+        public static let iiifSide = 1...1_000_000
+        /// IIIF output area, pixels.
+        public static let iiifArea = 1...1_000_000_000_000
+        public static let manifestCheckInterval: ClosedRange<Double> = 0...86_400
+    }
+
+    /// Throws for the first setting outside its range, here or in `http`.
+    public func validate() throws(HTTPConfiguration.InvalidSetting) {
+        func check<T: Comparable>(_ name: String, _ value: T, _ range: ClosedRange<T>) throws(HTTPConfiguration.InvalidSetting) {
+            guard range.contains(value) else {
+                throw .init(setting: name, value: "\(value)", range: "\(range.lowerBound)...\(range.upperBound)")
+            }
+        }
+        try http.validate()
+        try check("cacheBytes", cacheBytes, 0...(Range.cacheMB.upperBound << 20))
+        try check("maximumCachedFileBytes", maximumCachedFileBytes, 0...(1 << 30))
+        try check("manifestCheckInterval", manifestCheckInterval, Range.manifestCheckInterval)
+        try check("maximumVisibleTiles", maximumVisibleTiles, Range.visibleTiles)
+        try check("maximumListLimit", maximumListLimit, Range.listLimit)
+        try check("iiifLimits.maxWidth", iiifLimits.maxWidth, Range.iiifSide)
+        try check("iiifLimits.maxHeight", iiifLimits.maxHeight, Range.iiifSide)
+        try check("iiifLimits.maxArea", iiifLimits.maxArea, Range.iiifArea)
+    }
 }

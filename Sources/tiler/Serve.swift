@@ -30,8 +30,17 @@ extension Tiler {
         @Option(help: "Event-loop threads (env TILER_THREADS; default: one per core).")
         var threads: Int?
         @Option(name: .customLong("blocking-threads"),
-                help: "Threads for disk reads and drawn images, so event loops never wait (env TILER_BLOCKING_THREADS; default: 4 per core).")
+                help: "Threads that read tiles missing from the page cache, so event loops never wait for the disk (env TILER_BLOCKING_THREADS; default: 4 per core).")
         var blockingThreads: Int?
+        @Option(name: .customLong("render-threads"),
+                help: "Threads that draw IIIF regions and small DeepZoom levels, apart from the read threads (env TILER_RENDER_THREADS; default: one per core).")
+        var renderThreads: Int?
+        @Option(name: .customLong("max-queued-reads"),
+                help: "Tile reads waiting for a read thread, else 503 (env TILER_MAX_QUEUED_READS; default: 1024).")
+        var maxQueuedReads: Int?
+        @Option(name: .customLong("max-queued-renders"),
+                help: "Drawings waiting for a render thread, else 503 (env TILER_MAX_QUEUED_RENDERS; default: 32).")
+        var maxQueuedRenders: Int?
 
         @Option(name: .customLong("cache-mb"), help: "Memory for cached tiles and documents, MiB (env TILER_CACHE_MB; default: 256).")
         var cacheMB: Int?
@@ -48,8 +57,14 @@ extension Tiler {
         @Option(help: "Seconds before an idle keep-alive connection is closed (env TILER_IDLE_TIMEOUT; default: 60).")
         var idleTimeout: Double?
 
-        @Option(help: "Seconds a client may take to send a request head (env TILER_HEADER_TIMEOUT; default: 10).")
+        @Option(help: "Seconds a client may take to send a request head, empty lines before it included (env TILER_HEADER_TIMEOUT; default: 10).")
         var headerTimeout: Double?
+
+        @Option(help: "Seconds a response may wait for the client to read it before the connection is closed (env TILER_WRITE_TIMEOUT; default: 30).")
+        var writeTimeout: Double?
+
+        @Option(help: "Seconds given to requests in flight after SIGTERM/SIGINT; then 503 (env TILER_SHUTDOWN_GRACE; default: 10).")
+        var shutdownGrace: Double?
 
         @Option(help: "Longest request line in bytes, else 414 (env TILER_MAX_REQUEST_LINE; default: 8192).")
         var maxRequestLine: Int?
@@ -74,6 +89,11 @@ extension Tiler {
 
         @Flag(inversion: .prefixedNo, help: "Log one line per request to stderr (env TILER_ACCESS_LOG=1; default: off).")
         var accessLog: Bool?
+
+        /// Settings out of range are usage errors, with `tiler serve`'s usage.
+        func validate() throws {
+            _ = try resolvedConfiguration()
+        }
 
         func run() throws {
             let config = try resolvedConfiguration()
@@ -100,79 +120,94 @@ extension Tiler {
             server.wait()
         }
 
-        /// Flags, then `TILER_*` variables, then defaults.
+        /// Flags, then `TILER_*` variables, then defaults. Every number is checked against
+        /// its range (`HTTPConfiguration.Range`, `ServerConfiguration.Range`): a value out of
+        /// range is a usage error naming the flag or variable, never a trap later.
         func resolvedConfiguration() throws -> ServerConfiguration {
             func env(_ name: String) -> String? {
                 guard let v = ProcessInfo.processInfo.environment[name] else { return nil }
                 return v
             }
-            func int(_ flag: Int?, _ name: String) throws -> Int? {
-                if let flag { return flag }
-                guard let text = env(name), !text.isEmpty else { return nil }
-                guard let v = Int(text) else { throw ValidationError("\(name)='\(text)' is not an integer") }
-                return v
+            func int(_ flag: Int?, _ option: String, _ variable: String, _ range: ClosedRange<Int>) throws -> Int? {
+                let value: Int, source: String
+                if let flag {
+                    (value, source) = (flag, "--\(option)")
+                } else {
+                    guard let text = env(variable), !text.isEmpty else { return nil }
+                    guard let v = Int(text) else { throw ValidationError("\(variable)='\(text)' is not an integer") }
+                    (value, source) = (v, variable)
+                }
+                guard range.contains(value) else {
+                    throw ValidationError("\(source) must be \(range.lowerBound)...\(range.upperBound), not \(value)")
+                }
+                return value
             }
-            func double(_ flag: Double?, _ name: String) throws -> Double? {
-                if let flag { return flag }
-                guard let text = env(name), !text.isEmpty else { return nil }
-                guard let v = Double(text), v.isFinite else { throw ValidationError("\(name)='\(text)' is not a number") }
-                return v
+            func seconds(_ flag: Double?, _ option: String, _ variable: String, _ range: ClosedRange<Double>) throws -> Double? {
+                let value: Double, source: String
+                if let flag {
+                    (value, source) = (flag, "--\(option)")
+                } else {
+                    guard let text = env(variable), !text.isEmpty else { return nil }
+                    guard let v = Double(text) else { throw ValidationError("\(variable)='\(text)' is not a number") }
+                    (value, source) = (v, variable)
+                }
+                // NaN and infinities are outside every range.
+                guard range.contains(value) else {
+                    throw ValidationError("\(source) must be a number of seconds from \(range.lowerBound) to \(range.upperBound), not \(value)")
+                }
+                return value
             }
+            typealias R = HTTPConfiguration.Range
             var c = ServerConfiguration(root: root ?? env("TILER_ROOT") ?? ".")
             if let v = host ?? env("TILER_HOST"), !v.isEmpty { c.http.host = v }
-            if let v = try int(port, "TILER_PORT") {
-                guard (0...65535).contains(v) else { throw ValidationError("port \(v) is not in 0...65535") }
-                c.http.port = v
-            }
-            if let v = try int(threads, "TILER_THREADS") {
-                guard (1...256).contains(v) else { throw ValidationError("threads must be in 1...256") }
-                c.http.threads = v
-            }
-            if let v = try int(blockingThreads, "TILER_BLOCKING_THREADS") {
-                guard (1...1024).contains(v) else { throw ValidationError("blocking-threads must be in 1...1024") }
+            if let v = try int(port, "port", "TILER_PORT", R.port) { c.http.port = v }
+            if let v = try int(threads, "threads", "TILER_THREADS", R.threads) { c.http.threads = v }
+            if let v = try int(blockingThreads, "blocking-threads", "TILER_BLOCKING_THREADS", R.blockingThreads) {
                 c.http.blockingThreads = v
             }
-            if let v = try int(cacheMB, "TILER_CACHE_MB") {
-                guard v >= 0 else { throw ValidationError("cache-mb must not be negative") }
-                c.cacheBytes = v << 20
+            if let v = try int(renderThreads, "render-threads", "TILER_RENDER_THREADS", R.renderThreads) { c.http.renderThreads = v }
+            if let v = try int(maxQueuedReads, "max-queued-reads", "TILER_MAX_QUEUED_READS", R.queueLength) {
+                c.http.maximumQueuedReads = v
             }
+            if let v = try int(maxQueuedRenders, "max-queued-renders", "TILER_MAX_QUEUED_RENDERS", R.queueLength) {
+                c.http.maximumQueuedRenders = v
+            }
+            if let v = try int(cacheMB, "cache-mb", "TILER_CACHE_MB", ServerConfiguration.Range.cacheMB) { c.cacheBytes = v << 20 }
             if let v = cacheControl ?? env("TILER_CACHE_CONTROL") { c.cacheControl = v }
             if let v = corsOrigin ?? env("TILER_CORS_ORIGIN") { c.http.corsAllowOrigin = v.isEmpty ? nil : v }
-            if let v = try int(maxConnections, "TILER_MAX_CONNECTIONS") {
-                guard v >= 1 else { throw ValidationError("max-connections must be at least 1") }
+            if let v = try int(maxConnections, "max-connections", "TILER_MAX_CONNECTIONS", R.connections) {
                 c.http.maximumConnections = v
             }
-            if let v = try double(idleTimeout, "TILER_IDLE_TIMEOUT") {
-                guard v > 0 else { throw ValidationError("idle-timeout must be positive") }
-                c.http.idleTimeout = v
-            }
-            if let v = try double(headerTimeout, "TILER_HEADER_TIMEOUT") {
-                guard v > 0 else { throw ValidationError("header-timeout must be positive") }
+            if let v = try seconds(idleTimeout, "idle-timeout", "TILER_IDLE_TIMEOUT", R.timeout) { c.http.idleTimeout = v }
+            if let v = try seconds(headerTimeout, "header-timeout", "TILER_HEADER_TIMEOUT", R.timeout) {
                 c.http.requestHeadTimeout = v
             }
-            if let v = try int(maxRequestLine, "TILER_MAX_REQUEST_LINE") {
-                guard v >= 64 else { throw ValidationError("max-request-line must be at least 64") }
+            if let v = try seconds(writeTimeout, "write-timeout", "TILER_WRITE_TIMEOUT", R.timeout) { c.http.writeTimeout = v }
+            if let v = try seconds(shutdownGrace, "shutdown-grace", "TILER_SHUTDOWN_GRACE", R.gracePeriod) {
+                c.http.shutdownGracePeriod = v
+            }
+            if let v = try int(maxRequestLine, "max-request-line", "TILER_MAX_REQUEST_LINE", R.requestLineBytes) {
                 c.http.maximumRequestLineBytes = v
             }
-            if let v = try int(maxHeaderBytes, "TILER_MAX_HEADER_BYTES") {
-                guard v >= 256 else { throw ValidationError("max-header-bytes must be at least 256") }
+            if let v = try int(maxHeaderBytes, "max-header-bytes", "TILER_MAX_HEADER_BYTES", R.headerBytes) {
                 c.http.maximumHeaderBytes = v
             }
-            if let v = try int(maxHeaders, "TILER_MAX_HEADERS") {
-                guard v >= 1 else { throw ValidationError("max-headers must be at least 1") }
-                c.http.maximumHeaderCount = v
-            }
-            if let v = try int(maxVisibleTiles, "TILER_MAX_VISIBLE_TILES") {
-                guard v >= 1 else { throw ValidationError("max-visible-tiles must be at least 1") }
+            if let v = try int(maxHeaders, "max-headers", "TILER_MAX_HEADERS", R.headerCount) { c.http.maximumHeaderCount = v }
+            if let v = try int(maxVisibleTiles, "max-visible-tiles", "TILER_MAX_VISIBLE_TILES", ServerConfiguration.Range.visibleTiles) {
                 c.maximumVisibleTiles = v
             }
-            for (value, variable, name, keyPath) in [(iiifMaxWidth, "TILER_IIIF_MAX_WIDTH", "iiif-max-width", \IIIFLimits.maxWidth),
-                                                     (iiifMaxHeight, "TILER_IIIF_MAX_HEIGHT", "iiif-max-height", \IIIFLimits.maxHeight),
-                                                     (iiifMaxArea, "TILER_IIIF_MAX_AREA", "iiif-max-area", \IIIFLimits.maxArea)] {
-                if let v = try int(value, variable) {
-                    guard v >= 1 else { throw ValidationError("\(name) must be at least 1") }
-                    c.iiifLimits[keyPath: keyPath] = v
-                }
+            for (value, option, variable, keyPath, range) in [
+                (iiifMaxWidth, "iiif-max-width", "TILER_IIIF_MAX_WIDTH", \IIIFLimits.maxWidth, ServerConfiguration.Range.iiifSide),
+                (iiifMaxHeight, "iiif-max-height", "TILER_IIIF_MAX_HEIGHT", \IIIFLimits.maxHeight, ServerConfiguration.Range.iiifSide),
+                (iiifMaxArea, "iiif-max-area", "TILER_IIIF_MAX_AREA", \IIIFLimits.maxArea, ServerConfiguration.Range.iiifArea),
+            ] {
+                if let v = try int(value, option, variable, range) { c.iiifLimits[keyPath: keyPath] = v }
+            }
+            // Every field was range-checked above; this keeps the two in step.
+            do {
+                try c.validate()
+            } catch {
+                throw ValidationError("\(error)")
             }
             return c
         }

@@ -104,6 +104,53 @@ import Glibc
         #expect(process.terminationStatus == 0)
     }
 
+    /// Numbers outside a setting's range, by flag or by variable, are usage errors that
+    /// name the flag or variable (exit 64), never a trap at start-up (`--idle-timeout
+    /// 1e16` used to trap in `Int64(seconds * 1000)`) nor a silent wrap (`--cache-mb`
+    /// shifted by 20 bits).
+    @Test(arguments: [
+        (["--idle-timeout", "1e16"], [:], "--idle-timeout"),
+        (["--header-timeout", "inf"], [:], "--header-timeout"),
+        (["--header-timeout", "nan"], [:], "--header-timeout"),
+        (["--write-timeout", "0"], [:], "--write-timeout"),
+        (["--shutdown-grace=-1"], [:], "--shutdown-grace"),
+        (["--cache-mb", "35184372088832"], [:], "--cache-mb"),
+        (["--max-request-line", "4611686018427387904"], [:], "--max-request-line"),
+        (["--max-connections", "0"], [:], "--max-connections"),
+        (["--render-threads", "0"], [:], "--render-threads"),
+        (["--max-queued-renders", "0"], [:], "--max-queued-renders"),
+        (["--max-queued-reads", "100000000"], [:], "--max-queued-reads"),
+        (["--iiif-max-area", "0"], [:], "--iiif-max-area"),
+        (["--max-visible-tiles", "9223372036854775807"], [:], "--max-visible-tiles"),
+        ([], ["TILER_IDLE_TIMEOUT": "1e16"], "TILER_IDLE_TIMEOUT"),
+        ([], ["TILER_HEADER_TIMEOUT": "inf"], "TILER_HEADER_TIMEOUT"),
+        ([], ["TILER_CACHE_MB": "35184372088832"], "TILER_CACHE_MB"),
+        ([], ["TILER_SHUTDOWN_GRACE": "1e9"], "TILER_SHUTDOWN_GRACE"),
+    ] as [([String], [String: String], String)])
+    func outOfRangeSettingsAreUsageErrors(arguments: [String], environment: [String: String], named: String) throws {
+        let root = try PyramidRoot()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try Self.binary)
+        process.arguments = ["serve", root.path, "--port", "0"] + arguments
+        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TILER_") }
+        env.merge(environment) { $1 }
+        process.environment = env
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        guard waitForExit(process) else {
+            process.terminate()
+            process.waitUntilExit()
+            Issue.record("\(arguments) \(environment) was accepted: the server started")
+            return
+        }
+        let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(process.terminationReason == .exit && process.terminationStatus == 64, "\(message)")
+        #expect(message.contains(named), "\(message)")
+        #expect(!message.contains("Fatal error"), "\(message)")
+    }
+
     @Test func aMissingRootIsAClearError() throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try Self.binary)
