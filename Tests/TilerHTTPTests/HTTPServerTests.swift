@@ -112,16 +112,6 @@ final class Gates: @unchecked Sendable {
     static func unique(_ prefix: String = "") -> String { prefix + UUID().uuidString }
 }
 
-/// Polls `condition` until it holds; false if it still does not after `seconds`.
-func eventually(within seconds: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if try condition() { return true }
-        usleep(5_000)
-    }
-    return try condition()
-}
-
 func withServer(_ configure: (inout HTTPConfiguration) -> Void = { _ in },
                 _ body: (Int, HTTPServer) throws -> Void) throws {
     var config = HTTPConfiguration()

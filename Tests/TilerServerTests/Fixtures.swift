@@ -65,6 +65,12 @@ final class PyramidRoot: @unchecked Sendable {
 /// A running in-process `TileServer` on a free loopback port.
 func withTileServer(_ root: PyramidRoot, _ configure: (inout ServerConfiguration) -> Void = { _ in },
                     _ body: (Int) throws -> Void) throws {
+    try withRunningTileServer(root, configure) { server in try body(server.port) }
+}
+
+/// The same, handing over the server itself (its connection count, its pool).
+func withRunningTileServer(_ root: PyramidRoot, _ configure: (inout ServerConfiguration) -> Void = { _ in },
+                           _ body: (TileServer) throws -> Void) throws {
     var config = ServerConfiguration(root: root.path)
     config.http.port = 0
     config.http.threads = 2
@@ -76,5 +82,5 @@ func withTileServer(_ root: PyramidRoot, _ configure: (inout ServerConfiguration
         server.stop()
         server.wait()
     }
-    try body(server.port)
+    try body(server)
 }

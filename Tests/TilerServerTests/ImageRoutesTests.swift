@@ -249,18 +249,16 @@ import TilerHTTP
                     == PyramidRoot.tileBytes("late", TileCoordinate(level: 2, row: 1, column: 2)))
             #expect(try fetch(port, "/images").json["total"] as? Int == 1)
 
-            // Re-cut with another size: noticed after the manifest check interval.
-            Thread.sleep(forTimeInterval: 1.1)  // a new mtime second
+            // Re-cut with another size: noticed after the manifest check interval (the
+            // manifest is a new file: another inode, whatever its mtime).
             try root.addPyramid("late", width: 2000, height: 400)
-            Thread.sleep(forTimeInterval: 0.3)
-            #expect(try fetch(port, "/images/late").json["width"] as? Int == 2000)
+            #expect(try eventually { try fetch(port, "/images/late").json["width"] as? Int == 2000 })
             #expect(try fetch(port, "/images/late/tiles/3/1/7.png").status == 200)
             _ = m
 
             // Deleted: 404, never a crash.
             try FileManager.default.removeItem(atPath: root.path + "/late")
-            Thread.sleep(forTimeInterval: 0.3)
-            #expect(try fetch(port, "/images/late").status == 404)
+            #expect(try eventually { try fetch(port, "/images/late").status == 404 })
             #expect(try fetch(port, "/images/late/tiles/0/0/0.png").status == 404)
             #expect(try fetch(port, "/images").json["total"] as? Int == 0)
         }

@@ -34,9 +34,14 @@ import TilerImaging
         // ---- Album: five pyramids, thumbnails only near the screen, page control in sync.
         try driver.navigate(base)
         try driver.wait(for: "the album", "return window.tilerViewer && tilerViewer.album().total === 5 && tilerViewer.stats.thumbnailsLoaded >= 1")
-        usleep(300_000)
+        // Every thumbnail the page asked for so far (those near the screen) has loaded,
+        // and they are not all five.
+        let requested = try #require(driver.wait(for: "the thumbnails near the screen", """
+            const asked = document.querySelectorAll('.thumb img[src]');
+            return asked.length >= 1 && tilerViewer.stats.thumbnailsLoaded === asked.length ? asked.length : null
+            """) as? Int)
         let early = try #require(driver.execute("return tilerViewer.stats.thumbnailsLoaded") as? Int)
-        #expect(early >= 1 && early < 5, "thumbnails should load lazily, \(early) of 5 loaded at first")
+        #expect(early == requested && early < 5, "thumbnails should load lazily, \(early) of 5 loaded at first")
         #expect(try driver.execute("return document.getElementById('page-number').textContent") as? String == "1 / 5")
 
         try driver.sendKeys("#strip", WebDriver.Key.arrowRight + WebDriver.Key.arrowRight)
@@ -90,7 +95,10 @@ import TilerImaging
             const v = tilerViewer.view(); return v && v.level === 2 && v.pending === 0 && v.activeTiles > 0 ? v : null
             """) as? [String: Any])
         #expect(view["x"] as? Double == 550 && view["y"] as? Double == 350 && view["scale"] as? Double == 2)
-        usleep(500_000)  // the tiles' fade-in
+        try driver.wait(for: "the tiles' fade-in", """
+            const shown = [...document.querySelectorAll('#plane img.tile.loaded')];
+            return shown.length > 0 && shown.every((i) => getComputedStyle(i).opacity === '1')
+            """)
         let stage = try #require(driver.execute("const r = document.getElementById('stage').getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]") as? [Double])
         let png = try driver.screenshot()
         try Data(png).write(to: testArtifacts.appendingPathComponent("viewer-deep-zoom.png"))

@@ -1,0 +1,1 @@
+../TilerHTTPTests/Polling.swift
