@@ -1,3 +1,4 @@
+import CNetShims
 import Foundation
 
 /// Threads that run work which may block: reading a file that is not in the page cache,
@@ -59,6 +60,9 @@ final class BlockingPool: @unchecked Sendable {
         var refused: Int
         /// Threads started (they stay until `shutdown`).
         var threads: Int
+        /// Jobs the lane still holds: queued ones, and cancelled ones no thread has
+        /// passed yet (bounded by compaction).
+        var held: Int
     }
 
     fileprivate final class Lane: @unchecked Sendable {
@@ -92,6 +96,12 @@ final class BlockingPool: @unchecked Sendable {
                 condition.unlock()
                 return nil
             }
+            // Cancelled jobs wait in the array until a thread passes them; while every
+            // thread is busy, clients that come and go could pile them up: compact.
+            if jobs.count - head > 2 * (queued + 64) {
+                jobs = jobs[head...].filter { $0.state == .queued }
+                head = 0
+            }
             let job = Job(lane: self, work: work)
             jobs.append(job)
             queued += 1
@@ -102,6 +112,7 @@ final class BlockingPool: @unchecked Sendable {
             if spawn {
                 exited.enter()
                 let thread = Thread { [self] in
+                    cns_name_thread(name)  // shown by top -H, /proc/PID/task/*/comm
                     runJobs()
                     exited.leave()
                 }
@@ -116,7 +127,7 @@ final class BlockingPool: @unchecked Sendable {
             condition.lock()
             defer { condition.unlock() }
             return Statistics(queued: queued, running: running, finished: finished, dropped: dropped, refused: refused,
-                              threads: started)
+                              threads: started, held: jobs.count - head)
         }
 
         /// Drops every queued job, lets the threads exit once their current job is done,

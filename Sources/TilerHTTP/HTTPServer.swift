@@ -112,6 +112,7 @@ public final class HTTPServer: @unchecked Sendable {
         for (i, loop) in loops.enumerated() {
             finished.enter()
             let thread = Thread { [finished] in
+                cns_name_thread("tiler-http-\(i)")
                 loop.run()
                 finished.leave()
             }
@@ -146,7 +147,7 @@ public final class HTTPServer: @unchecked Sendable {
     var blockingStatistics: (BlockingKind) -> BlockingPool.Statistics {
         let pool = lock.withLock { self.pool }
         return { kind in
-            pool?.statistics(kind) ?? .init(queued: 0, running: 0, finished: 0, dropped: 0, refused: 0, threads: 0)
+            pool?.statistics(kind) ?? .init(queued: 0, running: 0, finished: 0, dropped: 0, refused: 0, threads: 0, held: 0)
         }
     }
 

@@ -112,7 +112,7 @@ import Testing
         var jobs: [BlockingPool.Job] = []
         for _ in 0..<5 { jobs.append(pool.submit(.render) { gate.pass() }!) }
         #expect(gate.waitForArrivals(1))
-        #expect(pool.statistics(.render) == .init(queued: 4, running: 1, finished: 0, dropped: 0, refused: 0, threads: 1))
+        #expect(pool.statistics(.render) == .init(queued: 4, running: 1, finished: 0, dropped: 0, refused: 0, threads: 1, held: 4))
         #expect(!jobs[0].cancel(), "a running job cannot be dropped")
         #expect(jobs[2].cancel() && jobs[3].cancel())
         #expect(!jobs[2].cancel(), "a job is dropped once")
@@ -122,6 +122,27 @@ import Testing
         #expect(eventually { pool.statistics(.render).finished == 3 && Gates.shared[ran].passed == 3 })
         #expect(gate.passed == 3)
         #expect(pool.statistics(.render).dropped == 2)
+        pool.shutdown(deadline: .now() + 5)
+    }
+
+    /// Clients that come and go while every thread is busy: 100,000 jobs submitted and
+    /// cancelled leave nothing queued, and the next job still runs.
+    @Test func cancelledJobsDoNotPileUp() {
+        let pool = BlockingPool(read: .init(threads: 1, queueLength: 10), render: .init(threads: 1, queueLength: 10))
+        let busy = Gate(open: false)
+        _ = pool.submit(.render) { busy.pass() }
+        #expect(busy.waitForArrivals(1))
+        for _ in 0..<100_000 {
+            let job = pool.submit(.render) {}
+            #expect(job?.cancel() == true)
+        }
+        let after = pool.statistics(.render)
+        #expect(after.queued == 0 && after.dropped == 100_000)
+        #expect(after.held <= 2 * 64 + 1, "\(after.held) cancelled jobs are still held")
+        let last = Gate(open: true)
+        _ = pool.submit(.render) { last.pass() }
+        busy.open()
+        #expect(last.waitForArrivals(1))
         pool.shutdown(deadline: .now() + 5)
     }
 }

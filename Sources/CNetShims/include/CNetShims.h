@@ -21,6 +21,7 @@
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -158,6 +159,10 @@ static inline int cns_readable_bytes(int fd) {
     int n = 0;
     return ioctl(fd, FIONREAD, &n) == 0 ? n : -1;
 }
+
+/* Names the calling thread (at most 15 bytes are kept), as top -H and
+ * /proc/PID/task/TID/comm show it. */
+static inline void cns_name_thread(const char *name) { (void)prctl(PR_SET_NAME, name, 0, 0, 0); }
 
 /* A non-blocking eventfd, used to wake event loops. */
 static inline int cns_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
