@@ -49,7 +49,7 @@ import TilerImaging
         _ = try driver.wait(for: "the full-resolution tiles", """
             const v = tilerViewer.view(); return v && v.level === \(cut.manifest.maxLevel) && v.pending === 0 && v.activeTiles > 0 ? v : null
             """)
-        usleep(500_000)  // the tiles' fade-in
+        try driver.waitForTilesFadedIn()
         let stage = try #require(driver.execute("const r = document.getElementById('stage').getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]") as? [Double])
         let png = try driver.screenshot()
         try Data(png).write(to: testArtifacts.appendingPathComponent("viewer-padded-corner.png"))

@@ -95,10 +95,7 @@ import TilerImaging
             const v = tilerViewer.view(); return v && v.level === 2 && v.pending === 0 && v.activeTiles > 0 ? v : null
             """) as? [String: Any])
         #expect(view["x"] as? Double == 550 && view["y"] as? Double == 350 && view["scale"] as? Double == 2)
-        try driver.wait(for: "the tiles' fade-in", """
-            const shown = [...document.querySelectorAll('#plane img.tile.loaded')];
-            return shown.length > 0 && shown.every((i) => getComputedStyle(i).opacity === '1')
-            """)
+        try driver.waitForTilesFadedIn()
         let stage = try #require(driver.execute("const r = document.getElementById('stage').getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]") as? [Double])
         let png = try driver.screenshot()
         try Data(png).write(to: testArtifacts.appendingPathComponent("viewer-deep-zoom.png"))

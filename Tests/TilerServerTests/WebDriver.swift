@@ -109,6 +109,15 @@ final class WebDriver {
         throw ClientError("timed out after \(timeout) s waiting for \(what); last answer: \(String(describing: last))")
     }
 
+    /// Waits until every loaded tile of the deep-zoom view has faded in (opacity 1), so
+    /// that a screenshot shows the tiles and not a blend with what is under them.
+    func waitForTilesFadedIn() throws {
+        try wait(for: "the tiles' fade-in", """
+            const shown = [...document.querySelectorAll('#plane img.tile.loaded')];
+            return shown.length > 0 && shown.every((i) => getComputedStyle(i).opacity === '1')
+            """)
+    }
+
     /// The WebDriver reference of the first element matching a CSS selector.
     func element(_ css: String) throws -> String {
         let value = try command("POST", "/element", ["using": "css selector", "value": css]) as? [String: Any]
