@@ -312,12 +312,14 @@ import TilerCore
         process.arguments = ["cut", input, "-o", root.path, "--quiet"]
         process.standardError = FileHandle.nullDevice
         try process.run()
-        // Wait until the partial folder exists, then stop the cut.
-        let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline, ((try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? []).isEmpty {
-            usleep(20_000)
+        // Wait until the partial folder exists (it is made as `.big.staging-*` and then
+        // renamed, so a non-empty ROOT is not yet the state), then stop the cut.
+        func partialExists() -> Bool {
+            ((try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? []).contains { $0.hasPrefix(".big.partial-") }
         }
-        #expect(((try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? []).contains { $0.hasPrefix(".big.partial-") })
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline, !partialExists() { usleep(20_000) }
+        #expect(partialExists())
         process.terminate()
         process.waitUntilExit()
         #expect(process.terminationStatus == 128 + SIGTERM)
