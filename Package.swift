@@ -21,21 +21,28 @@ let package = Package(
         .systemLibrary(name: "CVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // Fixed-arity wrappers for the libvips calls Swift cannot make (C varargs).
         .target(name: "CTilerShims", dependencies: ["CVips", "CPNG"]),
         // epoll, accept4 and friends, which Glibc's Swift module does not expose.
         .target(name: "CNetShims"),
         // renameat2 (exchange, no-replace), which Glibc's Swift module does not expose.
         .target(name: "CStorageShims"),
+        // Fixed-arity wrappers for libcurl's variadic setopt/getinfo.
+        .target(name: "CCurlShims", dependencies: ["CCurl"]),
 
         // Pyramid geometry, visible tiles, manifest model: pure Swift, no I/O.
         .target(name: "TilerCore"),
         // The PMTiles v3 format: header, varints, Hilbert tile ids, directories, gzip.
         // Pure: bytes in, bytes out, no I/O.
         .target(name: "PMTiles", dependencies: ["CZlib"]),
-        // Pyramids on disk: folders and PMTiles archives written atomically (the sinks
-        // the cutter writes into), the archive reader, pack and unpack.
-        .target(name: "TilerStorage", dependencies: ["TilerCore", "PMTiles", "CStorageShims"]),
+        // The S3 API over libcurl (Signature V4, range reads, multipart uploads,
+        // listings), every request bounded in time. Knows nothing of pyramids.
+        .target(name: "ObjectStorage", dependencies: ["CCurl", "CCurlShims"]),
+        // Pyramids on disk and in buckets: folders and PMTiles archives written
+        // atomically (the sinks the cutter writes into), the archive reader over files
+        // and S3 objects, pack and unpack.
+        .target(name: "TilerStorage", dependencies: ["TilerCore", "PMTiles", "CStorageShims", "ObjectStorage"]),
         // libvips and libpng behind small Swift types; the pyramid cutter.
         .target(name: "TilerImaging", dependencies: ["TilerCore", "TilerStorage", "CVips", "CPNG", "CTilerShims"]),
         // Sockets, HTTP/1.1 parsing and writing, connections, limits.
@@ -57,10 +64,13 @@ let package = Package(
 
         .testTarget(name: "TilerCoreTests", dependencies: ["TilerCore"]),
         .testTarget(name: "PMTilesTests", dependencies: ["PMTiles"]),
-        .testTarget(name: "TilerStorageTests", dependencies: ["TilerStorage", "PMTiles", "TilerCore"]),
+        .testTarget(name: "ObjectStorageTests", dependencies: ["ObjectStorage", "S3TestSupport"]),
+        .testTarget(name: "TilerStorageTests", dependencies: ["TilerStorage", "PMTiles", "TilerCore", "ObjectStorage", "S3TestSupport"]),
         .testTarget(name: "TilerImagingTests", dependencies: ["TilerImaging", "TilerCore"]),
         .testTarget(name: "TilerHTTPTests", dependencies: ["TilerHTTP"]),
         .testTarget(name: "TilerServerTests", dependencies: ["TilerServer", "TilerCore", "TilerHTTP"]),
-        .testTarget(name: "TilerCLITests", dependencies: ["TilerCore"]),
+        .testTarget(name: "TilerCLITests", dependencies: ["TilerCore", "S3TestSupport"]),
+        // Tests only: starts scripts/s3-test-server (moto) on a loopback port.
+        .target(name: "S3TestSupport", path: "Tests/S3TestSupport"),
     ]
 )
