@@ -57,7 +57,7 @@ let package = Package(
         ]),
         // The command line: thin, one file per subcommand.
         .executableTarget(name: "tiler", dependencies: [
-            "TilerCore", "TilerImaging", "TilerServer", "TilerHTTP", "TilerStorage",
+            "TilerCore", "TilerImaging", "TilerServer", "TilerHTTP", "TilerStorage", "ObjectStorage",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

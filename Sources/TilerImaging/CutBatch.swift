@@ -80,7 +80,7 @@ public struct CutBatch {
                 report.tiles = result.tiles
                 report.bytes = result.bytes
                 report.seconds = (result.seconds * 1000).rounded() / 1000
-                report.output = result.output.path
+                report.output = result.destination
             } catch {
                 progress?.end(nil)
                 if case .interrupted = error { interrupted = true }

@@ -43,7 +43,7 @@ public final class CutProgress {
         }
         let m = result.manifest
         write("\r\u{1B}[K\(name): \(m.width)×\(m.height), \(m.levels.count) levels, \(result.tiles) tiles, "
-            + String(format: "%.1f s", result.seconds) + " → \(result.output.path)\n")
+            + String(format: "%.1f s", result.seconds) + " → \(result.destination)\n")
     }
 
     private static func clock(_ seconds: Double) -> String {

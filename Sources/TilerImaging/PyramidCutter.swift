@@ -68,8 +68,11 @@ public struct CutOptions: Sendable {
 /// What one successful cut produced.
 public struct CutResult: Sendable {
     public let id: PyramidID
-    /// The pyramid folder `ROOT/ID`, or the archive `ROOT/ID.pmtiles`.
+    /// The pyramid folder `ROOT/ID`, or the archive `ROOT/ID.pmtiles` (a file URL), or
+    /// `s3://BUCKET/PREFIX/ID.pmtiles`.
     public let output: URL
+    /// ``output`` as the user reads it: a path, or the `s3://` address.
+    public let destination: String
     public let manifest: PyramidManifest
     /// Tiles written, without the thumbnail.
     public let tiles: Int
@@ -77,6 +80,17 @@ public struct CutResult: Sendable {
     /// manifest), or the archive's size.
     public let bytes: Int
     public let seconds: Double
+
+    public init(id: PyramidID, output: URL, destination: String? = nil, manifest: PyramidManifest, tiles: Int,
+                bytes: Int, seconds: Double) {
+        self.id = id
+        self.output = output
+        self.destination = destination ?? output.path
+        self.manifest = manifest
+        self.tiles = tiles
+        self.bytes = bytes
+        self.seconds = seconds
+    }
 }
 
 /// Why one input could not be cut. `description` is the reason only; the caller names
@@ -133,11 +147,17 @@ public enum CutError: Error, Sendable, CustomStringConvertible {
 /// it through ``UnfinishedOutput``), so nothing that looks like a pyramid is left
 /// behind. `force` swaps the new pyramid for the old one in one step.
 public struct PyramidCutter: Sendable {
-    public let root: URL
+    /// Where pyramids go: a folder, or a bucket prefix (archives only).
+    public let output: any PyramidOutput
     public let options: CutOptions
 
+    /// Cuts into the folder `root`.
     public init(root: URL, options: CutOptions) {
-        self.root = root
+        self.init(output: FolderOutput(root: root.path), options: options)
+    }
+
+    public init(output: any PyramidOutput, options: CutOptions) {
+        self.output = output
         self.options = options
     }
 
@@ -152,10 +172,16 @@ public struct PyramidCutter: Sendable {
                     isCancelled: @escaping () -> Bool = { false }) throws(CutError) -> CutResult {
         let started = DispatchTime.now()
         let file = try InputFile.open(input)
-        let destination = options.layout.path(of: id, in: root.path)
-        if !options.force, FileManager.default.fileExists(atPath: destination) {
-            throw .exists(id: id, path: destination)
+        let destination = output.destination(of: id, layout: options.layout)
+        var exists = false
+        if !options.force {
+            do throws(StorageError) {
+                exists = try output.exists(id, layout: options.layout)
+            } catch {
+                throw .output(error.description)
+            }
         }
+        if exists { throw .exists(id: id, path: destination) }
 
         // Open and describe; only the header is read.
         let image = try openPixels(file)
@@ -168,7 +194,7 @@ public struct PyramidCutter: Sendable {
 
         let sink: any PyramidSink
         do {
-            sink = try options.layout.makeSink(root: root.path, id: id, geometry: geometry, format: options.format)
+            sink = try output.makeSink(id: id, layout: options.layout, geometry: geometry, format: options.format)
         } catch {
             throw .output(error.description)
         }
@@ -194,7 +220,8 @@ public struct PyramidCutter: Sendable {
             if isCancelled() { throw CutError.interrupted }
             let bytes = try sink.commit(manifest: manifest.fileBytes(), replace: options.force)
             let seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
-            return CutResult(id: id, output: URL(fileURLWithPath: destination), manifest: manifest,
+            let url = destination.hasPrefix("s3://") ? URL(string: destination) : nil
+            return CutResult(id: id, output: url ?? URL(fileURLWithPath: destination), destination: destination, manifest: manifest,
                              tiles: builder.tilesWritten, bytes: bytes, seconds: seconds)
         } catch {
             builderInUse?.drain()

@@ -1,4 +1,5 @@
 import Foundation
+import ObjectStorage
 import PMTiles
 
 /// Why a pyramid could not be written, read or converted. `description` names the file
@@ -12,6 +13,9 @@ public enum StorageError: Error, Sendable, CustomStringConvertible {
     case archive(path: String, ArchiveFormatError)
     /// `path` is not a usable pyramid (folder or archive) for another reason.
     case invalid(path: String, reason: String)
+    /// A request to object storage failed (the error names the bucket, key, operation
+    /// and S3's code).
+    case remote(S3Error)
 
     public var description: String {
         switch self {
@@ -19,6 +23,7 @@ public enum StorageError: Error, Sendable, CustomStringConvertible {
         case let .io(path, reason): "\(path): \(reason)"
         case let .archive(path, error): "\(path): \(error)"
         case let .invalid(path, reason): "\(path): \(reason)"
+        case let .remote(error): error.description
         }
     }
 

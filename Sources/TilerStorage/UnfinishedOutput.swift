@@ -16,6 +16,7 @@ public final class UnfinishedOutput: @unchecked Sendable {
 
     private let lock = NSLock()
     private var paths: [Int: String] = [:]
+    private var cleanups: [Int: @Sendable () -> Void] = [:]
     private var nextToken = 0
 
     /// Registers `path`; the token unregisters it.
@@ -28,7 +29,19 @@ public final class UnfinishedOutput: @unchecked Sendable {
     public func unregister(_ token: Int) {
         lock.lock()
         paths[token] = nil
+        cleanups[token] = nil
         lock.unlock()
+    }
+
+    /// Registers work to do on the way to `_exit` besides removing paths (abort a
+    /// multipart upload, so that its parts are freed and no object appears); the token
+    /// unregisters it. The action must be bounded in time.
+    public func registerCleanup(_ action: @escaping @Sendable () -> Void) -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        nextToken += 1
+        cleanups[nextToken] = action
+        return nextToken
     }
 
     /// Runs `body` (renames that create or publish output) with no removal under way;
@@ -49,6 +62,8 @@ public final class UnfinishedOutput: @unchecked Sendable {
     /// output is published afterwards: call this only on the way to `_exit`.
     public func removeAllForExit() {
         lock.lock()
+        for action in cleanups.values { action() }
+        cleanups.removeAll()
         for path in paths.values {
             let aside = path + "-removing"
             let target = rename(path, aside) == 0 ? aside : path

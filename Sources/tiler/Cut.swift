@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ObjectStorage
 import TilerCore
 import TilerImaging
 import TilerStorage
@@ -16,7 +17,11 @@ extension Tiler {
             ROOT/ID/LEVEL/ROW/COLUMN.EXT tiles, ROOT/ID/thumbnail.EXT and ROOT/ID/pyramid.json, \
             written last. Images stream top to bottom, so memory grows with the width, not \
             the height. With --archive each pyramid is one PMTiles v3 file, ROOT/ID.pmtiles, \
-            instead (same tile bytes; `tiler unpack` turns it into the folder). An input that \
+            instead (same tile bytes; `tiler unpack` turns it into the folder). With --archive, \
+            ROOT may be s3://BUCKET/PREFIX: each archive is staged locally, then uploaded as \
+            PREFIX/ID.pmtiles (multipart when large), visible only once complete; credentials, \
+            region and endpoint come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, \
+            AWS_SESSION_TOKEN, AWS_REGION and AWS_ENDPOINT_URL (or --s3-endpoint). An input that \
             cannot be cut gets one line on stderr and no pyramid; the others are still cut, \
             and the exit status is 1. Inputs must be regular files; their names are never \
             read as libvips options. SIGINT or SIGTERM stops the cut within about a second \
@@ -27,8 +32,11 @@ extension Tiler {
         @Argument(help: "Images to cut.")
         var inputs: [String]
 
-        @Option(name: .shortAndLong, help: ArgumentHelp("Folder that receives one pyramid folder per image.", valueName: "ROOT"))
+        @Option(name: .shortAndLong, help: ArgumentHelp("Folder that receives one pyramid per image, or with --archive s3://BUCKET/PREFIX.", valueName: "ROOT"))
         var output: String = "tiles"
+
+        @Option(name: .customLong("s3-endpoint"), help: ArgumentHelp("S3-compatible server for an s3:// ROOT, addressed path-style (default: AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS itself).", valueName: "URL"))
+        var s3Endpoint: String?
 
         @Option(help: ArgumentHelp("Tile side in pixels (\(PyramidGeometry.tileSizeRange.lowerBound)-\(PyramidGeometry.tileSizeRange.upperBound)).", valueName: "PIXELS"))
         var tileSize: Int = 256
@@ -73,6 +81,14 @@ extension Tiler {
         var json = false
 
         func validate() throws {
+            if S3Location.isS3(output) {
+                guard archive else {
+                    throw ValidationError("--output \(output) needs --archive: a bucket holds one archive per image, PREFIX/ID.pmtiles, not pyramid folders.")
+                }
+                do { _ = try S3Location(parsing: output) } catch { throw ValidationError("--output: \(error.message)") }
+            } else if s3Endpoint != nil {
+                throw ValidationError("--s3-endpoint applies to an s3://BUCKET/PREFIX --output only.")
+            }
             guard PyramidGeometry.tileSizeRange.contains(tileSize) else {
                 throw ValidationError("--tile-size must be \(PyramidGeometry.tileSizeRange.lowerBound)...\(PyramidGeometry.tileSizeRange.upperBound), not \(tileSize).")
             }
@@ -119,7 +135,8 @@ extension Tiler {
                                      convertProfile: convertProfile, pad: pad,
                                      background: background.flatMap(BackgroundColour.init(parsing:)),
                                      layout: archive ? .archive : .folder)
-            let cutter = PyramidCutter(root: URL(fileURLWithPath: output, isDirectory: true), options: options)
+            let cutter = PyramidCutter(output: try pyramidOutput(environment: environment, isCancelled: { interrupts.isInterrupted }),
+                                       options: options)
             let batch = CutBatch(cutter: cutter, name: name.flatMap { PyramidID($0) })
             let summary = batch.run(inputs, progress: quiet ? nil : CutProgress.onTerminal(), failed: { input, error in
                 FileHandle.standardError.write(Data("tiler: cut: \(input): \(error)\n".utf8))
@@ -132,6 +149,30 @@ extension Tiler {
             }
             if let signal = interrupts.signal { throw ExitCode(128 + signal) }
             if summary.failed > 0 { throw ExitCode(1) }
+        }
+
+        /// The folder ROOT, or the bucket prefix with its client, checked by listing it
+        /// once (a missing bucket or refused credentials are reported before any cutting).
+        func pyramidOutput(environment: [String: String], isCancelled: @escaping @Sendable () -> Bool) throws -> any PyramidOutput {
+            guard S3Location.isS3(output) else { return FolderOutput(root: output) }
+            let location: S3Location
+            let configuration: S3Configuration
+            do {
+                location = try S3Location(parsing: output)
+                configuration = try S3Configuration(environment: environment, endpoint: s3Endpoint)
+            } catch {
+                throw ValidationError(error.message)
+            }
+            let staging = environment["TILER_S3_STAGING"].flatMap { $0.isEmpty ? nil : $0 } ?? NSTemporaryDirectory()
+            let bucket = BucketOutput(client: S3Client(configuration: configuration), location: location, staging: staging,
+                                      isCancelled: isCancelled)
+            do {
+                try bucket.check()
+            } catch {
+                FileHandle.standardError.write(Data("tiler: cut: \(error)\n".utf8))
+                throw ExitCode(1)
+            }
+            return bucket
         }
     }
 }

@@ -80,10 +80,15 @@ public final class S3TestServer: @unchecked Sendable {
     /// Brings storage back on the same port.
     public func start() throws { try command("start") }
 
-    private func command(_ word: String) throws {
-        input.write(Data("\(word)\n".utf8))
+    /// Holds every `method` request (`GET`, `PUT`, ..., or `*`) for `seconds` before
+    /// answering it: slow storage. 0 ends it.
+    public func delay(_ method: String, seconds: Double) throws { try command("delay \(method) \(seconds)") }
+
+    private func command(_ line: String) throws {
+        let word = line.split(separator: " ").first.map(String.init) ?? line
+        input.write(Data("\(line)\n".utf8))
         guard let answer = lines.next(timeout: 30), answer.hasPrefix("\(word):") else {
-            throw S3TestServerError("scripts/s3-test-server did not answer '\(word)'")
+            throw S3TestServerError("scripts/s3-test-server did not answer '\(line)'")
         }
     }
 

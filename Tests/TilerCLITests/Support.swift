@@ -27,13 +27,18 @@ func tilerBinary() throws -> String {
     throw SupportError(description: "the tiler binary is missing (looked at \(candidates.joined(separator: ", "))); run `swift build --build-tests` first, as scripts/test does")
 }
 
-/// Runs a program to completion, collecting its output.
+/// Runs a program to completion, collecting its output; `environment` adds to (or
+/// replaces) this process's variables.
 @discardableResult
-func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) throws -> ProcessOutput {
+func run(_ executable: String, _ arguments: [String], in directory: URL? = nil,
+         environment: [String: String] = [:]) throws -> ProcessOutput {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/\(executable)")
     process.arguments = arguments
     if let directory { process.currentDirectoryURL = directory }
+    if !environment.isEmpty {
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    }
     let out = Pipe(), err = Pipe()
     process.standardOutput = out
     process.standardError = err

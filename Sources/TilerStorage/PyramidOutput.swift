@@ -1,0 +1,201 @@
+import Foundation
+import ObjectStorage
+import TilerCore
+
+/// Where a cut puts its pyramids: a folder ROOT (``FolderOutput``) or a bucket prefix
+/// `s3://BUCKET/PREFIX` (``BucketOutput``, archives only).
+public protocol PyramidOutput: Sendable {
+    /// Where pyramid `id` appears: `ROOT/ID`, `ROOT/ID.pmtiles` or
+    /// `s3://BUCKET/PREFIX/ID.pmtiles`.
+    func destination(of id: PyramidID, layout: PyramidLayout) -> String
+    /// Whether a pyramid `id` is there already (checked before a cut starts, so that a
+    /// cut without `--force` fails before the work; the sink checks again at the end).
+    func exists(_ id: PyramidID, layout: PyramidLayout) throws(StorageError) -> Bool
+    /// A new sink for pyramid `id`.
+    func makeSink(id: PyramidID, layout: PyramidLayout, geometry: PyramidGeometry,
+                  format: TileFormat) throws(StorageError) -> any PyramidSink
+}
+
+/// Pyramids in a local folder: `ROOT/ID/` or `ROOT/ID.pmtiles`.
+public struct FolderOutput: PyramidOutput {
+    public let root: String
+
+    public init(root: String) { self.root = root }
+
+    public func destination(of id: PyramidID, layout: PyramidLayout) -> String { layout.path(of: id, in: root) }
+
+    public func exists(_ id: PyramidID, layout: PyramidLayout) -> Bool {
+        FileManager.default.fileExists(atPath: destination(of: id, layout: layout))
+    }
+
+    public func makeSink(id: PyramidID, layout: PyramidLayout, geometry: PyramidGeometry,
+                         format: TileFormat) throws(StorageError) -> any PyramidSink {
+        try layout.makeSink(root: root, id: id, geometry: geometry, format: format)
+    }
+}
+
+/// Archives in a bucket, `s3://BUCKET/PREFIX/ID.pmtiles`. Each archive is written to a
+/// local staging folder first, exactly as a local archive is, then uploaded (one PUT, or
+/// a multipart upload when larger than the part size), so that it becomes visible under
+/// its key only when complete: S3 makes an object appear whole or not at all.
+public struct BucketOutput: PyramidOutput {
+    public let client: S3Client
+    public let location: S3Location
+    /// The local folder archives are staged in before upload (`TILER_S3_STAGING`, else
+    /// the temporary folder). It needs about twice the largest archive free.
+    public let staging: String
+    /// Polled during the upload: true stops it, and the multipart upload is aborted.
+    public let isCancelled: @Sendable () -> Bool
+
+    public init(client: S3Client, location: S3Location, staging: String,
+                isCancelled: @escaping @Sendable () -> Bool = { false }) {
+        self.client = client
+        self.location = location
+        self.staging = staging
+        self.isCancelled = isCancelled
+    }
+
+    /// `s3://BUCKET/PREFIX/ID.pmtiles`.
+    public func destination(of id: PyramidID, layout: PyramidLayout) -> String {
+        location.url(ofKey: key(of: id))
+    }
+
+    public func key(of id: PyramidID) -> String {
+        location.key("\(id.rawValue).\(PyramidLayout.archiveExtension)")
+    }
+
+    public func exists(_ id: PyramidID, layout: PyramidLayout) throws(StorageError) -> Bool {
+        do {
+            return try client.head(bucket: location.bucket, key: key(of: id)) != nil
+        } catch {
+            throw .remote(error)
+        }
+    }
+
+    /// Lists one key under the prefix: a missing bucket, refused credentials or
+    /// unreachable storage are reported before any cutting.
+    public func check() throws(StorageError) {
+        do {
+            _ = try client.list(bucket: location.bucket, prefix: location.listPrefix, maxKeys: 1)
+        } catch {
+            throw .remote(error)
+        }
+    }
+
+    public func makeSink(id: PyramidID, layout: PyramidLayout, geometry: PyramidGeometry,
+                         format: TileFormat) throws(StorageError) -> any PyramidSink {
+        guard layout == .archive else {
+            throw .invalid(path: location.description, reason: "a bucket holds archives only (ID.pmtiles): use --archive")
+        }
+        return try BucketArchiveSink(output: self, id: id, geometry: geometry, format: format)
+    }
+}
+
+/// Writes `ROOT/ID.pmtiles` into a private staging folder through an ``ArchiveSink``,
+/// and at commit uploads it as `PREFIX/ID.pmtiles`. Without `replace`, an existing key
+/// is left alone: a HEAD first, then the upload itself is conditional
+/// (`If-None-Match: *`, which S3 and moto honour). A multipart upload under way is
+/// registered with ``UnfinishedOutput``, so that a signal aborts it; a failed or
+/// cancelled upload is aborted by the client. The staging folder goes either way.
+final class BucketArchiveSink: PyramidSink, @unchecked Sendable {
+    private let output: BucketOutput
+    private let key: String
+    private let folder: String
+    private let folderToken: Int
+    private let archive: ArchiveSink
+    private let lock = NSLock()
+    private var removed = false
+
+    var destination: String { output.location.url(ofKey: key) }
+
+    init(output: BucketOutput, id: PyramidID, geometry: PyramidGeometry, format: TileFormat) throws(StorageError) {
+        self.output = output
+        key = output.key(of: id)
+        do {
+            try FileManager.default.createDirectory(atPath: output.staging, withIntermediateDirectories: true)
+        } catch {
+            throw .io(path: output.staging, reason: StagedOutput.reason(error))
+        }
+        var template = Array("\(output.staging)/.tiler-upload-\(id.rawValue)-XXXXXX".utf8CString)
+        let made: Result<(String, Int), StorageError> = UnfinishedOutput.shared.withLock { register in
+            guard let path = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+                return .failure(StorageError.system(output.staging, "cannot create a staging folder"))
+            }
+            let folder = String(cString: path)
+            return .success((folder, register(folder)))
+        }
+        (folder, folderToken) = try made.get()
+        // mkdtemp makes the folder 0700: the staged archive is read back only by us.
+        do {
+            archive = try ArchiveSink(root: folder, id: id, geometry: geometry, format: format)
+        } catch {
+            try? FileManager.default.removeItem(atPath: folder)
+            UnfinishedOutput.shared.unregister(folderToken)
+            throw error
+        }
+    }
+
+    deinit { removeFolder() }
+
+    func prepareRow(level: Int, row: Int) throws(StorageError) {}
+
+    func writeTile(_ tile: TileCoordinate, _ bytes: UnsafeRawBufferPointer) throws(StorageError) {
+        try archive.writeTile(tile, bytes)
+    }
+
+    func writeThumbnail(named name: String, _ bytes: UnsafeRawBufferPointer) throws(StorageError) {
+        try archive.writeThumbnail(named: name, bytes)
+    }
+
+    func commit(manifest: [UInt8], replace: Bool) throws(StorageError) -> Int {
+        defer { removeFolder() }
+        let bytes = try archive.commit(manifest: manifest, replace: true)
+        let client = output.client
+        let bucket = output.location.bucket
+        let key = key
+        if !replace {
+            let existing: S3ObjectInfo?
+            do {
+                existing = try client.head(bucket: bucket, key: key)
+            } catch {
+                throw .remote(error)
+            }
+            if existing != nil { throw .exists(path: destination) }
+        }
+        let path = archive.destination
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw StorageError.system(path) }
+        defer { close(fd) }
+        var abortToken: Int?
+        do {
+            try client.upload(file: fd, size: UInt64(bytes), bucket: bucket, key: key, ifNoneMatch: !replace,
+                              isCancelled: output.isCancelled,
+                              uploadStarted: { uploadID in
+                                  abortToken = UnfinishedOutput.shared.registerCleanup {
+                                      try? client.abortMultipartUpload(bucket: bucket, key: key, uploadID: uploadID)
+                                  }
+                              },
+                              uploadEnded: { if let abortToken { UnfinishedOutput.shared.unregister(abortToken) } })
+        } catch where error.code == "PreconditionFailed" {
+            throw .exists(path: destination)
+        } catch {
+            throw .remote(error)
+        }
+        return bytes
+    }
+
+    func discard() {
+        archive.discard()
+        removeFolder()
+    }
+
+    private func removeFolder() {
+        let first = lock.withLock { () -> Bool in
+            defer { removed = true }
+            return !removed
+        }
+        guard first else { return }
+        try? FileManager.default.removeItem(atPath: folder)
+        UnfinishedOutput.shared.unregister(folderToken)
+    }
+}
