@@ -27,10 +27,10 @@ struct HTTPRequest {
     /// `Name: value` lines, signed with the request.
     var headers: [String] = []
     var body: Body = .none
-    /// The most answer bytes kept. A larger answer fails (`bodyTooLarge`), unless
-    /// ``truncate`` (error documents, of which the start is enough).
+    /// The most answer bytes kept; a larger answer fails (`bodyTooLarge`). Error
+    /// documents are cut at ``CurlSession/errorDocumentLimit`` instead: their start
+    /// (code and message) is enough.
     var bodyLimit: Int
-    var truncate = false
     /// Bytes to reserve for the answer up front (a range read knows its length).
     var reserve = 0
     /// Whole-request bound, seconds.
@@ -242,7 +242,7 @@ private final class Transfer {
         let limit = isError ? CurlSession.errorDocumentLimit : request.bodyLimit
         let room = limit - body.count
         if bytes.count > room {
-            if request.truncate || isError {
+            if isError {
                 body.append(contentsOf: bytes.prefix(max(0, room)))
                 return bytes.count
             }
