@@ -193,7 +193,7 @@ private final class Transfer {
             tiler_curl_set_pointer(handle, CURLOPT_XFERINFODATA, context)
         }
 
-        var headerLines = request.headers + session.standardHeaders(hasBody: request.body.length > 0)
+        let headerLines = request.headers + session.standardHeaders(hasBody: request.body.length > 0)
         switch request.method {
         case "GET":
             tiler_curl_set_long(handle, CURLOPT_HTTPGET, 1)
