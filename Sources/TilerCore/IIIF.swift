@@ -299,7 +299,7 @@ public struct IIIFImagePlan: Sendable, Hashable {
             }
             region = PixelRect(x: x, y: y, width: min(w, W - x), height: min(h, H - y))
         case let .percent(px, py, pw, ph):
-            let x0 = Int((px * Double(W) / 100).rounded()), y0 = Int((py * Double(H) / 100).rounded())
+            let x0 = clampedInt((px * Double(W) / 100).rounded()), y0 = clampedInt((py * Double(H) / 100).rounded())
             guard px < 100, py < 100, x0 < W, y0 < H else {
                 throw .badRequest("region pct:\(px),\(py),\(pw),\(ph) lies outside the image")
             }
@@ -317,27 +317,27 @@ public struct IIIFImagePlan: Sendable, Hashable {
             let fit = min(Double(limits.maxWidth) / rw, Double(limits.maxHeight) / rh,
                           (Double(limits.maxArea) / (rw * rh)).squareRoot())
             let s = request.size.upscale ? fit : min(1, fit)
-            w = s == 1 ? region.width : max(1, Int((rw * s).rounded(.down)))
-            h = s == 1 ? region.height : max(1, Int((rh * s).rounded(.down)))
+            w = s == 1 ? region.width : max(1, clampedInt((rw * s).rounded(.down)))
+            h = s == 1 ? region.height : max(1, clampedInt((rh * s).rounded(.down)))
         case let .width(ow):
             w = ow
-            h = Int((rh * Double(ow) / rw).rounded())
+            h = clampedInt((rh * Double(ow) / rw).rounded())
         case let .height(oh):
             h = oh
-            w = Int((rw * Double(oh) / rh).rounded())
+            w = clampedInt((rw * Double(oh) / rh).rounded())
         case let .percent(n):
-            w = Int((rw * n / 100).rounded())
-            h = Int((rh * n / 100).rounded())
+            w = clampedInt((rw * n / 100).rounded())
+            h = clampedInt((rh * n / 100).rounded())
         case let .exact(ow, oh):
             w = ow
             h = oh
         case let .confined(bw, bh):
             if Double(bw) / rw <= Double(bh) / rh {
                 w = bw
-                h = min(bh, Int((rh * Double(bw) / rw).rounded()))
+                h = min(bh, clampedInt((rh * Double(bw) / rw).rounded()))
             } else {
                 h = bh
-                w = min(bw, Int((rw * Double(bh) / rh).rounded()))
+                w = min(bw, clampedInt((rw * Double(bh) / rh).rounded()))
             }
         }
         guard w >= 1, h >= 1 else {
@@ -346,7 +346,9 @@ public struct IIIFImagePlan: Sendable, Hashable {
         if !request.size.upscale, w > region.width || h > region.height {
             throw .badRequest("size \(w)×\(h) is larger than the \(region.width)×\(region.height) region; prefix the size with ^ to upscale")
         }
-        guard w <= limits.maxWidth, h <= limits.maxHeight, w * h <= limits.maxArea else {
+        // Sizes come from the request: every product is overflow-checked.
+        guard w <= limits.maxWidth, h <= limits.maxHeight,
+              case let (area, false) = w.multipliedReportingOverflow(by: h), area <= limits.maxArea else {
             throw .badRequest("size \(w)×\(h) exceeds this server's limits (maxWidth \(limits.maxWidth), maxHeight \(limits.maxHeight), maxArea \(limits.maxArea))")
         }
         self.region = region
@@ -487,6 +489,13 @@ private func hexValue(_ c: UInt8) -> UInt8? {
 }
 
 /// A IIIF integer: decimal digits only, at most 9 of them.
+/// `value` as an `Int`, clamped to `0...2^53` (NaN is 0): request arithmetic in doubles
+/// can exceed `Int`, and a size that large is refused by the limits, never trapped on.
+func clampedInt(_ value: Double) -> Int {
+    guard value > 0 else { return 0 }
+    return value >= 9_007_199_254_740_992 ? 9_007_199_254_740_992 : Int(value)
+}
+
 func parseIIIFInteger<S: StringProtocol>(_ text: S) -> Int? {
     strictNonNegative(String(text))
 }

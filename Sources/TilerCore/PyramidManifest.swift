@@ -33,6 +33,33 @@ public enum TileFormat: String, Sendable, Hashable, Codable, CaseIterable {
     }
 }
 
+extension TileFormat {
+    /// Whether `bytes` look like one whole file of this format, judged by its first and
+    /// last bytes only: PNG's signature and final `IEND` chunk, JPEG's start and end
+    /// markers, WebP's `RIFF…WEBP` header with a length equal to the file's. Empty,
+    /// truncated and mislabelled files fail; a file damaged in its middle passes (only a
+    /// decoder finds that, and tiles served as stored are never decoded).
+    public func looksComplete<C: RandomAccessCollection>(_ bytes: C) -> Bool where C.Element == UInt8, C.Index == Int {
+        let n = bytes.count
+        let start = bytes.startIndex
+        func at(_ i: Int) -> UInt8 { bytes[start + i] }
+        func matches(_ offset: Int, _ expected: [UInt8]) -> Bool {
+            offset >= 0 && offset + expected.count <= n && expected.indices.allSatisfy { at(offset + $0) == expected[$0] }
+        }
+        switch self {
+        case .png:
+            return n >= 8 + 25 + 12 && matches(0, [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
+                && matches(n - 12, [0, 0, 0, 0, 0x49, 0x45, 0x4E, 0x44, 0xAE, 0x42, 0x60, 0x82])
+        case .jpeg:
+            return n >= 4 && matches(0, [0xFF, 0xD8, 0xFF]) && matches(n - 2, [0xFF, 0xD9])
+        case .webp:
+            guard n >= 20, matches(0, Array("RIFF".utf8)), matches(8, Array("WEBP".utf8)) else { return false }
+            let riffLength = Int(at(4)) | Int(at(5)) << 8 | Int(at(6)) << 16 | Int(at(7)) << 24
+            return riffLength + 8 == n
+        }
+    }
+}
+
 /// A validated pyramid identifier: `[A-Za-z0-9][A-Za-z0-9._-]{0,127}`.
 ///
 /// Identifiers name folders under the output root, so validation is what keeps every
@@ -186,7 +213,11 @@ public struct PyramidManifest: Sendable, Hashable, Codable {
         self.created = created
     }
 
-    /// The geometry, rebuilt from the stored size and checked against the stored levels.
+    /// The geometry, rebuilt from the stored size and checked against the stored levels,
+    /// and the rest of the manifest checked against the limits: sides up to
+    /// `PyramidGeometry.maximumSide`, tile sizes in `PyramidGeometry.tileSizeRange`, at
+    /// most `maximumTilesPerSide` columns and rows, bands 1...4, quality 1...100, thumbnail
+    /// sides no larger than an image's.
     public func geometry() throws(ManifestError) -> PyramidGeometry {
         guard formatVersion >= 1, formatVersion <= Self.currentFormatVersion else {
             throw .unsupportedVersion(formatVersion)
@@ -198,8 +229,22 @@ public struct PyramidManifest: Sendable, Hashable, Codable {
         guard g.maxLevel == maxLevel, g.levels == levels else {
             throw .inconsistent("levels do not match a \(width)×\(height) image with \(tileSize) px tiles")
         }
+        // The finest level has the most columns and rows.
+        let finest = g.level(g.maxLevel)
+        guard finest.columns <= Self.maximumTilesPerSide, finest.rows <= Self.maximumTilesPerSide else {
+            throw .outOfLimits("\(finest.columns)×\(finest.rows) tiles in level \(g.maxLevel); at most \(Self.maximumTilesPerSide) a side")
+        }
+        if let bands, !(1...4).contains(bands) { throw .outOfLimits("bands \(bands) is not 1...4") }
+        if let quality, !(1...100).contains(quality) { throw .outOfLimits("quality \(quality) is not 1...100") }
+        let sides = 0...PyramidGeometry.maximumSide
+        guard sides.contains(thumbnail.width), sides.contains(thumbnail.height) else {
+            throw .outOfLimits("a \(thumbnail.width)×\(thumbnail.height) thumbnail")
+        }
         return g
     }
+
+    /// The most columns (and rows) a level may have: tile coordinates stay 32-bit.
+    public static let maximumTilesPerSide = Int(Int32.max)
 
     /// The relative path of a tile inside the pyramid folder: `LEVEL/ROW/COLUMN.EXT`.
     public func tilePath(_ tile: TileCoordinate) -> String {
@@ -211,12 +256,14 @@ public struct PyramidManifest: Sendable, Hashable, Codable {
 public enum ManifestError: Error, Hashable, Sendable, CustomStringConvertible {
     case unsupportedVersion(Int)
     case inconsistent(String)
+    case outOfLimits(String)
 
     public var description: String {
         switch self {
         case let .unsupportedVersion(v):
             "pyramid format version \(v) is not supported by this tiler (it reads 1...\(PyramidManifest.currentFormatVersion)); upgrade tiler"
         case let .inconsistent(why): "pyramid.json is inconsistent: \(why)"
+        case let .outOfLimits(why): "pyramid.json is outside this tiler's limits: \(why)"
         }
     }
 }

@@ -206,4 +206,33 @@ import Testing
         #expect(percentDecode("%") == nil && percentDecode("%4") == nil && percentDecode("%GG") == nil)
         #expect(percentDecode("%C3") == nil)  // truncated UTF-8
     }
+
+    /// Issue #11 item 5: sizes and regions from the request are computed in doubles and
+    /// may exceed `Int`; they are refused with a 400, never trapped on.
+    @Test func requestArithmeticNeverTraps() throws {
+        let huge = "999999999999999999999999"
+        for (geometry, path) in [(try PyramidGeometry(width: 600, height: 600), "full/^pct:\(huge)/0/default.png"),
+                                 (try PyramidGeometry(width: 600, height: 600), "pct:\(huge),0,10,10/max/0/default.png"),
+                                 (try PyramidGeometry(width: 600, height: 600), "pct:0,\(huge),10,10/max/0/default.png"),
+                                 (try PyramidGeometry(width: 600, height: 600), "pct:0,0,\(huge),\(huge)/^pct:\(huge)/0/default.png"),
+                                 (try PyramidGeometry(width: 1, height: 1 << 40, tileSize: 1024), "full/999999999,/0/default.png"),
+                                 (try PyramidGeometry(width: 1 << 40, height: 1, tileSize: 1024), "full/,999999999/0/default.png"),
+                                 (try PyramidGeometry(width: 1, height: 1 << 40, tileSize: 1024), "full/!999999999,999999999/0/default.png"),
+                                 (try PyramidGeometry(width: 1 << 40, height: 1 << 40, tileSize: 1024), "full/^max/0/default.png")] {
+            guard case let .image(request) = try IIIFRoute.parse(path: Substring("x/" + path)) else {
+                Issue.record("\(path) did not parse")
+                continue
+            }
+            let limits = IIIFLimits(maxWidth: .max, maxHeight: .max, maxArea: .max)
+            for l in [IIIFLimits.default, limits] {
+                do {
+                    let plan = try IIIFImagePlan(request, geometry: geometry, limits: l)
+                    // Allowed by limits of Int.max: then its numbers must be sane.
+                    #expect(plan.width >= 1 && plan.height >= 1, "\(path)")
+                } catch {
+                    #expect(error.status == 400, "\(path)")
+                }
+            }
+        }
+    }
 }

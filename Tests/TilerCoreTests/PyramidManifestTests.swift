@@ -69,6 +69,53 @@ import Testing
         #expect(throws: ManifestError.unsupportedVersion(3)) { try newer.geometry() }
     }
 
+    /// Issue #11 item 5: a manifest may be self-consistent and still absurd. The limits:
+    /// at most 2^31 − 1 columns and rows, bands 1...4, quality 1...100.
+    @Test func manifestsOutsideTheLimitsAreRefused() throws {
+        let thumbnail = PyramidManifest.Thumbnail(file: "thumbnail.png", width: 256, height: 1)
+        let wide16 = PyramidManifest(id: PyramidID("w")!, geometry: try PyramidGeometry(width: 1 << 40, height: 1, tileSize: 16),
+                                     format: .png, thumbnail: thumbnail)
+        #expect(throws: ManifestError.self) { try wide16.geometry() }
+        // 2^30 columns of 1024 px: within the limits.
+        let wide = PyramidManifest(id: PyramidID("w")!, geometry: try PyramidGeometry(width: 1 << 40, height: 1, tileSize: 1024),
+                                   format: .png, thumbnail: thumbnail)
+        #expect(try wide.geometry().level(wide.maxLevel).columns == 1 << 30)
+        for (bands, quality) in [(0, 80), (5, 80), (3, 0), (3, 101)] {
+            var m = wide
+            m.bands = bands
+            m.quality = quality
+            #expect(throws: ManifestError.self, "bands \(bands), quality \(quality)") { try m.geometry() }
+        }
+        var negative = wide
+        negative.thumbnail.width = -1
+        #expect(throws: ManifestError.self) { try negative.geometry() }
+    }
+
+    /// Issue #11 item 9: the cheap check of a stored tile's first and last bytes.
+    @Test func looksCompleteChecksSignatureEndAndLength() throws {
+        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/67352ccc-d1b0-11e1-89ae-279075081939.png")
+        let png = Array(try Data(contentsOf: fixture))
+        #expect(TileFormat.png.looksComplete(png))
+        #expect(TileFormat.png.looksComplete(png[...]))
+        #expect(!TileFormat.png.looksComplete(Array(png.dropLast())))
+        #expect(!TileFormat.png.looksComplete(Array(png.prefix(png.count / 2))))
+        #expect(!TileFormat.png.looksComplete([]))
+        #expect(!TileFormat.jpeg.looksComplete(png) && !TileFormat.webp.looksComplete(png))
+
+        let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 1, 2, 3, 0xFF, 0xD9]
+        #expect(TileFormat.jpeg.looksComplete(jpeg))
+        #expect(!TileFormat.jpeg.looksComplete(Array(jpeg.dropLast())))
+        #expect(!TileFormat.png.looksComplete(jpeg))
+
+        let payload = Array("VP8L".utf8) + [UInt8](repeating: 7, count: 16)
+        let length = UInt8(4 + payload.count)
+        let webp = Array("RIFF".utf8) + [length, 0, 0, 0] + Array("WEBP".utf8) + payload
+        #expect(TileFormat.webp.looksComplete(webp))
+        #expect(!TileFormat.webp.looksComplete(Array(webp.dropLast(2))))
+        #expect(!TileFormat.webp.looksComplete(webp + [0, 0]))
+    }
+
     @Test func formats() {
         #expect(TileFormat(fileExtension: "JPG") == .jpeg)
         #expect(TileFormat.webp.mimeType == "image/webp")
