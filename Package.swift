@@ -68,7 +68,10 @@ let package = Package(
         .testTarget(name: "TilerStorageTests", dependencies: ["TilerStorage", "PMTiles", "TilerCore", "ObjectStorage", "S3TestSupport"]),
         .testTarget(name: "TilerImagingTests", dependencies: ["TilerImaging", "TilerCore"]),
         .testTarget(name: "TilerHTTPTests", dependencies: ["TilerHTTP"]),
-        .testTarget(name: "TilerServerTests", dependencies: ["TilerServer", "TilerCore", "TilerHTTP"]),
+        .testTarget(name: "TilerServerTests", dependencies: [
+            "TilerServer", "TilerCore", "TilerHTTP", "TilerImaging",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "TilerCLITests", dependencies: ["TilerCore", "S3TestSupport"]),
         // Tests only: starts scripts/s3-test-server (moto) on a loopback port.
         .target(name: "S3TestSupport", path: "Tests/S3TestSupport"),

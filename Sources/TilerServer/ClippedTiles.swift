@@ -16,10 +16,8 @@ func clippedTileResponse(_ tile: TileCoordinate, of pyramid: Pyramid, store: Til
         return try store.tileResponse(tile, of: pyramid)
     }
     let format = pyramid.manifest.format
-    return renderedResponse("clipped/\(tile)", of: pyramid, store: store, contentType: format.mimeType) {
-        var renderer = try RegionRenderer(directory: pyramid.directory, manifest: pyramid.manifest)
-        renderer.encoderQuality = pyramid.manifest.quality ?? renderer.encoderQuality
-        return try renderer.render(RegionRenderer.Job(level: tile.level, rect: rect, width: rect.width, height: rect.height,
-                                                      format: IIIFFormat(format)))
+    return try drawnResponse("clipped/\(tile)", of: pyramid, store: store, contentType: format.mimeType,
+                             quality: pyramid.manifest.quality) { _ in
+        RegionRenderer.Job(level: tile.level, rect: rect, width: rect.width, height: rect.height, format: IIIFFormat(format))
     }
 }

@@ -17,14 +17,15 @@ func deepZoomRoutes(store: TileStore) -> [Route] {
         let s = request.segments
         guard s.first == "images" else { return nil }
         if s.count == 2, s[1].hasSuffix(".dzi") {
-            if (try? store.pyramid(named: s[1])) != nil { return nil }
-            let pyramid = try store.pyramid(named: String(s[1].dropLast(4)))
+            // An id may itself end in .dzi: then this is the image API's manifest.
+            if try store.pyramidIfPresent(named: s[1], for: request) != nil { return nil }
+            let pyramid = try store.pyramid(named: String(s[1].dropLast(4)), for: request)
             return .prepared(store.document("dzi", of: pyramid, contentType: "application/xml; charset=utf-8") { p in
                 Array(DeepZoomGeometry(pyramid: p.geometry).descriptorXML(format: p.manifest.format.fileExtension).utf8)
             })
         }
         guard s.count == 4, s[1].hasSuffix("_files") else { return nil }
-        let pyramid = try store.pyramid(named: String(s[1].dropLast("_files".count)))
+        let pyramid = try store.pyramid(named: String(s[1].dropLast("_files".count)), for: request)
         guard let (level, column, row, ext) = DeepZoomGeometry.parseTilePath(level: s[2], file: s[3]) else {
             throw HTTPError(400, "'\(s[2].prefix(20))/\(s[3].prefix(40))' is not a DeepZoom LEVEL/COLUMN_ROW.EXT")
         }
@@ -39,44 +40,9 @@ func deepZoomRoutes(store: TileStore) -> [Route] {
         case let .pyramidTile(tile)?:
             return try clippedTileResponse(tile, of: pyramid, store: store)
         case let .shrunkLevelZero(width, height)?:
-            return renderedResponse("dz-\(level)", of: pyramid, store: store, contentType: format.mimeType) {
-                let renderer = try RegionRenderer(directory: pyramid.directory, manifest: pyramid.manifest)
-                return try renderer.render(renderer.shrunkLevelZeroJob(width: width, height: height))
+            return try drawnResponse("dz-\(level)", of: pyramid, store: store, contentType: format.mimeType) {
+                $0.shrunkLevelZeroJob(width: width, height: height)
             }
         }
     }]
-}
-
-/// A drawn image as a response: from the cache when it was drawn before, else drawn on
-/// the blocking pool (drawing reads tiles and runs libvips; no event loop waits for it).
-func renderedResponse(_ name: String, of pyramid: Pyramid, store: TileStore, contentType: String,
-                      draw: @escaping @Sendable () throws -> [UInt8]) -> HTTPResponse {
-    if let hit = store.cache.value(for: .document(generation: pyramid.generation, name: name)) { return .prepared(hit) }
-    return .blocking(.render) {
-        do throws(HTTPError) {
-            return .prepared(try renderedDocument(name, of: pyramid, store: store, contentType: contentType, draw: draw))
-        } catch {
-            return .error(error)
-        }
-    }
-}
-
-/// A drawn image cached like a document of the pyramid: drawn on the first request, then
-/// served from the store's cache with validators until the pyramid is re-cut.
-func renderedDocument(_ name: String, of pyramid: Pyramid, store: TileStore, contentType: String,
-                      draw: () throws -> [UInt8]) throws(HTTPError) -> PreparedResponse {
-    if let hit = store.cache.value(for: .document(generation: pyramid.generation, name: name)) { return hit }
-    let bytes: [UInt8]
-    do {
-        bytes = try draw()
-    } catch {
-        throw HTTPError(500, "cannot draw \(name.prefix(200)) of image '\(pyramid.id)': \(error)")
-    }
-    // Large drawings (a big IIIF region) are sent once and not kept, like large files.
-    guard bytes.count <= store.configuration.maximumCachedFileBytes else {
-        return PreparedResponse(body: bytes, contentType: contentType, etag: nil,
-                                lastModified: pyramid.manifestInfo.modificationSeconds,
-                                cacheControl: store.configuration.cacheControl)
-    }
-    return store.document(name, of: pyramid, contentType: contentType) { _ in bytes }
 }

@@ -24,7 +24,7 @@ func iiifRoutes(store: TileStore) -> [Route] {
         }
         let rest = path.dropFirst(iiifPrefix.count)
         let route = try httpError { () throws(IIIFError) in try IIIFRoute.parse(path: Substring(rest)) }
-        let pyramid = try store.pyramid(named: route.identifier)
+        let pyramid = try store.pyramid(named: route.identifier, for: request)
         let base = baseURL(request.head, store.configuration.http) + iiifPrefix + rest.prefix { $0 != "/" }
         let limits = store.configuration.iiifLimits
         switch route {
@@ -51,10 +51,8 @@ func iiifRoutes(store: TileStore) -> [Route] {
             if let tile = plan.exactTile(in: pyramid.geometry, format: pyramid.manifest.format) {
                 return .withHeaders(links, try clippedTileResponse(tile, of: pyramid, store: store))
             }
-            return .withHeaders(links, renderedResponse("iiif/" + canonical, of: pyramid, store: store,
-                                                        contentType: plan.format.mimeType) {
-                try RegionRenderer(directory: pyramid.directory, manifest: pyramid.manifest).render(plan)
-            })
+            return .withHeaders(links, try drawnResponse("iiif/" + canonical, of: pyramid, store: store,
+                                                         contentType: plan.format.mimeType) { $0.job(for: plan) })
         }
     }]
 }

@@ -17,10 +17,10 @@ func imageRoutes(store: TileStore) -> [Route] {
         guard s.first == "images" else { return nil }
         switch s.count {
         case 1: return try listImages(request, store)
-        case 2: return try manifest(s[1], store)
+        case 2: return try manifest(request, s[1], store)
         case 3 where s[2] == "visible": return try visible(request, s[1], store)
-        case 3 where s[2].hasPrefix("thumbnail."): return try thumbnail(s[1], s[2], store)
-        case 6 where s[2] == "tiles": return try tile(s, store)
+        case 3 where s[2].hasPrefix("thumbnail."): return try thumbnail(request, s[1], s[2], store)
+        case 6 where s[2] == "tiles": return try tile(request, s, store)
         default: return nil
         }
     }]
@@ -36,7 +36,7 @@ func parseIndex(_ text: Substring) -> Int? {
     return u.reduce(0) { $0 * 10 + Int($1 - 0x30) }
 }
 
-private func tile(_ s: [String], _ store: TileStore) throws(HTTPError) -> HTTPResponse {
+private func tile(_ request: Request, _ s: [String], _ store: TileStore) throws(HTTPError) -> HTTPResponse {
     // ["images", ID, "tiles", LEVEL, ROW, "COLUMN.EXT"]
     let last = Substring(s[5])
     guard let dot = last.lastIndex(of: ".") else { throw HTTPError(404, "a tile path ends in COLUMN.EXT") }
@@ -45,7 +45,7 @@ private func tile(_ s: [String], _ store: TileStore) throws(HTTPError) -> HTTPRe
           let column = parseIndex(columnText) else {
         throw HTTPError(400, "level, row and column must be non-negative integers")
     }
-    let pyramid = try store.pyramid(named: s[1])
+    let pyramid = try store.pyramid(named: s[1], for: request)
     guard TileFormat(fileExtension: String(ext)) == pyramid.manifest.format else {
         throw HTTPError(404, "image '\(pyramid.id)' has .\(pyramid.manifest.format.fileExtension) tiles, not .\(ext.prefix(16))")
     }
@@ -55,8 +55,8 @@ private func tile(_ s: [String], _ store: TileStore) throws(HTTPError) -> HTTPRe
     return try store.tileResponse(TileCoordinate(level: level, row: row, column: column), of: pyramid)
 }
 
-private func thumbnail(_ name: String, _ fileName: String, _ store: TileStore) throws(HTTPError) -> HTTPResponse {
-    let pyramid = try store.pyramid(named: name)
+private func thumbnail(_ request: Request, _ name: String, _ fileName: String, _ store: TileStore) throws(HTTPError) -> HTTPResponse {
+    let pyramid = try store.pyramid(named: name, for: request)
     guard let file = pyramid.thumbnailFile else { throw HTTPError(404, "image '\(pyramid.id)' has no thumbnail") }
     let storedExt = file.split(separator: ".").last.map(String.init) ?? ""
     let askedExt = String(fileName.dropFirst("thumbnail.".count))
@@ -66,8 +66,8 @@ private func thumbnail(_ name: String, _ fileName: String, _ store: TileStore) t
     return .prepared(try store.file(named: file, of: pyramid, contentType: format.mimeType))
 }
 
-private func manifest(_ name: String, _ store: TileStore) throws(HTTPError) -> HTTPResponse {
-    let pyramid = try store.pyramid(named: name)
+private func manifest(_ request: Request, _ name: String, _ store: TileStore) throws(HTTPError) -> HTTPResponse {
+    let pyramid = try store.pyramid(named: name, for: request)
     return .prepared(store.document("manifest", of: pyramid, contentType: "application/json", make: manifestDocument))
 }
 
@@ -144,7 +144,8 @@ private func listImages(_ request: Request, _ store: TileStore) throws(HTTPError
         default: continue
         }
     }
-    let all = store.allPyramids()
+    // From memory: the catalog's background scan keeps the listing, no request waits.
+    let all = store.pyramids
     var json = JSONWriter(capacity: 4096)
     json.beginObject()
     json.key("images")
@@ -165,7 +166,7 @@ private func listImages(_ request: Request, _ store: TileStore) throws(HTTPError
 }
 
 private func visible(_ request: Request, _ name: String, _ store: TileStore) throws(HTTPError) -> HTTPResponse {
-    let pyramid = try store.pyramid(named: name)
+    let pyramid = try store.pyramid(named: name, for: request)
     let answer: VisibleTiles
     do {
         let query = try VisibleTilesQuery.parsingCommonForm(request.rawQuery)

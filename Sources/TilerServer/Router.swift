@@ -12,10 +12,14 @@ public struct Request: Sendable {
     /// `/images/a/tiles/0/0/0.png` → `["images", "a", "tiles", "0", "0", "0.png"]`;
     /// `/` → `[]`; a trailing slash gives a trailing empty segment.
     public let segments: [String]
+    /// Whether the request is being answered where blocking is allowed (the blocking
+    /// pool), so a route may read the disk; false on an event loop.
+    public let mayBlock: Bool
 
     /// Splits and decodes the target's path.
-    public init(head: HTTPRequestHead) throws(HTTPError) {
+    public init(head: HTTPRequestHead, mayBlock: Bool = false) throws(HTTPError) {
         self.head = head
+        self.mayBlock = mayBlock
         let target = head.target
         let end = head.pathLength
         var segments: [String] = []
@@ -163,9 +167,24 @@ public final class Router: HTTPHandler {
         return routes
     }
 
+    /// The response to `head`, made without blocking: when a route would have to read the
+    /// disk first (a pyramid not known yet, `TileStore.lookupMustBlock`), the whole request
+    /// is answered on the blocking pool instead.
     public func respond(to head: HTTPRequestHead) -> HTTPResponse {
+        let response = respond(to: head, mayBlock: false)
+        guard case .error(TileStore.lookupMustBlock) = response else { return response }
+        // A lookup reads a folder and a small manifest: the read lane.
+        return .blocking(.read) { [self] in
+            var response = respond(to: head, mayBlock: true)
+            // Already on the pool: run any further blocking work (a drawing) here.
+            while let work = response.blockingWork { response = work.make() }
+            return response
+        }
+    }
+
+    private func respond(to head: HTTPRequestHead, mayBlock: Bool) -> HTTPResponse {
         do {
-            let request = try Request(head: head)
+            let request = try Request(head: head, mayBlock: mayBlock)
             for route in routes {
                 if let response = try route.respond(request) { return response }
             }

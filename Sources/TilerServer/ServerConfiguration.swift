@@ -1,3 +1,4 @@
+import Foundation
 import TilerCore
 import TilerHTTP
 
@@ -15,9 +16,17 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var cacheBytes = 256 << 20
     /// Files larger than this are served from disk every time, never cached. Default 1 MiB.
     public var maximumCachedFileBytes = 1 << 20
-    /// Seconds a loaded `pyramid.json` is trusted before it is stat'ed again to notice a
-    /// re-cut or a deletion. Default 1.
-    public var manifestCheckInterval: Double = 1
+    /// Seconds between scans of ROOT by a background thread, which notice pyramids cut,
+    /// re-cut or deleted while the server runs (a pyramid asked for by id is also found
+    /// at once, without waiting for a scan). Default 1.
+    public var rescanInterval: Double = 1
+    /// Bytes that drawn images (IIIF regions, small DeepZoom levels) may hold at once,
+    /// estimated before each drawing starts; past it drawings wait, then get 503; one
+    /// larger than all of it gets 400. Default `defaultRenderMemoryBytes`.
+    public var renderMemoryBytes = ServerConfiguration.defaultRenderMemoryBytes
+    /// Seconds a drawing may wait for room in `renderMemoryBytes` before its 503.
+    /// Default 2.
+    public var renderWait: Double = 2
     /// Most tiles one `/images/ID/visible` answer may list; more is 400. Default 4096.
     public var maximumVisibleTiles = PyramidGeometry.defaultMaximumVisibleTiles
     /// Largest `limit` accepted by `/images`. Default 1000; the default limit is 50.
@@ -40,7 +49,12 @@ public struct ServerConfiguration: Sendable, Hashable {
         public static let iiifSide = 1...1_000_000
         /// IIIF output area, pixels.
         public static let iiifArea = 1...1_000_000_000_000
-        public static let manifestCheckInterval: ClosedRange<Double> = 0...86_400
+        /// Seconds between scans of ROOT.
+        public static let rescanInterval: ClosedRange<Double> = 0.01...86_400
+        /// MiB of render memory, as `--render-memory-mb` gives it: 1 MiB to 1 TiB.
+        public static let renderMemoryMB = 1...(1 << 20)
+        /// Seconds a drawing may wait for render memory.
+        public static let renderWait: ClosedRange<Double> = 0...3600
     }
 
     /// Throws for the first setting outside its range, here or in `http`.
@@ -53,11 +67,28 @@ public struct ServerConfiguration: Sendable, Hashable {
         try http.validate()
         try check("cacheBytes", cacheBytes, 0...(Range.cacheMB.upperBound << 20))
         try check("maximumCachedFileBytes", maximumCachedFileBytes, 0...(1 << 30))
-        try check("manifestCheckInterval", manifestCheckInterval, Range.manifestCheckInterval)
+        try check("rescanInterval", rescanInterval, Range.rescanInterval)
+        try check("renderMemoryBytes", renderMemoryBytes, (Range.renderMemoryMB.lowerBound << 20)...(Range.renderMemoryMB.upperBound << 20))
+        try check("renderWait", renderWait, Range.renderWait)
         try check("maximumVisibleTiles", maximumVisibleTiles, Range.visibleTiles)
         try check("maximumListLimit", maximumListLimit, Range.listLimit)
         try check("iiifLimits.maxWidth", iiifLimits.maxWidth, Range.iiifSide)
         try check("iiifLimits.maxHeight", iiifLimits.maxHeight, Range.iiifSide)
         try check("iiifLimits.maxArea", iiifLimits.maxArea, Range.iiifArea)
     }
+
+    /// Half the memory the process may use (its cgroup's limit in a container, else the
+    /// machine's memory), and at most 2 GiB: room for the largest drawing the default IIIF
+    /// limits allow (a 25-megapixel WebP rotated by 45°, about 1.5 GB) on a large machine,
+    /// and never more than half of a small container.
+    public static let defaultRenderMemoryBytes: Int = {
+        var available = Int(clamping: ProcessInfo.processInfo.physicalMemory)
+        for file in ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"] {
+            if let text = try? String(contentsOfFile: file, encoding: .utf8),
+               let limit = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)), limit > 0 {
+                available = min(available, limit)
+            }
+        }
+        return min(2 << 30, max(64 << 20, available / 2))
+    }()
 }

@@ -8,10 +8,13 @@ public final class TileServer: Sendable {
     public let router: Router
     public let http: HTTPServer
 
-    /// - Parameter accessLog: one line per request, or nil for none.
-    public init(configuration: ServerConfiguration, accessLog: Logger? = nil) {
+    /// - Parameters:
+    ///   - accessLog: one line per request, or nil for none.
+    ///   - log: faults worth an operator's attention (unreadable pyramids, damaged tiles,
+    ///     failed drawings), each logged once.
+    public init(configuration: ServerConfiguration, accessLog: Logger? = nil, log: Logger = Logger(label: "tiler")) {
         self.configuration = configuration
-        store = TileStore(configuration: configuration)
+        store = TileStore(configuration: configuration, log: log)
         router = Router(store: store)
         http = HTTPServer(configuration: configuration.http, handler: router, accessLog: accessLog)
     }
@@ -20,8 +23,11 @@ public final class TileServer: Sendable {
     public func start() throws(SocketError) { try http.start() }
     /// The bound port.
     public var port: Int { http.port }
-    /// Stops accepting and finishes in-flight responses.
-    public func stop() { http.stop() }
+    /// Stops accepting and finishes in-flight responses; stops scanning ROOT.
+    public func stop() {
+        store.stopRescanning()
+        http.stop()
+    }
     /// Blocks until the server has stopped.
     public func wait() { http.wait() }
 }

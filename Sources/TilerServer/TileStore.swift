@@ -1,16 +1,15 @@
 import Foundation
+import Logging
 import TilerCore
 import TilerHTTP
+import TilerImaging
 
-/// One pyramid as loaded from `ROOT/ID/pyramid.json`: its manifest, geometry and the
-/// folder its files live in. Immutable; a re-cut pyramid is a new `Pyramid` with a new
-/// `generation`.
+/// One pyramid as loaded from `ROOT/ID/pyramid.json`: its manifest and geometry.
+/// Immutable; a re-cut pyramid is a new `Pyramid` with a new `generation`.
 public final class Pyramid: Sendable {
     public let id: PyramidID
     public let manifest: PyramidManifest
     public let geometry: PyramidGeometry
-    /// `ROOT/ID`, built from the validated id.
-    public let directory: String
     /// `stat` of `pyramid.json` when it was read.
     public let manifestInfo: FileInfo
     /// Unique per load: cache keys include it, so a re-cut never serves stale tiles.
@@ -18,12 +17,10 @@ public final class Pyramid: Sendable {
     /// The viewport-independent parts of its `/visible` answers.
     let visiblePieces: VisiblePieces
 
-    init(id: PyramidID, manifest: PyramidManifest, geometry: PyramidGeometry, directory: String,
-         manifestInfo: FileInfo, generation: UInt64) {
+    init(id: PyramidID, manifest: PyramidManifest, geometry: PyramidGeometry, manifestInfo: FileInfo, generation: UInt64) {
         self.id = id
         self.manifest = manifest
         self.geometry = geometry
-        self.directory = directory
         self.manifestInfo = manifestInfo
         self.generation = generation
         visiblePieces = VisiblePieces(id: id, geometry: geometry, format: manifest.format)
@@ -36,6 +33,19 @@ public final class Pyramid: Sendable {
               !file.utf8.contains(0) else { return nil }
         return file
     }
+
+    /// The largest tile file served or drawn: twice a tile's decoded size plus 64 KiB
+    /// (no encoder makes a tile larger). A bigger file is not a tile.
+    public var maximumTileBytes: Int {
+        let t = geometry.tileSize
+        return 2 * t * t * max(1, min(4, manifest.bands ?? 4)) + (64 << 10)
+    }
+
+    /// The largest thumbnail file served, by the same rule, and at most 64 MiB.
+    public var maximumThumbnailBytes: Int {
+        let (pixels, overflow) = manifest.thumbnail.width.multipliedReportingOverflow(by: manifest.thumbnail.height)
+        return overflow || pixels > 8 << 20 ? 64 << 20 : 8 * pixels + (64 << 10)
+    }
 }
 
 /// What the cache holds, per pyramid generation.
@@ -45,54 +55,86 @@ public enum CachedItem: Hashable, Sendable {
     case document(generation: UInt64, name: String)
 }
 
-/// The pyramids under ROOT, found and re-checked on demand, and their files through a
-/// bounded cache. Every path it builds comes from a validated `PyramidID`, a tile
-/// coordinate inside the geometry, or a file name from the manifest.
+/// The pyramids under ROOT (a `PyramidCatalog`, kept in memory and re-scanned in the
+/// background) and their files through a bounded cache. Every path it builds comes from a
+/// validated `PyramidID`, a tile coordinate inside the geometry, or a file name from the
+/// manifest, and every file is read through `RootedFiles` (no link below ROOT followed,
+/// regular files only, size-bounded): tiles served as stored and tiles drawn into IIIF
+/// and DeepZoom images alike.
 ///
-/// A folder is a pyramid once its `pyramid.json` exists; a loaded manifest is trusted for
-/// `manifestCheckInterval` seconds, then stat'ed again, so pyramids cut (or re-cut, or
-/// deleted) while the server runs are noticed without a restart.
+/// Tiles are checked before they are served or cached: a file that does not look like a
+/// whole image of the pyramid's format (`TileFormat.looksComplete`: empty, cut short,
+/// another format) is a 500 with a short message, not cached, and logged once.
 public final class TileStore: @unchecked Sendable {
     public let configuration: ServerConfiguration
     /// Prepared responses: tiles, thumbnails and JSON documents.
     public let cache: ResponseCache<CachedItem>
+    /// The memory drawn images may take at once.
+    let renderBudget: RenderBudget
+    let catalog: PyramidCatalog
+    let log: Logger
     private let root: String
-    private let lock = NSLock()
-    private var loaded: [String: (pyramid: Pyramid, checkedAt: Int64)] = [:]
-    private var nextGeneration: UInt64 = 1
-    private let checkInterval: Int64
+    /// Faults already logged: damaged files and failed drawings, per pyramid generation.
+    let faults: OnceLog
 
-    public init(configuration: ServerConfiguration) {
+    /// Scans ROOT once (so every pyramid there is known before the first request), then
+    /// keeps scanning it every `configuration.rescanInterval` seconds on a background
+    /// thread until `stopRescanning`. Faults (unreadable pyramids, damaged tiles, failed
+    /// drawings) go to `log`.
+    public init(configuration: ServerConfiguration, log: Logger = Logger(label: "tiler")) {
         self.configuration = configuration
         var root = configuration.root
         while root.count > 1 && root.hasSuffix("/") { root.removeLast() }
         self.root = root
+        self.log = log
         cache = ResponseCache(capacity: configuration.cacheBytes)
-        checkInterval = Int64(configuration.manifestCheckInterval * 1000)
+        renderBudget = RenderBudget(capacity: configuration.renderMemoryBytes, wait: configuration.renderWait)
+        faults = OnceLog(log: log)
+        catalog = PyramidCatalog(root: root, log: log)
+        catalog.rescan()
+        catalog.startRefreshing(every: configuration.rescanInterval)
     }
+
+    /// Stops the background scan of ROOT.
+    public func stopRescanning() { catalog.stopRefreshing() }
+
+    /// Scans ROOT now, on the calling thread (it may block).
+    public func rescan() { catalog.rescan() }
 
     /// The pyramid named `name`, or a 404 (or 500 for an unreadable manifest).
-    public func pyramid(named name: String) throws(HTTPError) -> Pyramid {
-        let now = SystemClock.monotonicMilliseconds()
-        lock.lock()
-        let entry = loaded[name]
-        lock.unlock()
-        if let entry, now - entry.checkedAt < checkInterval { return entry.pyramid }
-        guard let id = PyramidID(name) else { throw HTTPError(404, "no image named '\(name.prefix(200))'") }
-        return try load(id, previous: entry?.pyramid, now: now)
+    ///
+    /// Known pyramids come from memory. A name the last scan did not see is looked up on
+    /// the disk, which only a request that may block does (`request.mayBlock`): on an
+    /// event loop this throws `TileStore.lookupMustBlock`, and the router runs the
+    /// request again on the blocking pool.
+    public func pyramid(named name: String, for request: Request) throws(HTTPError) -> Pyramid {
+        guard let p = try pyramidIfPresent(named: name, for: request) else {
+            throw HTTPError(404, "no image named '\(name.prefix(200))'")
+        }
+        return p
     }
 
-    /// Every readable pyramid under ROOT, sorted by id. Folders without a manifest, and
-    /// manifests that cannot be read, are skipped.
-    public func allPyramids() -> [Pyramid] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
-        var found: [Pyramid] = []
-        for name in names {
-            guard PyramidID(name) != nil else { continue }
-            if let p = try? pyramid(named: name) { found.append(p) }
+    /// Like `pyramid(named:for:)`, but nil when there is no pyramid of that name.
+    public func pyramidIfPresent(named name: String, for request: Request) throws(HTTPError) -> Pyramid? {
+        var entry = catalog.entry(name)
+        if entry == nil {
+            guard let id = PyramidID(name) else { return nil }
+            guard request.mayBlock else { throw Self.lookupMustBlock }
+            entry = catalog.load(id)
         }
-        return found.sorted { $0.id < $1.id }
+        switch entry {
+        case let .pyramid(p)?: return p
+        case let .broken(message, _)?: throw HTTPError(500, message)
+        case nil: return nil
+        }
     }
+
+    /// Thrown by lookups that would have to read the disk on an event loop; `Router`
+    /// catches it and answers the request from the blocking pool instead. Never sent.
+    public static let lookupMustBlock = HTTPError(0, "the lookup must run where blocking is allowed")
+
+    /// Every servable pyramid, sorted by id, as of the last scan (or lookup): no I/O.
+    public var pyramids: [Pyramid] { catalog.snapshot.sorted }
 
     /// A tile of `pyramid` as a response: from the cache, or from the page cache when the
     /// file is there, or else `.blocking` (read from disk on the blocking pool, so the
@@ -100,8 +142,9 @@ public final class TileStore: @unchecked Sendable {
     public func tileResponse(_ coordinate: TileCoordinate, of pyramid: Pyramid) throws(HTTPError) -> HTTPResponse {
         let key = try tileKey(coordinate, of: pyramid)
         if let hit = cache.value(for: key) { return .prepared(hit) }
-        switch RootedFiles.readIfCached(root: root, tilePath(coordinate, of: pyramid)) {
+        switch RootedFiles.readIfCached(root: root, tilePath(coordinate, of: pyramid), maximumBytes: pyramid.maximumTileBytes) {
         case let .read(bytes, info):
+            try checkTile(bytes, coordinate, of: pyramid)
             return .prepared(keep(prepared(bytes, info, contentType: pyramid.manifest.format.mimeType), for: key))
         case .unavailable:
             throw missingTile(coordinate, of: pyramid)
@@ -121,10 +164,48 @@ public final class TileStore: @unchecked Sendable {
     public func tile(_ coordinate: TileCoordinate, of pyramid: Pyramid) throws(HTTPError) -> PreparedResponse {
         let key = try tileKey(coordinate, of: pyramid)
         if let hit = cache.value(for: key) { return hit }
-        guard let response = prepareFile(tilePath(coordinate, of: pyramid), contentType: pyramid.manifest.format.mimeType) else {
+        guard let (bytes, info) = RootedFiles.read(root: root, tilePath(coordinate, of: pyramid),
+                                                   maximumBytes: pyramid.maximumTileBytes) else {
             throw missingTile(coordinate, of: pyramid)
         }
-        return keep(response, for: key)
+        try checkTile(bytes, coordinate, of: pyramid)
+        return keep(prepared(bytes, info, contentType: pyramid.manifest.format.mimeType), for: key)
+    }
+
+    /// A tile's bytes for drawing: from the cache, or read from disk (this blocks; it runs
+    /// on the blocking pool) without taking cache room from the tiles clients fetch.
+    func tileForDrawing(_ coordinate: TileCoordinate, of pyramid: Pyramid) throws(RenderError) -> [UInt8] {
+        let key = CachedItem.tile(generation: pyramid.generation, level: Int32(coordinate.level),
+                                  row: Int32(coordinate.row), column: Int32(coordinate.column))
+        if let hit = cache.value(for: key) { return hit.body }
+        let file = "\(root)/\(pyramid.id)/\(pyramid.manifest.tilePath(coordinate))"
+        let bytes: [UInt8]
+        do {
+            bytes = try RootedFolder.read(root: root, tilePath(coordinate, of: pyramid), maximumBytes: pyramid.maximumTileBytes).bytes
+        } catch {
+            throw .missingTile("\(file): \(error)")
+        }
+        guard pyramid.manifest.format.looksComplete(bytes) else {
+            throw .badTile("\(file) is not a complete \(pyramid.manifest.format.rawValue) file (\(bytes.count) bytes)")
+        }
+        return bytes
+    }
+
+    /// A renderer of `pyramid` that reads its tiles through `tileForDrawing`.
+    func renderer(for pyramid: Pyramid) throws(RenderError) -> RegionRenderer {
+        try RegionRenderer(manifest: pyramid.manifest) { [self] (tile: TileCoordinate) throws(RenderError) -> [UInt8] in
+            try tileForDrawing(tile, of: pyramid)
+        }
+    }
+
+    /// 500 (logged once) unless the tile looks like a whole file of the pyramid's format.
+    private func checkTile(_ bytes: [UInt8], _ coordinate: TileCoordinate, of pyramid: Pyramid) throws(HTTPError) {
+        let format = pyramid.manifest.format
+        guard !format.looksComplete(bytes) else { return }
+        faults.once("\(pyramid.generation)/\(coordinate)",
+                       "\(root)/\(pyramid.id)/\(pyramid.manifest.tilePath(coordinate)) is not a complete \(format.rawValue) "
+                       + "file (\(bytes.count) bytes): answering 500 until it is replaced")
+        throw HTTPError(500, "tile \(coordinate) of image '\(pyramid.id)' is damaged on the server")
     }
 
     /// The cache key of a tile; 404 if the pyramid has no such tile.
@@ -159,10 +240,16 @@ public final class TileStore: @unchecked Sendable {
         }
         let key = CachedItem.file(generation: pyramid.generation, name: name)
         if let hit = cache.value(for: key) { return hit }
-        guard let response = prepareFile([pyramid.id.rawValue, name], contentType: contentType) else {
+        guard let (bytes, info) = RootedFiles.read(root: root, [pyramid.id.rawValue, name],
+                                                   maximumBytes: pyramid.maximumThumbnailBytes) else {
             throw HTTPError(404, "no file '\(name)' in image '\(pyramid.id)'")
         }
-        return keep(response, for: key)
+        if let format = TileFormat(fileExtension: String(name.split(separator: ".").last ?? "")), !format.looksComplete(bytes) {
+            faults.once("\(pyramid.generation)/\(name)", "\(root)/\(pyramid.id)/\(name) is not a complete \(format.rawValue) "
+                           + "file (\(bytes.count) bytes): answering 500 until it is replaced")
+            throw HTTPError(500, "'\(name)' of image '\(pyramid.id)' is damaged on the server")
+        }
+        return keep(prepared(bytes, info, contentType: contentType), for: key)
     }
 
     /// A document derived from the manifest (JSON, DZI XML, …), built once per pyramid
@@ -178,57 +265,6 @@ public final class TileStore: @unchecked Sendable {
                                         lastModified: info.modificationSeconds, cacheControl: configuration.cacheControl)
         cache.insert(response, for: key)
         return response
-    }
-
-    // MARK: Loading
-
-    private func load(_ id: PyramidID, previous: Pyramid?, now: Int64) throws(HTTPError) -> Pyramid {
-        let directory = root + "/" + id.rawValue
-        // Beneath ROOT nothing is followed: a pyramid folder or manifest that is a
-        // symbolic link is not a pyramid (RootedFiles).
-        let manifestPath = [id.rawValue, PyramidManifest.fileName]
-        guard let info = RootedFiles.info(root: root, manifestPath), info.isRegularFile else {
-            forget(id.rawValue)
-            throw HTTPError(404, "no image named '\(id)'")
-        }
-        if let previous, previous.manifestInfo == info {
-            lock.withLock { loaded[id.rawValue] = (previous, now) }
-            return previous
-        }
-        guard let (bytes, readInfo) = RootedFiles.read(root: root, manifestPath, maximumBytes: 16 << 20) else {
-            forget(id.rawValue)
-            throw HTTPError(404, "no image named '\(id)'")
-        }
-        let manifest: PyramidManifest
-        let geometry: PyramidGeometry
-        do {
-            manifest = try JSONDecoder().decode(PyramidManifest.self, from: Data(bytes))
-            geometry = try manifest.geometry()
-        } catch {
-            forget(id.rawValue)
-            throw HTTPError(500, "image '\(id)' has an unreadable pyramid.json: \(error)")
-        }
-        guard manifest.id == id else {
-            forget(id.rawValue)
-            throw HTTPError(500, "image '\(id)' has a pyramid.json for '\(manifest.id)'")
-        }
-        return lock.withLock {
-            let p = Pyramid(id: id, manifest: manifest, geometry: geometry, directory: directory,
-                            manifestInfo: readInfo, generation: nextGeneration)
-            nextGeneration += 1
-            loaded[id.rawValue] = (p, now)
-            return p
-        }
-    }
-
-    private func forget(_ name: String) {
-        lock.withLock { _ = loaded.removeValue(forKey: name) }
-    }
-
-    /// `ROOT/path…` read without following any symbolic link below ROOT.
-    private func prepareFile(_ path: [String], contentType: String) -> PreparedResponse? {
-        guard let (bytes, info) = RootedFiles.read(root: root, path) else { return nil }
-        return prepared(bytes, info, contentType: contentType)
     }
 
     private func prepared(_ bytes: [UInt8], _ info: FileInfo, contentType: String) -> PreparedResponse {

@@ -87,6 +87,18 @@ extension Tiler {
         @Option(name: .customLong("iiif-max-area"), help: "Largest IIIF image output, pixels (env TILER_IIIF_MAX_AREA; default: 25000000).")
         var iiifMaxArea: Int?
 
+        @Option(name: .customLong("render-memory-mb"),
+                help: "Memory drawn IIIF and DeepZoom images may hold at once, MiB; past it they wait, then 503 (env TILER_RENDER_MEMORY_MB; default: half the memory available, at most 2048).")
+        var renderMemoryMB: Int?
+
+        @Option(name: .customLong("render-wait"),
+                help: "Seconds a drawn image may wait for render memory before its 503 (env TILER_RENDER_WAIT; default: 2).")
+        var renderWait: Double?
+
+        @Option(name: .customLong("rescan-interval"),
+                help: "Seconds between scans of ROOT for new, re-cut and deleted pyramids (env TILER_RESCAN_INTERVAL; default: 1).")
+        var rescanInterval: Double?
+
         @Flag(inversion: .prefixedNo, help: "Log one line per request to stderr (env TILER_ACCESS_LOG=1; default: off).")
         var accessLog: Bool?
 
@@ -103,7 +115,9 @@ extension Tiler {
             }
             let logAccess = accessLog ?? Self.environmentBool("TILER_ACCESS_LOG") ?? false
             let signals = try TerminationSignals()  // before any thread starts
-            let server = TileServer(configuration: config, accessLog: logAccess ? Logger(label: "tiler.access", factory: { label in StreamLogHandler.standardError(label: label) }) : nil)
+            let server = TileServer(configuration: config,
+                                    accessLog: logAccess ? Logger(label: "tiler.access") { StreamLogHandler.standardError(label: $0) } : nil,
+                                    log: Logger(label: "tiler") { StreamLogHandler.standardError(label: $0) })
             do {
                 try server.start()
             } catch {
@@ -195,6 +209,14 @@ extension Tiler {
             if let v = try int(maxHeaders, "max-headers", "TILER_MAX_HEADERS", R.headerCount) { c.http.maximumHeaderCount = v }
             if let v = try int(maxVisibleTiles, "max-visible-tiles", "TILER_MAX_VISIBLE_TILES", ServerConfiguration.Range.visibleTiles) {
                 c.maximumVisibleTiles = v
+            }
+            typealias S = ServerConfiguration.Range
+            if let v = try int(renderMemoryMB, "render-memory-mb", "TILER_RENDER_MEMORY_MB", S.renderMemoryMB) {
+                c.renderMemoryBytes = v << 20
+            }
+            if let v = try seconds(renderWait, "render-wait", "TILER_RENDER_WAIT", S.renderWait) { c.renderWait = v }
+            if let v = try seconds(rescanInterval, "rescan-interval", "TILER_RESCAN_INTERVAL", S.rescanInterval) {
+                c.rescanInterval = v
             }
             for (value, option, variable, keyPath, range) in [
                 (iiifMaxWidth, "iiif-max-width", "TILER_IIIF_MAX_WIDTH", \IIIFLimits.maxWidth, ServerConfiguration.Range.iiifSide),

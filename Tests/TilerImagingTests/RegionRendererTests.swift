@@ -46,7 +46,11 @@ private let fixturePyramid: Result<(dir: String, manifest: PyramidManifest), Err
 @Suite struct RegionRendererTests {
     func renderer() throws -> RegionRenderer {
         let p = try fixturePyramid.get()
-        return try RegionRenderer(directory: p.dir, manifest: p.manifest)
+        return try RegionRenderer(manifest: p.manifest) { (tile: TileCoordinate) throws(RenderError) -> [UInt8] in
+            let path = p.dir + "/" + p.manifest.tilePath(tile)
+            guard let data = FileManager.default.contents(atPath: path) else { throw .missingTile(path) }
+            return Array(data)
+        }
     }
 
     func render(_ iiif: String) throws -> DecodedImage {

@@ -1,6 +1,8 @@
 import Foundation
+import Logging
 import TilerCore
 import TilerHTTP
+import TilerImaging
 import TilerServer
 
 /// A temporary ROOT with pyramids written the way `tiler cut` lays them out: a manifest
@@ -32,11 +34,13 @@ final class PyramidRoot: @unchecked Sendable {
                 try fm.createDirectory(atPath: "\(dir)/\(level.level)/\(row)", withIntermediateDirectories: true)
                 for column in 0..<level.columns {
                     let tile = TileCoordinate(level: level.level, row: row, column: column)
-                    try Data(Self.tileBytes(id, tile)).write(to: URL(fileURLWithPath: dir + "/" + manifest.tilePath(tile)))
+                    try Data(Self.tileBytes(id, tile, format: format))
+                        .write(to: URL(fileURLWithPath: dir + "/" + manifest.tilePath(tile)))
                 }
             }
         }
-        try Data("thumbnail of \(id)".utf8).write(to: URL(fileURLWithPath: "\(dir)/thumbnail.\(format.fileExtension)"))
+        try Data(Self.thumbnailBytes(id, format: format))
+            .write(to: URL(fileURLWithPath: "\(dir)/thumbnail.\(format.fileExtension)"))
         if writeManifest { try write(manifest) }
         return manifest
     }
@@ -47,14 +51,37 @@ final class PyramidRoot: @unchecked Sendable {
         try data.write(to: URL(fileURLWithPath: dir + "/" + PyramidManifest.fileName), options: .atomic)
     }
 
-    static func tileBytes(_ id: String, _ tile: TileCoordinate) -> [UInt8] {
+    /// A tile's bytes: unique to its id and coordinate, in the wrapping of `format` that
+    /// the server checks (`fakeFile`); not a decodable image.
+    static func tileBytes(_ id: String, _ tile: TileCoordinate, format: TileFormat = .png) -> [UInt8] {
         var bytes = Array("tile \(id) \(tile)|".utf8)
         var x = UInt64(truncatingIfNeeded: (tile.level &* 1_000_003) ^ (tile.row &* 7919) ^ (tile.column &* 104_729))
         for _ in 0..<(300 + tile.column % 50) {
             x = x &* 6364136223846793005 &+ 1442695040888963407
             bytes.append(UInt8(truncatingIfNeeded: x >> 33))
         }
-        return bytes
+        return fakeFile(format, bytes)
+    }
+
+    static func thumbnailBytes(_ id: String, format: TileFormat = .png) -> [UInt8] {
+        fakeFile(format, Array("thumbnail of \(id)".utf8))
+    }
+
+    /// `content` between the first and last bytes of a `format` file (signature, end
+    /// marker, length), so that `TileFormat.looksComplete` accepts it: the server serves
+    /// stored tiles without decoding them.
+    static func fakeFile(_ format: TileFormat, _ content: [UInt8]) -> [UInt8] {
+        switch format {
+        case .png:
+            return [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13] + Array("IHDR".utf8) + [UInt8](repeating: 1, count: 17)
+                + content + [0, 0, 0, 0, 0x49, 0x45, 0x4E, 0x44, 0xAE, 0x42, 0x60, 0x82]
+        case .jpeg:
+            return [0xFF, 0xD8, 0xFF, 0xE0] + content + [0xFF, 0xD9]
+        case .webp:
+            let body = Array("WEBP".utf8) + content + [UInt8](repeating: 0, count: max(0, 8 - content.count))
+            let n = UInt32(body.count)
+            return Array("RIFF".utf8) + [UInt8(n & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n >> 16 & 0xFF), UInt8(n >> 24)] + body
+        }
     }
 
     func file(_ relative: String) -> [UInt8] {
@@ -62,21 +89,69 @@ final class PyramidRoot: @unchecked Sendable {
     }
 }
 
-/// A running in-process `TileServer` on a free loopback port.
-func withTileServer(_ root: PyramidRoot, _ configure: (inout ServerConfiguration) -> Void = { _ in },
-                    _ body: (Int) throws -> Void) throws {
-    try withRunningTileServer(root, configure) { server in try body(server.port) }
+extension PyramidRoot {
+    /// Cuts a real pyramid (decodable tiles) from an image file into this root.
+    @discardableResult
+    func cut(_ input: String, as id: String, format: TileFormat = .png) throws -> PyramidManifest {
+        try PyramidCutter(root: URL(fileURLWithPath: path), options: CutOptions(format: format, force: true))
+            .cut(input, id: PyramidID(id)!).manifest
+    }
+
+    /// Writes a `width × height` image of one colour with the `vips` command, for `cut`.
+    func solidImage(_ name: String, width: Int, height: Int, rgb: (Int, Int, Int)) throws -> String {
+        guard let vips = findExecutable(["vips"]) else { throw ClientError("the vips command is missing: run scripts/install-deps") }
+        let black = path + "/\(name)-black.v", file = path + "/\(name).png"
+        try runTool(vips, ["black", black, "\(width)", "\(height)", "--bands", "3"])
+        try runTool(vips, ["linear", black, file, "1 1 1", "\(rgb.0) \(rgb.1) \(rgb.2)", "--uchar"])
+        try FileManager.default.removeItem(atPath: black)
+        return file
+    }
 }
 
-/// The same, handing over the server itself (its connection count, its pool).
-func withRunningTileServer(_ root: PyramidRoot, _ configure: (inout ServerConfiguration) -> Void = { _ in },
+/// What a server logged, for tests that check faults are logged (and only once).
+final class CollectedLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var lines: [String] = []
+
+    var messages: [String] { lock.withLock { lines } }
+
+    /// A logger whose messages land here.
+    var logger: Logger {
+        Logger(label: "tiler-test") { _ in Handler(log: self) }
+    }
+
+    private struct Handler: LogHandler {
+        let log: CollectedLog
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
+                 file: String, function: String, line: UInt) {
+            log.lock.withLock { log.lines.append("\(level): \(message)") }
+        }
+    }
+}
+
+/// A running in-process `TileServer` on a free loopback port.
+func withTileServer(_ root: PyramidRoot, log: CollectedLog? = nil, _ configure: (inout ServerConfiguration) -> Void = { _ in },
+                    _ body: (Int) throws -> Void) throws {
+    try withRunningTileServer(root, log: log, configure) { server in try body(server.port) }
+}
+
+/// The same, handing over the server itself (its connection count, its pool, its store).
+func withRunningTileServer(_ root: PyramidRoot, log: CollectedLog? = nil, _ configure: (inout ServerConfiguration) -> Void = { _ in },
                            _ body: (TileServer) throws -> Void) throws {
     var config = ServerConfiguration(root: root.path)
     config.http.port = 0
     config.http.threads = 2
-    config.manifestCheckInterval = 0.2
+    config.rescanInterval = 0.2
     configure(&config)
-    let server = TileServer(configuration: config)
+    let server = TileServer(configuration: config, log: log?.logger ?? Logger(label: "tiler-test") { _ in SwiftLogNoOpLogHandler() })
     try server.start()
     defer {
         server.stop()

@@ -8,12 +8,28 @@
 #include <vips/vips.h>
 
 /* Starts libvips once per process; later calls (from any thread) return the first result.
-   Safe to call alongside the cutter's own initialisation: vips_init ignores repeats. */
+   Turns libvips' operation cache off (renders share nothing). Safe to call alongside the
+   cutter's own initialisation, which does the same: vips_init ignores repeats. */
 int tiler_render_init(void);
 
-/* Opens an image file through a fresh VipsSource over the file's bytes, so that libvips'
-   operation cache never serves a stale copy of a file that a re-cut replaced. */
-VipsImage *tiler_render_load(const char *path);
+/* Opens an encoded image (PNG, JPEG, WebP) from bytes the caller has already read: the
+   renderer never opens a file itself, so every read goes through the server's rooted,
+   no-follow, regular-file-only, size-bounded open. The bytes are copied into a blob that
+   libvips owns. A truncated image is an error when its pixels are read, never grey filler
+   (fail_on truncated). `sequential` non-zero asks for top-to-bottom access (rows are
+   decoded as they are needed and not kept); zero decodes the whole image on first use. */
+VipsImage *tiler_render_load_bytes(const void *data, size_t length, int sequential);
+
+/* Computes in into memory (vips_image_copy_memory): the result can be read in any order
+   whatever the access of in. */
+int tiler_render_copy_memory(VipsImage *in, VipsImage **out);
+
+/* The worker threads libvips runs one operation on (vips_concurrency_get). */
+int tiler_render_threads(void);
+
+/* Hands memory freed by renders back to the system (malloc_trim): glibc keeps freed
+   blocks in per-thread arenas otherwise, so RSS never falls after a large render. */
+void tiler_render_release_memory(void);
 
 /* Lays out n images in a grid `across` images wide, each cell as large as the largest
    image (vips_arrayjoin). */

@@ -1,0 +1,57 @@
+import TilerCore
+import TilerHTTP
+import TilerImaging
+
+/// A drawn image (a IIIF region, a DeepZoom level below the pyramid) as a response.
+///
+/// From the cache when it was drawn before. Otherwise its peak memory is estimated here,
+/// on the event loop and before anything is read: more than the whole render budget is a
+/// 400 (the request can never be drawn; a smaller size can). Then it is drawn on the
+/// blocking pool once the budget admits it (503 with `Retry-After` when it waited
+/// `renderWait` seconds for room), and cached like a document of the pyramid until it is
+/// re-cut. A drawing that fails (a missing or damaged tile) is a 500 with a short message
+/// and no caching; the details go to the log, once per failure and pyramid generation.
+///
+/// `quality` is the JPEG or WebP encoder's, when not the renderer's default.
+func drawnResponse(_ name: String, of pyramid: Pyramid, store: TileStore, contentType: String, quality: Int? = nil,
+                   job makeJob: (RegionRenderer) -> RegionRenderer.Job) throws(HTTPError) -> HTTPResponse {
+    let key = CachedItem.document(generation: pyramid.generation, name: name)
+    if let hit = store.cache.value(for: key) { return .prepared(hit) }
+    var renderer: RegionRenderer
+    do {
+        renderer = try store.renderer(for: pyramid)
+        if let quality { renderer.encoderQuality = quality }
+    } catch {
+        store.log.error("cannot draw image '\(pyramid.id)': \(error)")
+        throw HTTPError(500, "image '\(pyramid.id)' cannot be drawn; the server log has details")
+    }
+    let job = makeJob(renderer)
+    let estimate = renderer.estimatedPeakBytes(job)
+    let budget = store.renderBudget
+    guard estimate <= budget.capacity else {
+        throw HTTPError(400, "drawing this image needs about \(estimate >> 20) MiB, more than this server allows for "
+            + "drawing (\(budget.capacity >> 20) MiB); ask for a smaller size or region")
+    }
+    return .blocking(.render) { [renderer] in
+        if let hit = store.cache.value(for: key) { return .prepared(hit) }
+        guard budget.admit(estimate) == .admitted else {
+            return .withHeaders([("Retry-After", "1")],
+                                .error(HTTPError(503, "the server is busy drawing other images; try again shortly")))
+        }
+        let bytes: [UInt8]
+        do {
+            defer { budget.release(estimate) }
+            bytes = try renderer.render(job, maximumBytes: budget.capacity)
+        } catch {
+            store.faults.once("\(pyramid.generation) \(error)", "cannot draw \(name) of image '\(pyramid.id)': \(error)")
+            return .error(HTTPError(500, "image '\(pyramid.id)' cannot be drawn; the server log has details"))
+        }
+        // Large drawings (a big IIIF region) are sent once and not kept, like large files.
+        guard bytes.count <= store.configuration.maximumCachedFileBytes else {
+            return .prepared(PreparedResponse(body: bytes, contentType: contentType, etag: nil,
+                                              lastModified: pyramid.manifestInfo.modificationSeconds,
+                                              cacheControl: store.configuration.cacheControl))
+        }
+        return .prepared(store.document(name, of: pyramid, contentType: contentType) { _ in bytes })
+    }
+}

@@ -1,0 +1,145 @@
+import Foundation
+import Testing
+import TilerCore
+@testable import TilerServer
+
+/// The render budget (issue #11 item 3): drawings are admitted against a byte budget,
+/// first come first served, wait a bounded time for room, and the server's peak memory
+/// stays within it.
+@Suite(.serialized) struct RenderBudgetTests {
+    @Test(.timeLimit(.minutes(1))) func admitsWhatFitsQueuesTheRestInOrderAndGivesUp() {
+        let budget = RenderBudget(capacity: 100, wait: 30)
+        #expect(budget.admit(60) == .admitted)
+        #expect(budget.admit(101) == .tooLarge)
+        let results = Tally()
+        let group = DispatchGroup()
+        // 50 does not fit beside 60: it waits.
+        DispatchQueue.global().async(group: group) { results.add("50: \(budget.admit(50))") }
+        #expect(eventually { budget.waiting == 1 })
+        // 30 would fit beside 60, but 50 came first: it waits behind it.
+        DispatchQueue.global().async(group: group) { results.add("30: \(budget.admit(30))") }
+        #expect(eventually { budget.waiting == 2 })
+        #expect(budget.bytesInUse == 60 && results.items.isEmpty)
+        budget.release(60)
+        group.wait()
+        #expect(Set(results.items) == ["50: admitted", "30: admitted"])
+        #expect(budget.bytesInUse == 80 && budget.waiting == 0)
+        budget.release(80)
+        #expect(budget.bytesInUse == 0)
+
+        // With no time to wait, what does not fit is refused.
+        let impatient = RenderBudget(capacity: 100, wait: 0)
+        #expect(impatient.admit(80) == .admitted)
+        #expect(impatient.admit(30) == .busy)
+        #expect(impatient.admit(20) == .admitted)
+    }
+
+    /// Three rotated WebP drawings at once, each estimated at about 330 MB, against a
+    /// 350 MiB budget: they are drawn one after another, and the server's peak RSS grows by
+    /// no more than the budget. Then the memory goes back to the system. Before, the three
+    /// ran together (and nothing was handed back: issue #11 saw 5.5 GB for four larger ones).
+    @Test(.timeLimit(.minutes(3))) func concurrentDrawingsStayWithinTheBudget() throws {
+        let root = try PyramidRoot()
+        try Self.noisePyramid(root, id: "n", width: 4000, height: 4000, level: 3)
+        let server = try ServerProcess(arguments: [root.path, "--port", "0", "--render-memory-mb", "350", "--render-wait", "120"])
+        let start = server.rss("VmRSS")
+        let statuses = Tally()
+        let group = DispatchGroup()
+        for angle in [44, 45, 46] {
+            DispatchQueue.global().async(group: group) {
+                do {
+                    let c = try RawHTTPClient(port: server.port, timeout: 120)
+                    try c.request("/iiif/3/n/full/2000,2000/\(angle)/default.webp")
+                    statuses.add("\(try c.readResponse().status)")
+                } catch {
+                    statuses.add("\(error)")
+                }
+            }
+        }
+        group.wait()
+        let peak = server.rss("VmHWM")
+        #expect(statuses.items == ["200", "200", "200"], "\(statuses.items)")
+        #expect(peak - start <= 350, "peak RSS \(peak) MB from \(start) MB at start")
+        #expect(eventually { server.rss("VmRSS") <= start + 100 }, "RSS stayed at \(server.rss("VmRSS")) MB")
+    }
+
+    /// A `width × height` pyramid whose level `level` is real tiles (one 256 px PNG of RGB
+    /// noise, the worst case for compression, copied) and whose other levels are absent.
+    static func noisePyramid(_ root: PyramidRoot, id: String, width: Int, height: Int, level: Int) throws {
+        guard let vips = findExecutable(["vips"]) else { throw ClientError("the vips command is missing") }
+        let noise = root.path + "/noise.v", grey = root.path + "/grey.v", tile = root.path + "/tile.png"
+        try runTool(vips, ["gaussnoise", noise, "256", "256", "--mean", "128", "--sigma", "40"])
+        try runTool(vips, ["cast", noise, grey, "uchar"])
+        try runTool(vips, ["bandjoin", "\(grey) \(grey) \(grey)", tile])
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: tile))
+        let geometry = try PyramidGeometry(width: width, height: height)
+        let manifest = PyramidManifest(id: PyramidID(id)!, geometry: geometry, format: .png,
+                                       thumbnail: .init(file: "thumbnail.png", width: 256, height: 256), bands: 3)
+        let l = geometry.level(level)
+        for row in 0..<l.rows {
+            try FileManager.default.createDirectory(atPath: "\(root.path)/\(id)/\(level)/\(row)", withIntermediateDirectories: true)
+            for column in 0..<l.columns {
+                let t = TileCoordinate(level: level, row: row, column: column)
+                try bytes.write(to: URL(fileURLWithPath: "\(root.path)/\(id)/\(manifest.tilePath(t))"))
+            }
+        }
+        try root.write(manifest)
+    }
+}
+
+/// `tiler serve` (the built binary) in its own process, so that its memory can be read.
+final class ServerProcess: @unchecked Sendable {
+    let process = Process()
+    let port: Int
+    private let output = Pipe()
+    private let errors = Pipe()
+    private let errorText = Tally()
+
+    /// `launcher`: a command that runs the server (e.g. as another user), or none.
+    init(arguments: [String], launcher: [String] = []) throws {
+        let binary = try ServeCommandTests.binary
+        process.executableURL = URL(fileURLWithPath: launcher.first ?? binary)
+        process.arguments = (launcher.isEmpty ? [] : Array(launcher.dropFirst()) + [binary]) + ["serve"] + arguments
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TILER_") }
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        errors.fileHandleForReading.readabilityHandler = { [errorText] handle in
+            errorText.add(String(decoding: handle.availableData, as: UTF8.self))
+        }
+        var line = [UInt8]()
+        let deadline = Date().addingTimeInterval(20)
+        while !line.contains(10) && Date() < deadline {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line += chunk
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        guard let range = text.range(of: #":(\d+)/"#, options: .regularExpression),
+              let port = Int(text[range].dropFirst().dropLast()) else {
+            process.terminate()
+            throw ClientError("unexpected start-up line '\(text)'")
+        }
+        self.port = port
+    }
+
+    deinit {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        errors.fileHandleForReading.readabilityHandler = nil
+    }
+
+    /// What the server wrote on stderr so far.
+    var stderr: String { errorText.items.joined() }
+
+    /// A memory figure of the server from `/proc/PID/status` (`VmRSS`, `VmHWM`), in MB.
+    func rss(_ field: String) -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8) else { return -1 }
+        for line in status.split(separator: "\n") where line.hasPrefix(field + ":") {
+            return (Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0) / 1024
+        }
+        return -1
+    }
+}
