@@ -31,16 +31,18 @@ public final class RootedFolder {
     public func folder(_ name: String) throws(RootedFileError) -> RootedFolder {
         guard RootedFiles.isPlainName(name) else { throw RootedFileError(.missing) }
         let fd = openat(descriptor, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else {
-            let code = errno
-            // With O_DIRECTORY, Linux reports a link as ENOTDIR, like a file: tell them apart.
-            var st = stat()
-            if code == ENOTDIR, fstatat(descriptor, name, &st, AT_SYMLINK_NOFOLLOW) == 0, st.st_mode & S_IFMT == S_IFLNK {
-                throw RootedFileError(.link, errno: code)
-            }
-            throw RootedFileError(errno: code)
-        }
+        guard fd >= 0 else { throw folderError(name, errno) }
         return RootedFolder(descriptor: fd)
+    }
+
+    /// Why the folder `name` did not open with `code`. With O_DIRECTORY, Linux reports a
+    /// link as ENOTDIR, like a file: tell them apart.
+    private func folderError(_ name: String, _ code: Int32) -> RootedFileError {
+        var st = stat()
+        if code == ENOTDIR, fstatat(descriptor, name, &st, AT_SYMLINK_NOFOLLOW) == 0, st.st_mode & S_IFMT == S_IFLNK {
+            return RootedFileError(.link, errno: code)
+        }
+        return RootedFileError(errno: code)
     }
 
     /// `lstat` of the entry `name`: a link is reported as itself.
@@ -48,6 +50,20 @@ public final class RootedFolder {
         guard RootedFiles.isPlainName(name) else { throw RootedFileError(.missing) }
         var st = stat()
         guard fstatat(descriptor, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { throw RootedFileError(errno: errno) }
+        var raw = cns_file_info()
+        _ = cns_fill_info(&st, &raw)
+        return FileInfo(raw)
+    }
+
+    /// `lstat` of the entry `name` of the folder `folder` inside this one, without
+    /// following links and without making a `RootedFolder` (for a scan over many folders).
+    public func info(_ name: String, inFolder folder: String) throws(RootedFileError) -> FileInfo {
+        guard RootedFiles.isPlainName(folder), RootedFiles.isPlainName(name) else { throw RootedFileError(.missing) }
+        let fd = openat(descriptor, folder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw folderError(folder, errno) }
+        defer { close(fd) }
+        var st = stat()
+        guard fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { throw RootedFileError(errno: errno) }
         var raw = cns_file_info()
         _ = cns_fill_info(&st, &raw)
         return FileInfo(raw)
