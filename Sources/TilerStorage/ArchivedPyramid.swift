@@ -100,6 +100,48 @@ public struct ArchivedPyramid: Sendable {
         return try reader.read(location)
     }
 
+    /// Calls `body` with the tiles of every directory entry, in tile-id order, and where
+    /// their bytes are (a run of identical tiles comes as one call, or several of at most
+    /// 4,096 tiles). Reads each leaf directory once. Throws, naming the archive, when an
+    /// entry addresses a tile outside the pyramid, comes out of order, or would make more
+    /// tiles than the pyramid has. May block.
+    public func forEachTile(_ body: ([TileCoordinate], TileLocation) throws(StorageError) -> Void) throws(StorageError) {
+        let name = reader.source.name
+        let expected = geometry.levels.reduce(0) { $0 + $1.tileCount }
+        var seen = 0
+        var next: UInt64 = 0
+        try reader.forEachTileEntry { (entry) throws(StorageError) in
+            guard entry.tileID >= next else {
+                throw .archive(path: name, .corrupt("tile id \(entry.tileID) comes after tile id \(next - 1)"))
+            }
+            guard entry.runLength <= expected - seen else {
+                throw .archive(path: name, .corrupt("it addresses more than the pyramid's \(expected) tiles"))
+            }
+            let (end, overflow) = entry.tileID.addingReportingOverflow(UInt64(entry.runLength))
+            guard !overflow else { throw .archive(path: name, .corrupt("tile id \(entry.tileID) runs past the last id")) }
+            let location = reader.location(of: entry)
+            var tiles: [TileCoordinate] = []
+            tiles.reserveCapacity(min(Int(entry.runLength), 4096))
+            for id in entry.tileID..<end {
+                guard let t = TileID.tile(id), t.zoom <= geometry.maxLevel else {
+                    throw .archive(path: name, .corrupt("tile id \(id) is past level \(geometry.maxLevel)"))
+                }
+                let tile = TileCoordinate(level: t.zoom, row: Int(t.y), column: Int(t.x))
+                guard geometry.contains(tile) else {
+                    throw .archive(path: name, .corrupt("tile \(tile) lies outside the \(geometry.width)×\(geometry.height) image"))
+                }
+                tiles.append(tile)
+                if tiles.count == 4096 {
+                    try body(tiles, location)
+                    tiles.removeAll(keepingCapacity: true)
+                }
+            }
+            if !tiles.isEmpty { try body(tiles, location) }
+            seen += Int(entry.runLength)
+            next = end
+        }
+    }
+
     /// The thumbnail's bytes. May block.
     public func thumbnailBytes() throws(StorageError) -> [UInt8] {
         try reader.read(thumbnail)

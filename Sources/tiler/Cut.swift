@@ -32,8 +32,11 @@ extension Tiler {
         @Argument(help: "Images to cut.")
         var inputs: [String]
 
-        @Option(name: .shortAndLong, help: ArgumentHelp("Folder that receives one pyramid per image, or with --archive s3://BUCKET/PREFIX.", valueName: "ROOT"))
-        var output: String = "tiles"
+        @Option(name: .shortAndLong, help: ArgumentHelp("Folder that receives one pyramid per image, or with --archive s3://BUCKET/PREFIX (env TILER_ROOT; default: tiles, the folder `tiler serve` serves by default).", valueName: "ROOT"))
+        var output: String?
+
+        /// `--output`, else `TILER_ROOT`, else `tiles`.
+        var root: String { output ?? DefaultRoot.resolved() }
 
         @Option(name: .customLong("s3-endpoint"), help: ArgumentHelp("S3-compatible server for an s3:// ROOT, addressed path-style (default: AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS itself).", valueName: "URL"))
         var s3Endpoint: String?
@@ -81,6 +84,7 @@ extension Tiler {
         var json = false
 
         func validate() throws {
+            let output = root
             if S3Location.isS3(output) {
                 guard archive else {
                     throw ValidationError("--output \(output) needs --archive: a bucket holds one archive per image, PREFIX/ID.pmtiles, not pyramid folders.")
@@ -154,6 +158,7 @@ extension Tiler {
         /// The folder ROOT, or the bucket prefix with its client, checked by listing it
         /// once (a missing bucket or refused credentials are reported before any cutting).
         func pyramidOutput(environment: [String: String], isCancelled: @escaping @Sendable () -> Bool) throws -> any PyramidOutput {
+            let output = root
             guard S3Location.isS3(output) else { return FolderOutput(root: output) }
             let location: S3Location
             let configuration: S3Configuration

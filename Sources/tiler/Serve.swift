@@ -18,7 +18,7 @@ extension Tiler {
             responses in flight and exits 0. Prints `tiler: serving ROOT at URL` on start.
             """)
 
-        @Argument(help: "The folder of pyramids, as written by `tiler cut --output` (env TILER_ROOT; default: .).")
+        @Argument(help: "The folder of pyramids, as written by `tiler cut --output` (env TILER_ROOT; default: tiles, where `tiler cut` writes by default).")
         var root: String?
 
         @Option(help: "Address to listen on, an IPv4 or IPv6 literal; 0.0.0.0 for all (env TILER_HOST; default: 127.0.0.1).")
@@ -111,6 +111,9 @@ extension Tiler {
             let config = try resolvedConfiguration()
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: config.root, isDirectory: &isDirectory), isDirectory.boolValue else {
+                if root == nil, ProcessInfo.processInfo.environment["TILER_ROOT"]?.isEmpty ?? true {
+                    throw ValidationError("there is no folder '\(config.root)' here, the default ROOT: cut images into it first (`tiler cut IMAGE` writes ./\(DefaultRoot.folder)), or name the folder of pyramids: `tiler serve ROOT`")
+                }
                 throw ValidationError("ROOT '\(config.root)' is not a folder; pass the --output folder of `tiler cut`")
             }
             let logAccess = accessLog ?? Self.environmentBool("TILER_ACCESS_LOG") ?? false
@@ -128,6 +131,9 @@ extension Tiler {
             let shownHost = config.http.host.contains(":") ? "[\(config.http.host)]" : config.http.host
             // Unbuffered, so a parent reading our stdout sees the URL at once.
             FileHandle.standardOutput.write(Data("tiler: serving \(config.root) at http://\(shownHost):\(server.port)/\n".utf8))
+            if let hint = EmptyRootHint.hint(root: config.root) {
+                FileHandle.standardError.write(Data("tiler: serve: \(hint)\n".utf8))
+            }
             let signal = signals.wait()
             FileHandle.standardError.write(Data("tiler: signal \(signal), finishing in-flight requests\n".utf8))
             server.stop()
@@ -172,7 +178,7 @@ extension Tiler {
                 return value
             }
             typealias R = HTTPConfiguration.Range
-            var c = ServerConfiguration(root: root ?? env("TILER_ROOT") ?? ".")
+            var c = ServerConfiguration(root: root ?? DefaultRoot.resolved())
             if let v = host ?? env("TILER_HOST"), !v.isEmpty { c.http.host = v }
             if let v = try int(port, "port", "TILER_PORT", R.port) { c.http.port = v }
             if let v = try int(threads, "threads", "TILER_THREADS", R.threads) { c.http.threads = v }

@@ -1,0 +1,127 @@
+import ArgumentParser
+import Foundation
+import TilerCore
+import TilerImaging
+import TilerStorage
+
+extension Tiler {
+    /// `tiler rm ROOT ID`: removes one pyramid so that a running server never serves half.
+    struct Remove: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "rm",
+            abstract: "Remove pyramids from ROOT, so that a running server never serves half of one.",
+            discussion: """
+            Removes the folder ROOT/ID, the archive ROOT/ID.pmtiles, or both when both exist. \
+            A server keeps ROOT's pyramids in memory and notices changes at its next scan \
+            (serve --rescan-interval, 1 s by default), and reads a folder's tiles by path; so \
+            a folder is first retired (its pyramid.json is hidden: the folder stops being a \
+            pyramid, and servers drop it at their next scan while every tile is still there), \
+            then after --grace seconds moved out of view under a hidden name and deleted. Until \
+            a server's next scan it serves the pyramid whole; after it, not at all. An archive \
+            is one unlink: a server that has it open keeps reading the same file until its \
+            next scan. Ctrl-C during the grace period puts the folder back. A folder without \
+            pyramid.json is not a pyramid and is left alone. With --json: {"removed": [{"id", \
+            "targets": [{"layout", "path"}]}], "failed": [{"id", "error"}]}.
+            """
+        )
+
+        @Argument(help: ArgumentHelp("The folder of pyramids (a local folder: buckets have their own tools).", valueName: "root"))
+        var root: String
+
+        @Argument(help: ArgumentHelp("Pyramid ids.", valueName: "id"))
+        var ids: [String]
+
+        @Option(help: ArgumentHelp("Seconds between retiring a folder and deleting its files: longer than the --rescan-interval of every server reading ROOT; 0 when none runs (env TILER_RM_GRACE; default: \(Self.defaultGrace)).", valueName: "SECONDS"))
+        var grace: Double?
+
+        @Flag(help: "Print a JSON summary on stdout.")
+        var json = false
+
+        static let defaultGrace = 5.0
+        static let graceRange = 0.0...3600.0
+
+        struct Removed: Encodable {
+            var id: String
+            var targets: [PyramidRemoval.Target]
+        }
+
+        struct Failed: Encodable {
+            var id: String
+            var error: String
+        }
+
+        struct Summary: Encodable {
+            var removed: [Removed]
+            var failed: [Failed]
+        }
+
+        func validate() throws {
+            if ids.isEmpty { throw ValidationError("Name at least one pyramid id to remove from \(root).") }
+            for id in ids where PyramidID(id) == nil {
+                throw ValidationError("'\(id)' is not a pyramid id: letters, digits, '.', '_' and '-', starting with a letter or digit (give the id, not a path).")
+            }
+            if root.lowercased().hasPrefix("s3://") {
+                throw ValidationError("tiler rm removes pyramids from a local ROOT; delete s3://…/ID.pmtiles with your S3 tool.")
+            }
+            if let grace, !Self.graceRange.contains(grace) {
+                throw ValidationError("--grace must be a number of seconds from 0 to 3600, not \(grace).")
+            }
+        }
+
+        func resolvedGrace() throws -> Double {
+            if let grace { return grace }
+            guard let text = ProcessInfo.processInfo.environment["TILER_RM_GRACE"], !text.isEmpty else { return Self.defaultGrace }
+            guard let value = Double(text), Self.graceRange.contains(value) else {
+                throw ValidationError("TILER_RM_GRACE must be a number of seconds from 0 to 3600, not '\(text)'.")
+            }
+            return value
+        }
+
+        func run() throws {
+            let grace = try resolvedGrace()
+            let interrupts = InterruptSignals.install(program: "tiler: rm")
+            var removals: [PyramidRemoval] = []
+            var summary = Summary(removed: [], failed: [])
+            func failed(_ id: String, _ error: String) {
+                FileHandle.standardError.write(Data("tiler: rm: \(error)\n".utf8))
+                summary.failed.append(Failed(id: id, error: error))
+            }
+            // Retire every pyramid first, then wait once, then delete.
+            for text in ids {
+                do {
+                    let removal = try PyramidRemoval(root: root, id: PyramidID(text)!)
+                    try removal.retire()
+                    removals.append(removal)
+                } catch {
+                    failed(text, error.description)
+                }
+            }
+            if removals.contains(where: \.needsGrace) {
+                let deadline = Date().addingTimeInterval(grace)
+                while Date() < deadline, !interrupts.isInterrupted {
+                    Thread.sleep(forTimeInterval: min(0.05, max(0, deadline.timeIntervalSinceNow)))
+                }
+            }
+            if interrupts.isInterrupted {
+                for removal in removals { removal.restore() }
+                interrupts.acknowledge()
+                FileHandle.standardError.write(Data("tiler: rm: interrupted; the folders were put back (archives already unlinked stay gone)\n".utf8))
+                throw ExitCode(128 + (interrupts.signal ?? 2))
+            }
+            for removal in removals {
+                do {
+                    try removal.delete()
+                    summary.removed.append(Removed(id: removal.id.rawValue, targets: removal.targets))
+                    if !json {
+                        print("removed \(removal.targets.map { "\($0.path) (\($0.layout))" }.joined(separator: " and "))")
+                    }
+                } catch {
+                    failed(removal.id.rawValue, error.description)
+                }
+            }
+            interrupts.acknowledge()
+            if json { try printJSON(summary) }
+            if !summary.failed.isEmpty { throw ExitCode(1) }
+        }
+    }
+}
