@@ -92,6 +92,11 @@ extension Tiler {
                 do { _ = try S3Location(parsing: output) } catch { throw ValidationError("--output: \(error.message)") }
             } else if s3Endpoint != nil {
                 throw ValidationError("--s3-endpoint applies to an s3://BUCKET/PREFIX --output only.")
+            } else {
+                var isFolder: ObjCBool = false
+                if FileManager.default.fileExists(atPath: output, isDirectory: &isFolder), !isFolder.boolValue {
+                    throw ValidationError("--output \(output): not a directory (a file of that name exists); name a folder, which is made if missing.")
+                }
             }
             guard PyramidGeometry.tileSizeRange.contains(tileSize) else {
                 throw ValidationError("--tile-size must be \(PyramidGeometry.tileSizeRange.lowerBound)...\(PyramidGeometry.tileSizeRange.upperBound), not \(tileSize).")

@@ -7,7 +7,7 @@ extension Tiler {
     /// `tiler info`: one pyramid's manifest and totals.
     struct Info: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Show a pyramid's manifest and totals (levels, tiles, bytes, format, provenance).",
+            abstract: "Show a pyramid's manifest and totals.",
             discussion: """
             PYRAMID is a folder ROOT/ID, an archive ROOT/ID.pmtiles, or s3://BUCKET/PREFIX/ID.pmtiles. \
             ROOT/ID names the archive when there is no such folder. Totals count what is stored \

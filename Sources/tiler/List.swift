@@ -9,7 +9,7 @@ extension Tiler {
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "ls",
-            abstract: "List the pyramids in ROOT (folders and archives), as the server sees them.",
+            abstract: "List the pyramids in ROOT, folders and archives.",
             discussion: """
             One line per pyramid, sorted by id: its id, layout (folder or archive), image size, \
             levels, tile format, and when it was cut. A pyramid is a folder ROOT/ID holding \
@@ -98,8 +98,11 @@ extension Tiler {
                               r.created ?? "-"])
             }
             var widths = [Int](repeating: 0, count: header.count)
-            for row in cells where row.count == header.count {
-                for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) }
+            for row in cells {
+                // The last cell of a row is not padded, so it does not widen its column.
+                for (i, cell) in row.enumerated() where i < row.count - 1 || row.count == header.count {
+                    widths[i] = max(widths[i], cell.count)
+                }
             }
             return cells.map { row in
                 row.enumerated().map { i, cell in

@@ -9,7 +9,7 @@ extension Tiler {
     struct Remove: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "rm",
-            abstract: "Remove pyramids from ROOT, so that a running server never serves half of one.",
+            abstract: "Remove pyramids from ROOT, never half-served.",
             discussion: """
             Removes the folder ROOT/ID, the archive ROOT/ID.pmtiles, or both when both exist. \
             A server keeps ROOT's pyramids in memory and notices changes at its next scan \

@@ -7,7 +7,7 @@ extension Tiler {
     /// `tiler verify`: every tile of one or more pyramids exists and decodes.
     struct Verify: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Check that every tile of a pyramid exists and decodes at its size.",
+            abstract: "Check that every tile of a pyramid exists and decodes.",
             discussion: """
             PYRAMID is a folder ROOT/ID, an archive ROOT/ID.pmtiles, or s3://BUCKET/PREFIX/ID.pmtiles. \
             For every tile the geometry has: the file exists (in a folder, a regular file reached \
