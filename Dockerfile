@@ -1,6 +1,6 @@
 # tiler: cut gigapixel images into tile pyramids and serve them.
 #   docker build -t tiler .
-#   docker run --rm -v "$PWD/tiles:/data" tiler cut /data/photo.jpg --output /data
+#   docker run --rm -v "$PWD/photos:/in:ro" -v "$PWD/tiles:/data" tiler cut /in/photo.jpg   # into /data
 #   docker run -d -p 8080:8080 -v "$PWD/tiles:/data:ro" tiler        # serves /data
 # See docs/container.md.
 
@@ -35,7 +35,8 @@ COPY --from=build /out/tiler /usr/local/bin/tiler
 USER 10001:10001
 WORKDIR /data
 # `tiler serve` reads TILER_HOST and TILER_PORT; `tiler healthcheck` reads TILER_PORT.
-ENV TILER_HOST=0.0.0.0 TILER_PORT=8080
+# TILER_ROOT is the default ROOT of cut, serve and ls: /data, the volume.
+ENV TILER_HOST=0.0.0.0 TILER_PORT=8080 TILER_ROOT=/data
 EXPOSE 8080
 VOLUME /data
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
