@@ -156,6 +156,11 @@ import Glibc
         // The hammering covered the removal: answers of both kinds, and the last rounds 404.
         #expect(seen.contains { $0.status == 200 } && seen.contains { $0.status == 404 })
         #expect(seen.suffix(setup.routes.count).allSatisfy { $0.status == 404 })
+        let ok = seen.filter { $0.status == 200 }, gone = seen.filter { $0.status == 404 }
+        if let lastOK = ok.map(\.received).max(), let firstGone = gone.map(\.received).min() {
+            print("rm while serving: \(seen.count) answers, \(ok.count) × 200 then \(gone.count) × 404; the last 200 came "
+                + "\(Double(Int64(firstGone) - Int64(lastOK)) / 1e6) ms before the first 404")
+        }
     }
 
     /// Why the grace period exists, and that the check above can fail: removing the
@@ -170,6 +175,8 @@ import Glibc
         let seen = Self.fetch(setup.routes, port: setup.port, client: &client)
         #expect(seen.contains { $0.status == 200 } && seen.contains { $0.status == 404 }, "\(seen.map(\.status))")
         #expect(!Self.violations(seen).isEmpty)
+        print("rm --grace 0 before the server's scan: \(seen.filter { $0.status == 200 }.count) × 200 (cached) and "
+            + "\(seen.filter { $0.status == 404 }.count) × 404 among the pyramid's \(seen.count) routes")
     }
 }
 
