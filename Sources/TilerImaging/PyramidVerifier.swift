@@ -22,7 +22,8 @@ import TilerStorage
 /// The thumbnail is checked the same way at the manifest's thumbnail size. An archive
 /// must also be readable at all (header, directories, metadata and manifest are checked
 /// when it opens), address no tile outside the geometry, and list its tiles in order.
-/// Tiles are checked on `threads` threads; memory holds one batch of tiles.
+/// Tiles are checked on every core (in batches of rows, or of archive entries, reported
+/// in order); memory holds one batch of tiles.
 public struct PyramidVerifier: Sendable {
     /// One thing wrong, as one line: the tile (`LEVEL/ROW/COLUMN`, or nil for the
     /// pyramid as a whole, or `thumbnail`), the file, and why.
@@ -50,11 +51,11 @@ public struct PyramidVerifier: Sendable {
     }
 
     public let pyramid: StoredPyramid
-    public let threads: Int
+    /// The cores the checks are spread over (batch sizes follow it).
+    private let threads = max(1, ProcessInfo.processInfo.activeProcessorCount)
 
-    public init(pyramid: StoredPyramid, threads: Int = ProcessInfo.processInfo.activeProcessorCount) {
+    public init(pyramid: StoredPyramid) {
         self.pyramid = pyramid
-        self.threads = max(1, threads)
     }
 
     /// The tile size a tile must decode at.
