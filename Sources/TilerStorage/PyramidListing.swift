@@ -74,7 +74,10 @@ public enum PyramidListing {
             let kind = info.st_mode & S_IFMT
             if kind == S_IFDIR, let id = PyramidID(name) {
                 var manifest = stat()
-                if lstat("\(path)/\(PyramidManifest.fileName)", &manifest) == 0 { folders[id] = path }
+                // A link named pyramid.json is no manifest to the server either.
+                if lstat("\(path)/\(PyramidManifest.fileName)", &manifest) == 0, (manifest.st_mode & S_IFMT) == S_IFREG {
+                    folders[id] = path
+                }
             } else if kind == S_IFREG, name.hasSuffix(suffix), let id = PyramidID(String(name.dropLast(suffix.count))) {
                 archives[id] = (path, UInt64(info.st_size))
             }

@@ -31,7 +31,7 @@ extension Tiler {
         @Argument(help: ArgumentHelp("Pyramid ids.", valueName: "id"))
         var ids: [String]
 
-        @Option(help: ArgumentHelp("Seconds between retiring a folder and deleting its files: longer than the --rescan-interval of every server reading ROOT; 0 when none runs (env TILER_RM_GRACE; default: \(Self.defaultGrace)).", valueName: "SECONDS"))
+        @Option(help: ArgumentHelp("Seconds between retiring a folder and deleting its files: longer than the --rescan-interval of every server reading ROOT; 0 when none runs (env TILER_RM_GRACE; default: \(Int(Self.defaultGrace))).", valueName: "SECONDS"))
         var grace: Double?
 
         @Flag(help: "Print a JSON summary on stdout.")
