@@ -52,7 +52,7 @@ let package = Package(
         ]),
         // Routes: tile store, cache, JSON API, DeepZoom, IIIF, viewer assets.
         .target(name: "TilerServer", dependencies: [
-            "TilerCore", "TilerHTTP", "TilerImaging",
+            "TilerCore", "TilerHTTP", "TilerImaging", "TilerStorage", "ObjectStorage",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // The command line: thin, one file per subcommand.
@@ -69,7 +69,7 @@ let package = Package(
         .testTarget(name: "TilerImagingTests", dependencies: ["TilerImaging", "TilerCore"]),
         .testTarget(name: "TilerHTTPTests", dependencies: ["TilerHTTP"]),
         .testTarget(name: "TilerServerTests", dependencies: [
-            "TilerServer", "TilerCore", "TilerHTTP", "TilerImaging",
+            "TilerServer", "TilerCore", "TilerHTTP", "TilerImaging", "TilerStorage", "ObjectStorage", "S3TestSupport",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "TilerCLITests", dependencies: ["TilerCore", "S3TestSupport"]),

@@ -23,3 +23,50 @@ int tiler_exchange_paths(const char *a, const char *b) {
 int tiler_rename_noreplace(const char *from, const char *to) {
     return rename2(from, to, 1 /* RENAME_NOREPLACE */);
 }
+
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+
+ssize_t tiler_pread_nowait(int fd, void *buffer, size_t length, long long offset) {
+#if defined(__linux__) && defined(RWF_NOWAIT)
+    struct iovec v = { buffer, length };
+    return preadv2(fd, &v, 1, (off_t)offset, RWF_NOWAIT);
+#else
+    (void) fd; (void) buffer; (void) length; (void) offset;
+    errno = EOPNOTSUPP;
+    return -1;
+#endif
+}
+
+int tiler_range_resident(int fd, long long offset, size_t length) {
+    if (length == 0) return 1;
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || offset < 0) { errno = EINVAL; return -1; }
+    long long start = offset - offset % page;
+    size_t span = (size_t)(offset - start) + length;
+    void *map = mmap(NULL, span, PROT_READ, MAP_SHARED, fd, (off_t)start);
+    if (map == MAP_FAILED) return -1;
+    size_t pages = (span + (size_t)page - 1) / (size_t)page;
+    unsigned char small[512];
+    unsigned char *vec = pages <= sizeof small ? small : malloc(pages);
+    if (vec == NULL) {
+        munmap(map, span);
+        errno = ENOMEM;
+        return -1;
+    }
+    int rc = mincore(map, span, vec);
+    int saved = errno;
+    munmap(map, span);
+    int all = 1;
+    if (rc != 0) {
+        all = -1;
+    } else {
+        for (size_t i = 0; i < pages; i++) {
+            if (!(vec[i] & 1)) { all = 0; break; }
+        }
+    }
+    if (vec != small) free(vec);
+    if (all < 0) errno = saved;
+    return all;
+}

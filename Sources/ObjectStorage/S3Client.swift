@@ -9,15 +9,46 @@ public struct S3ObjectInfo: Sendable, Equatable {
 }
 
 /// One object of a listing.
-public struct S3Object: Sendable, Equatable {
+public struct S3Object: Sendable, Hashable {
     public var key: String
     public var size: UInt64
     public var etag: String
+    /// When the object was stored, in seconds since 1970 (the listing's `LastModified`);
+    /// nil when the listing did not say.
+    public var lastModified: Int64?
 
-    public init(key: String, size: UInt64, etag: String) {
+    public init(key: String, size: UInt64, etag: String, lastModified: Int64? = nil) {
         self.key = key
         self.size = size
         self.etag = etag
+        self.lastModified = lastModified
+    }
+
+    /// Seconds since 1970 of an ISO 8601 UTC time as S3 writes it,
+    /// `2026-11-23T13:10:28.000Z` (fractions ignored), or nil.
+    static func seconds(iso8601 text: String) -> Int64? {
+        let b = Array(text.utf8)
+        guard b.count >= 20, b[4] == 0x2D, b[7] == 0x2D, b[10] == 0x54, b[13] == 0x3A, b[16] == 0x3A, b.last == 0x5A else { return nil }
+        func number(_ r: Range<Int>) -> Int64? {
+            var n: Int64 = 0
+            for i in r {
+                guard b[i] >= 0x30, b[i] <= 0x39 else { return nil }
+                n = n * 10 + Int64(b[i] - 0x30)
+            }
+            return n
+        }
+        guard let y = number(0..<4), let m = number(5..<7), let d = number(8..<10), let h = number(11..<13),
+              let mi = number(14..<16), let s = number(17..<19), (1...12).contains(m), (1...31).contains(d), h < 24, mi < 60, s < 61 else {
+            return nil
+        }
+        // Days from the civil date (Howard Hinnant's algorithm).
+        let yy = m <= 2 ? y - 1 : y
+        let era = (yy >= 0 ? yy : yy - 399) / 400
+        let yoe = yy - era * 400
+        let doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        let days = era * 146_097 + doe - 719_468
+        return days * 86_400 + h * 3600 + mi * 60 + s
     }
 }
 
@@ -185,7 +216,8 @@ public final class S3Client: Sendable {
             guard let key = XMLText.value("Key", in: block), let size = XMLText.value("Size", in: block).flatMap({ UInt64($0) }) else {
                 throw S3Error(.invalidResponse, operation: "ListObjectsV2", bucket: bucket, key: nil, message: "an entry has no Key or Size")
             }
-            objects.append(S3Object(key: key, size: size, etag: XMLText.value("ETag", in: block) ?? ""))
+            objects.append(S3Object(key: key, size: size, etag: XMLText.value("ETag", in: block) ?? "",
+                                    lastModified: XMLText.value("LastModified", in: block).flatMap(S3Object.seconds(iso8601:))))
         }
         let truncated = XMLText.value("IsTruncated", in: text) == "true"
         let token = XMLText.value("NextContinuationToken", in: text)
@@ -319,10 +351,21 @@ public final class S3Client: Sendable {
             seconds += Double(body.length) / Double(configuration.minimumUploadRate)
             lowSpeed = (configuration.minimumUploadRate, max(1, Int(configuration.requestTimeout.rounded(.up))))
         }
-        let request = HTTPRequest(method: method, url: url(bucket: bucket, key: key, query: query), headers: headers,
+        var request = HTTPRequest(method: method, url: url(bucket: bucket, key: key, query: query), headers: headers,
                                   body: body, bodyLimit: bodyLimit, reserve: reserve, timeout: seconds,
                                   lowSpeed: lowSpeed, isCancelled: isCancelled)
+        let deadline = StorageDeadline.current
         while true {
+            // A caller's deadline (a server answering a client) caps every attempt, and
+            // no attempt starts once it has passed.
+            if let deadline {
+                let left = deadline.secondsLeft
+                guard left > 0.001 else {
+                    throw S3Error(.timedOut, operation: operation, bucket: bucket, key: key,
+                                  message: "no complete answer within the \(deadline.text) s allowed")
+                }
+                request.timeout = min(seconds, left)
+            }
             attempts += 1
             let error: S3Error
             switch session.perform(request) {
@@ -335,11 +378,12 @@ public final class S3Client: Sendable {
                 if code == "PreconditionFailed", method == "GET" { message = "the object changed (its ETag is no longer the one read first)" }
                 error = S3Error(.service(status: response.status, code: code), operation: operation, bucket: bucket, key: key, message: message)
             case let .failure(failure):
-                error = Self.error(failure, operation: operation, bucket: bucket, key: key, seconds: seconds)
+                error = Self.error(failure, operation: operation, bucket: bucket, key: key, seconds: request.timeout)
             }
             let retryable = idempotent && error.isUnavailable && error.kind != .cancelled
             guard retryable, attempts <= configuration.retries, isCancelled?() != true else { throw error }
             let delay = min(2.0, 0.1 * pow(2.0, Double(attempts - 1))) * Double.random(in: 0.5...1.0)
+            if let deadline, deadline.secondsLeft < delay + 0.01 { throw error }
             usleep(UInt32(delay * 1_000_000))
         }
     }
@@ -421,5 +465,43 @@ public final class S3Client: Sendable {
             }
         }
         return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// The time by which the storage requests a thread makes must end: a server answering a
+/// client sets it around the reads that answer needs (`StorageDeadline.$current.withValue`),
+/// and every request made meanwhile, retries included, is cut to the time left (a
+/// request started after it fails at once as timed out). Unset, each request has only
+/// its own bounds (``S3Configuration``).
+public struct StorageDeadline: Sendable {
+    /// When the time is up.
+    public let instant: ContinuousClock.Instant
+    /// The whole allowance in seconds, for messages.
+    public let seconds: Double
+
+    /// `seconds` from now.
+    public init(seconds: Double) {
+        self.seconds = seconds
+        instant = ContinuousClock.now.advanced(by: .milliseconds(Int64(max(0, min(seconds, 86_400)) * 1000)))
+    }
+
+    /// The deadline in force on this thread (or task), if any.
+    @TaskLocal public static var current: StorageDeadline?
+
+    /// Seconds until the deadline; negative once past.
+    public var secondsLeft: Double {
+        let d = ContinuousClock.now.duration(to: instant).components
+        return Double(d.seconds) + Double(d.attoseconds) / 1e18
+    }
+
+    /// Whether the deadline has passed.
+    public var hasPassed: Bool { ContinuousClock.now >= instant }
+
+    var text: String { String(format: "%g", seconds) }
+
+    /// Runs `body` with this deadline in force for the storage requests it makes.
+    public func run<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        let result: Result<T, E> = Self.$current.withValue(self) { Result { () throws(E) -> T in try body() } }
+        return try result.get()
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 
 /// The keys a request is signed with (Signature V4).
-public struct S3Credentials: Sendable, Equatable {
+public struct S3Credentials: Sendable, Hashable {
     public var accessKeyID: String
     public var secretAccessKey: String
     /// Temporary credentials' token, sent as `x-amz-security-token`.
@@ -18,7 +18,7 @@ public struct S3Credentials: Sendable, Equatable {
 /// bound and a whole-request bound, and requests that may be repeated are retried a
 /// bounded number of times. Read from the environment the way every S3 tool reads it
 /// (``init(environment:endpoint:)``).
-public struct S3Configuration: Sendable {
+public struct S3Configuration: Sendable, Hashable {
     public var credentials: S3Credentials
     /// Signing region (`AWS_REGION`, else `AWS_DEFAULT_REGION`, else us-east-1).
     public var region: String

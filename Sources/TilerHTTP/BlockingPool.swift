@@ -187,18 +187,21 @@ final class BlockingPool: @unchecked Sendable {
 
     private let read: Lane
     private let render: Lane
+    private let storage: Lane
 
     /// Threads are started as work arrives, up to each lane's cap; a server whose
     /// requests never block starts none.
-    init(read: Limits, render: Limits) {
+    init(read: Limits, render: Limits, storage: Limits = Limits(threads: 16, queueLength: 256)) {
         self.read = Lane(limits: read, name: "tiler-read")
         self.render = Lane(limits: render, name: "tiler-render")
+        self.storage = Lane(limits: storage, name: "tiler-storage")
     }
 
     private func lane(_ kind: BlockingKind) -> Lane {
         switch kind {
         case .read: read
         case .render: render
+        case .storage: storage
         }
     }
 
@@ -214,5 +217,6 @@ final class BlockingPool: @unchecked Sendable {
     func shutdown(deadline: DispatchTime) {
         read.shutdown(deadline: deadline)
         render.shutdown(deadline: deadline)
+        storage.shutdown(deadline: deadline)
     }
 }

@@ -412,6 +412,7 @@ final class EventLoop: @unchecked Sendable {
         let message = switch kind {
         case .read: "too many tile reads are waiting for the disk; retry later"
         case .render: "too many images are waiting to be drawn; retry later"
+        case .storage: "too many reads are waiting for object storage; retry later"
         }
         return .withHeaders([("Retry-After", "1")], .error(HTTPError(503, message)))
     }

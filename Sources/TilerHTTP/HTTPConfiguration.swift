@@ -22,6 +22,13 @@ public struct HTTPConfiguration: Sendable, Hashable {
     public var maximumQueuedReads: Int = 1024
     /// Drawings waiting for a render thread; past it 503 with `Retry-After`. Default 32.
     public var maximumQueuedRenders: Int = 32
+    /// Threads that read from object storage (`BlockingKind.storage`), apart from the
+    /// disk-read and render threads: at most this many storage requests are under way at
+    /// once, and a slow or hung store holds no other thread. Default 16 (they wait on the
+    /// network, not on a core).
+    public var storageThreads: Int = 16
+    /// Reads waiting for a storage thread; past it 503 with `Retry-After`. Default 256.
+    public var maximumQueuedStorageReads: Int = 256
     /// `listen(2)` backlog per loop. Default 1024.
     public var backlog: Int = 1024
 
@@ -118,6 +125,8 @@ public struct HTTPConfiguration: Sendable, Hashable {
         try check("renderThreads", renderThreads, Range.renderThreads)
         try check("maximumQueuedReads", maximumQueuedReads, Range.queueLength)
         try check("maximumQueuedRenders", maximumQueuedRenders, Range.queueLength)
+        try check("storageThreads", storageThreads, Range.blockingThreads)
+        try check("maximumQueuedStorageReads", maximumQueuedStorageReads, Range.queueLength)
         try check("backlog", backlog, Range.backlog)
         try check("maximumRequestLineBytes", maximumRequestLineBytes, Range.requestLineBytes)
         try check("maximumHeaderBytes", maximumHeaderBytes, Range.headerBytes)

@@ -15,6 +15,7 @@ public enum HTTPStatus {
         case 431: "Request Header Fields Too Large"
         case 500: "Internal Server Error"
         case 503: "Service Unavailable"
+        case 504: "Gateway Timeout"
         case 505: "HTTP Version Not Supported"
         default: "Status \(status)"
         }
@@ -37,6 +38,7 @@ public enum HTTPStatus {
         case 431: "HTTP/1.1 431 Request Header Fields Too Large\r\n"
         case 500: "HTTP/1.1 500 Internal Server Error\r\n"
         case 503: "HTTP/1.1 503 Service Unavailable\r\n"
+        case 504: "HTTP/1.1 504 Gateway Timeout\r\n"
         case 505: "HTTP/1.1 505 HTTP Version Not Supported\r\n"
         default: nil
         }
@@ -167,13 +169,16 @@ public final class PreparedResponse: Sendable {
 }
 
 /// What a `.blocking` response's work is, which decides the threads and the queue it
-/// waits in (`HTTPConfiguration.blockingThreads`/`maximumQueuedReads` or
-/// `renderThreads`/`maximumQueuedRenders`).
+/// waits in (`HTTPConfiguration.blockingThreads`/`maximumQueuedReads`,
+/// `renderThreads`/`maximumQueuedRenders` or `storageThreads`/`maximumQueuedStorageReads`).
 public enum BlockingKind: Sendable, Hashable {
     /// Reading a file that is not in the page cache: short, waits on the disk.
     case read
     /// Drawing an image (an IIIF region, a small DeepZoom level): long, uses CPU and memory.
     case render
+    /// Reading from object storage over the network: waits on another machine, which may
+    /// be slow or down. Its own threads, so a slow store never holds a disk read's thread.
+    case storage
 }
 
 /// What a handler answers.

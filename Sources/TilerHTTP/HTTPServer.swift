@@ -91,7 +91,8 @@ public final class HTTPServer: @unchecked Sendable {
         }
         let pool = BlockingPool(
             read: .init(threads: configuration.blockingThreads, queueLength: configuration.maximumQueuedReads),
-            render: .init(threads: configuration.renderThreads, queueLength: configuration.maximumQueuedRenders))
+            render: .init(threads: configuration.renderThreads, queueLength: configuration.maximumQueuedRenders),
+            storage: .init(threads: configuration.storageThreads, queueLength: configuration.maximumQueuedStorageReads))
         let shared = EventLoop.Shared(configuration: configuration, accessLog: accessLog,
                                       maximumConnections: cap, connectionCount: connectionCount, pool: pool)
         var made: [EventLoop] = []

@@ -360,6 +360,9 @@ public enum RenderError: Error, Hashable, Sendable, CustomStringConvertible {
     case badJob(String)
     /// libvips refused an operation; the message is libvips' own.
     case libvips(String)
+    /// The storage holding the tiles did not answer (`timedOut`: not in time): the
+    /// drawing may succeed later.
+    case unavailable(String, timedOut: Bool)
 
     public var description: String {
         switch self {
@@ -369,6 +372,7 @@ public enum RenderError: Error, Hashable, Sendable, CustomStringConvertible {
         case let .tooLarge(estimate, limit): "drawing needs about \(estimate >> 20) MiB, more than the \(limit >> 20) MiB allowed"
         case let .badJob(why): "cannot render: \(why)"
         case let .libvips(why): "libvips: \(why)"
+        case let .unavailable(why, _): "storage unavailable: \(why)"
         }
     }
 }

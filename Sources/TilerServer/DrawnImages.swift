@@ -42,6 +42,12 @@ func drawnResponse(_ name: String, of pyramid: Pyramid, store: TileStore, conten
         do {
             defer { budget.release(estimate) }
             bytes = try renderer.render(job, maximumBytes: budget.capacity)
+        } catch let RenderError.unavailable(_, timedOut) {
+            // Storage is down or slow (already logged by StorageHealth): try again later.
+            let error = timedOut
+                ? HTTPError(504, "object storage did not answer in time to draw this image; retry later")
+                : HTTPError(503, "object storage is unavailable; retry later")
+            return .withHeaders([("Retry-After", "1")], .error(error))
         } catch {
             store.faults.once("\(pyramid.generation) \(error)", "cannot draw \(name) of image '\(pyramid.id)': \(error)")
             return .error(HTTPError(500, "image '\(pyramid.id)' cannot be drawn; the server log has details"))
@@ -49,7 +55,7 @@ func drawnResponse(_ name: String, of pyramid: Pyramid, store: TileStore, conten
         // Large drawings (a big IIIF region) are sent once and not kept, like large files.
         guard bytes.count <= store.configuration.maximumCachedFileBytes else {
             return .prepared(PreparedResponse(body: bytes, contentType: contentType, etag: nil,
-                                              lastModified: pyramid.manifestInfo.modificationSeconds,
+                                              lastModified: pyramid.validators.lastModified,
                                               cacheControl: store.configuration.cacheControl))
         }
         return .prepared(store.document(name, of: pyramid, contentType: contentType) { _ in bytes })

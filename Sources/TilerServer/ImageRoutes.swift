@@ -1,11 +1,26 @@
 import TilerCore
 import TilerHTTP
 
-/// `/healthz`: 200 with `{"status": "ok"}` while the loops answer.
-func healthRoutes() -> [Route] {
+/// `/healthz`: 200 with `{"status": "ok"}` while the loops answer. With an `s3://` root
+/// it also says whether object storage answers: `"storage": "ok"`, or
+/// `"storage": "unavailable"` with `"storageDownSeconds"` and `"storageError"` (still
+/// 200: the server serves what it has cached, and recovers by itself when storage does).
+func healthRoutes(store: TileStore) -> [Route] {
     let body = Array(#"{"status":"ok"}"#.utf8)
+    let bucketBody = Array(#"{"status":"ok","storage":"ok"}"#.utf8)
+    let bucket = store.servesBucket
     return [Route("health") { request in
-        request.segments == ["healthz"] ? .json(body, cacheControl: "no-store") : nil
+        guard request.segments == ["healthz"] else { return nil }
+        guard bucket else { return .json(body, cacheControl: "no-store") }
+        guard let outage = store.health.outage else { return .json(bucketBody, cacheControl: "no-store") }
+        var json = JSONWriter(capacity: 256)
+        json.beginObject()
+        json.field("status", "ok")
+        json.field("storage", "unavailable")
+        json.field("storageDownSeconds", Int(outage.seconds.rounded()))
+        json.field("storageError", String(outage.error.prefix(300)))
+        json.endObject()
+        return .json(json.bytes, cacheControl: "no-store")
     }]
 }
 
@@ -63,7 +78,7 @@ private func thumbnail(_ request: Request, _ name: String, _ fileName: String, _
     guard let format = TileFormat(fileExtension: storedExt), TileFormat(fileExtension: askedExt) == format else {
         throw HTTPError(404, "image '\(pyramid.id)' has no thumbnail '\(fileName.prefix(40))' (it is '\(file)')")
     }
-    return .prepared(try store.file(named: file, of: pyramid, contentType: format.mimeType))
+    return try store.thumbnailResponse(of: pyramid, contentType: format.mimeType)
 }
 
 private func manifest(_ request: Request, _ name: String, _ store: TileStore) throws(HTTPError) -> HTTPResponse {

@@ -1,20 +1,42 @@
 import Foundation
 import Logging
+import ObjectStorage
 import TilerCore
 import TilerHTTP
+import TilerStorage
+
+/// What the catalog compares to tell whether a stored pyramid changed since it was
+/// loaded: the manifest's `stat` for a folder, the archive's `lstat` for a local archive,
+/// the listing's key, size and ETag for an object.
+enum SourceSignature: Sendable, Hashable {
+    case folder(manifest: FileInfo)
+    case archive(FileInfo)
+    case object(key: String, size: UInt64, etag: String)
+
+    init(_ object: S3Object) {
+        self = .object(key: object.key, size: object.size, etag: object.etag)
+    }
+}
 
 /// What the catalog knows about a name under ROOT.
 enum CatalogEntry: Sendable {
     /// A pyramid that can be served.
     case pyramid(Pyramid)
-    /// A pyramid whose manifest exists but cannot be used: requests for it get a 500 with
-    /// `message` (short, no paths); the details went to the log. `manifest` is the stat of
-    /// the manifest that failed, so an unchanged one is not read again.
-    case broken(message: String, manifest: FileInfo?)
+    /// A pyramid whose manifest or archive exists but cannot be used: requests for it get
+    /// a 500 with `message` (short, no paths); the details went to the log. `signature` is
+    /// what failed, so an unchanged one is not read again.
+    case broken(message: String, signature: SourceSignature?)
 
     var pyramid: Pyramid? {
         if case let .pyramid(p) = self { return p }
         return nil
+    }
+
+    var signature: SourceSignature? {
+        switch self {
+        case let .pyramid(p): p.signature
+        case let .broken(_, signature): signature
+        }
     }
 
     /// Whether `other` is this very entry (the same loaded pyramid, or the same failure).
@@ -28,24 +50,35 @@ enum CatalogEntry: Sendable {
 }
 
 /// The pyramids under ROOT, kept in memory: found by a scan of ROOT when the server
-/// starts, then re-scanned every `rescanInterval` seconds by a background thread (a scan
-/// opens each pyramid folder and stats its manifest: about 6 µs a pyramid, 0.12 s for
-/// 20,000; never more than a fifth of a core, see `startRefreshing`), so that
-/// pyramids cut, re-cut or deleted while the server runs are noticed without any request
-/// waiting for the disk. Requests read a snapshot (one dictionary lookup under a lock);
-/// the listing is a sorted array made by the scan.
+/// starts, then re-scanned every `rescanInterval` seconds by a background thread, so that
+/// pyramids cut, re-cut, replaced or deleted while the server runs are noticed without
+/// any request waiting for the disk or the network. Requests read a snapshot (one
+/// dictionary lookup under a lock); the listing is a sorted array made by the scan.
 ///
-/// A name the snapshot does not know (a pyramid cut since the last scan, or no pyramid at
-/// all) is looked up on the disk by `load`, which the router runs on the blocking pool.
+/// ROOT is a folder or `s3://BUCKET/PREFIX`:
+/// - **A folder.** A scan opens ROOT once and stats each pyramid folder's manifest (about
+///   6 µs a pyramid, 0.12 s for 20,000; never more than a fifth of a core, see
+///   `startRefreshing`) and each `ID.pmtiles` archive. A folder `ROOT/ID/` with a
+///   manifest wins over an archive `ROOT/ID.pmtiles`. A name the snapshot does not know
+///   (a pyramid cut since the last scan, or no pyramid at all) is looked up by `load`,
+///   which the router runs on the blocking pool.
+/// - **A bucket.** A scan lists `PREFIX/` (one ListObjectsV2 per 1,000 keys) and opens
+///   each new or changed `PREFIX/ID.pmtiles` (two range reads); names are found only by
+///   the listing. A failed listing keeps every pyramid known (storage may be down: cached
+///   tiles still serve) and marks storage down in `StorageHealth`.
 ///
-/// **Loading a pyramid happens in one place**, `entry(for:in:previous:)`: the folder is
-/// opened beneath ROOT without following links, its `pyramid.json` read with the same
-/// rules (regular file, at most 16 MiB), decoded and validated. Another kind of pyramid
-/// (an archive) is loaded there too.
+/// A changed archive (another inode, size or modification time; another ETag) is opened
+/// as a new `Pyramid` with a new generation and swapped in whole: requests that hold the
+/// old one finish reading the old file (its descriptor keeps the old inode) or the old
+/// object (reads pinned to its ETag), so no answer mixes two versions.
 ///
-/// Faults an operator must hear about (a folder or manifest the server may not read, a
-/// manifest it cannot use) are logged once per pyramid and change of its manifest, not
-/// once per request or scan.
+/// **Loading a pyramid happens in one place**, `entry(for:in:previous:)`: a folder's
+/// `pyramid.json` read beneath ROOT without following links (regular file, at most
+/// 16 MiB), decoded and validated; an archive opened and checked (`ArchivedPyramid`).
+///
+/// Faults an operator must hear about (a folder, manifest or archive the server may not
+/// read or cannot use) are logged once per pyramid and change, not once per request or
+/// scan.
 final class PyramidCatalog: @unchecked Sendable {
     struct Snapshot: Sendable {
         var entries: [String: CatalogEntry] = [:]
@@ -53,11 +86,33 @@ final class PyramidCatalog: @unchecked Sendable {
         var sorted: [Pyramid] = []
     }
 
+    /// Where a bucket root's archives are, and how to reach them.
+    struct Bucket {
+        let location: S3Location
+        let client: S3Client
+    }
+
+    /// What a scan found under one id.
+    enum Candidate {
+        /// `ROOT/ID/` (its manifest is stat'ed when loading).
+        case folder
+        /// `ROOT/ID.pmtiles`, as `lstat` saw it.
+        case archive(FileInfo)
+        /// `PREFIX/ID.pmtiles` in the bucket, as listed.
+        case object(S3Object)
+    }
+
     /// The largest `pyramid.json` read.
     static let maximumManifestBytes = 16 << 20
 
-    private let root: String
+    /// `ROOT` without trailing slashes, or `s3://BUCKET/PREFIX`.
+    let root: String
+    let bucket: Bucket?
+    private let storageTimeout: Double
+    private let health: StorageHealth
     private let log: Logger
+    /// Leaf directories of every archive, shared.
+    let directories: DirectoryCache
     /// Guards `current`: held only to read or swap it.
     private let snapshotLock = NSLock()
     private var current = Snapshot()
@@ -72,10 +127,34 @@ final class PyramidCatalog: @unchecked Sendable {
     private var refreshing = false
     private var stopped = false
 
-    init(root: String, log: Logger) {
-        self.root = root
+    init(configuration: ServerConfiguration, health: StorageHealth, log: Logger) {
         self.log = log
+        self.health = health
+        storageTimeout = configuration.storageTimeout
+        directories = DirectoryCache(capacity: configuration.directoryCacheEntries)
+        if S3Location.isS3(configuration.root) {
+            var bucket: Bucket?
+            do throws(S3Error) {
+                let location = try S3Location(parsing: configuration.root)
+                var s3: S3Configuration
+                if let given = configuration.s3 { s3 = given } else { s3 = try S3Configuration(environment: ProcessInfo.processInfo.environment) }
+                bucket = Bucket(location: location, client: S3Client(configuration: s3))
+            } catch {
+                log.error("cannot serve \(configuration.root): \(error.message); no image is served")
+            }
+            self.bucket = bucket
+            root = bucket?.location.description ?? configuration.root
+        } else {
+            var root = configuration.root
+            while root.count > 1 && root.hasSuffix("/") { root.removeLast() }
+            self.root = root
+            bucket = nil
+        }
     }
+
+    /// Whether a name the snapshot does not know is looked up in ROOT (folders), rather
+    /// than left to the next listing (buckets).
+    var looksUpUnknownNames: Bool { bucket == nil && !S3Location.isS3(root) }
 
     /// The current snapshot (no I/O).
     var snapshot: Snapshot { snapshotLock.withLock { current } }
@@ -85,10 +164,11 @@ final class PyramidCatalog: @unchecked Sendable {
         snapshotLock.withLock { current.entries[name] }
     }
 
-    /// Looks `id` up on the disk (may block) and records what it finds, so the next
+    /// Looks `id` up in a ROOT folder (may block) and records what it finds, so the next
     /// request is answered from memory: nil when it is not a pyramid.
     func load(_ id: PyramidID) -> CatalogEntry? {
-        writer.withLock {
+        guard looksUpUnknownNames else { return nil }
+        return writer.withLock {
             if let known = entry(id.rawValue) { return known }
             let folder: RootedFolder
             do throws(RootedFileError) {
@@ -97,7 +177,14 @@ final class PyramidCatalog: @unchecked Sendable {
                 report("", "root-\(error.kind)", "cannot open ROOT '\(root)': \(error)")
                 return nil
             }
-            guard let found = entry(for: id, in: folder, previous: nil) else { return nil }
+            var found = entry(for: id, candidate: .folder, in: folder, previous: nil)
+            if found == nil {
+                let name = id.rawValue + "." + PyramidLayout.archiveExtension
+                if let info = try? folder.info(name) {
+                    found = entry(for: id, candidate: .archive(info), in: folder, previous: nil)
+                }
+            }
+            guard let found else { return nil }
             publish { snapshot in
                 snapshot.entries[id.rawValue] = found
                 if let p = found.pyramid {
@@ -109,38 +196,126 @@ final class PyramidCatalog: @unchecked Sendable {
         }
     }
 
-    /// Scans ROOT (may block): every folder with a valid id is loaded again if its
-    /// manifest changed, kept if not, and dropped if it is gone.
+    /// Opens the stored version of `stale` again after a read found its object replaced
+    /// (bucket roots; may block, within the `StorageDeadline` in force): the new version
+    /// becomes the current entry, and is returned. nil when the object is gone or cannot
+    /// be opened now.
+    func reopen(_ stale: Pyramid) -> Pyramid? {
+        guard let bucket, case let .object(key, _, _) = stale.signature else { return nil }
+        return writer.withLock {
+            if let now = entry(stale.id.rawValue)?.pyramid, now.generation != stale.generation { return now }
+            let listed: S3Object?
+            do throws(S3Error) {
+                listed = try bucket.client.list(bucket: bucket.location.bucket, prefix: key, maxKeys: 1).objects.first { $0.key == key }
+            } catch {
+                if error.isUnavailable { health.failed(error.description) }
+                return nil
+            }
+            let found = listed.flatMap { entry(for: stale.id, candidate: .object($0), in: nil, previous: entry(stale.id.rawValue)) }
+            publish { snapshot in
+                snapshot.entries[stale.id.rawValue] = found
+                snapshot.sorted = snapshot.entries.values.compactMap(\.pyramid).sorted { $0.id < $1.id }
+            }
+            return found?.pyramid
+        }
+    }
+
+    /// Scans ROOT (may block): every pyramid is loaded again if it changed, kept if not,
+    /// and dropped if it is gone.
     func rescan() {
         writer.withLock {
             let old = snapshot
-            var next = Snapshot()
-            var names: [String] = []
-            // Most scans find nothing new: then the snapshot (and its sorted listing) stays.
-            var unchanged = true
-            do throws(RootedFileError) {
-                let folder = try RootedFolder(root: root)
-                names = try folder.names()
-                clearReport("")
-                next.entries.reserveCapacity(old.entries.count)
-                for name in names {
-                    guard let id = PyramidID(name) else { continue }
-                    let previous = old.entries[name]
-                    guard let found = entry(for: id, in: folder, previous: previous) else { continue }
-                    next.entries[name] = found
-                    if unchanged, !found.isSame(as: previous) { unchanged = false }
+            guard let next = bucket == nil ? scanFolder(old) : scanBucket(old) else { return }
+            var unchanged = next.entries.count == old.entries.count
+            if unchanged {
+                for (name, entry) in next.entries where !entry.isSame(as: old.entries[name]) {
+                    unchanged = false
+                    break
                 }
-            } catch {
-                report("", "root-\(error.kind)", "cannot read ROOT '\(root)': \(error); no image is served until it can")
             }
-            if reported.count > 1 || !reported.isEmpty && reported[""] == nil {
-                let present = Set(names)
-                reported = reported.filter { $0.key.isEmpty || present.contains($0.key) }
-            }
-            if unchanged && next.entries.count == old.entries.count { return }
-            next.sorted = next.entries.values.compactMap(\.pyramid).sorted { $0.id < $1.id }
-            publish { $0 = next }
+            if unchanged { return }
+            var published = next
+            published.sorted = next.entries.values.compactMap(\.pyramid).sorted { $0.id < $1.id }
+            publish { $0 = published }
         }
+    }
+
+    /// The pyramids of a ROOT folder: folders with a manifest, then archives whose id no
+    /// such folder has. Holds `writer`.
+    private func scanFolder(_ old: Snapshot) -> Snapshot? {
+        if S3Location.isS3(root) { return nil }  // an s3:// root that could not be set up
+        var next = Snapshot()
+        var names: [String] = []
+        do throws(RootedFileError) {
+            let folder = try RootedFolder(root: root)
+            names = try folder.names()
+            clearReport("")
+            next.entries.reserveCapacity(old.entries.count)
+            var archives: [(PyramidID, String)] = []
+            let suffix = "." + PyramidLayout.archiveExtension
+            for name in names {
+                if name.hasSuffix(suffix), let id = PyramidID(String(name.dropLast(suffix.count))) {
+                    archives.append((id, name))
+                }
+                guard let id = PyramidID(name) else { continue }
+                guard let found = entry(for: id, candidate: .folder, in: folder, previous: old.entries[name]) else { continue }
+                next.entries[name] = found
+            }
+            for (id, name) in archives where next.entries[id.rawValue] == nil {
+                let info: FileInfo
+                do {
+                    info = try folder.info(name)
+                } catch {
+                    reportIfOperatorsFault(id.rawValue, error, "cannot look at \(root)/\(name): \(error); image '\(id)' is not served")
+                    continue
+                }
+                guard let found = entry(for: id, candidate: .archive(info), in: folder, previous: old.entries[id.rawValue]) else {
+                    continue
+                }
+                next.entries[id.rawValue] = found
+            }
+        } catch {
+            report("", "root-\(error.kind)", "cannot read ROOT '\(root)': \(error); no image is served until it can")
+        }
+        if reported.count > 1 || !reported.isEmpty && reported[""] == nil {
+            let present = Set(names.map { $0.hasSuffix(".pmtiles") ? String($0.dropLast(8)) : $0 } + names)
+            reported = reported.filter { $0.key.isEmpty || present.contains($0.key) }
+        }
+        return next
+    }
+
+    /// The pyramids of a bucket root: every `PREFIX/ID.pmtiles` listed. nil when the
+    /// listing failed (every known pyramid is kept). Holds `writer`.
+    private func scanBucket(_ old: Snapshot) -> Snapshot? {
+        guard let bucket else { return nil }
+        let objects: [S3Object]
+        do throws(S3Error) {
+            objects = try bucket.client.listAll(bucket: bucket.location.bucket, prefix: bucket.location.listPrefix)
+            health.succeeded()
+            clearReport("")
+        } catch {
+            if error.isUnavailable {
+                health.failed(error.description)
+            } else {
+                report("", "list-\(error.code ?? "")", "cannot list \(root): \(error); the images already known are still served")
+            }
+            return nil
+        }
+        var next = Snapshot()
+        let suffix = "." + PyramidLayout.archiveExtension
+        for object in objects {
+            let name = object.key.dropFirst(bucket.location.listPrefix.count)
+            guard name.hasSuffix(suffix), !name.contains("/"), let id = PyramidID(String(name.dropLast(suffix.count))) else {
+                continue
+            }
+            let previous = old.entries[id.rawValue]
+            if let found = entry(for: id, candidate: .object(object), in: nil, previous: previous) {
+                next.entries[id.rawValue] = found
+            }
+        }
+        let present = Set(next.entries.keys)
+        reported = reported.filter { $0.key.isEmpty || present.contains($0.key) }
+        return next
     }
 
     /// Starts the background thread that calls `rescan` every `interval` seconds (or four
@@ -184,10 +359,26 @@ final class PyramidCatalog: @unchecked Sendable {
 
     // MARK: Loading (the one place)
 
-    /// What `ROOT/id` is: a pyramid, a broken one (500), or nil for none (not a folder,
-    /// no manifest, a link, or a folder the server may not open, which is logged).
-    /// `previous` is kept when its manifest has not changed. Holds `writer`.
-    private func entry(for id: PyramidID, in root: RootedFolder, previous: CatalogEntry?) -> CatalogEntry? {
+    /// What `candidate` is for `id`: a pyramid, a broken one (500), or nil for none (not a
+    /// pyramid, a link, something the server may not open, which is logged, or an object
+    /// storage could not be asked about now). `previous` is kept when what it was loaded
+    /// from has not changed (and, for objects, when storage cannot be asked). `root` is
+    /// ROOT opened, for folders and local archives. Holds `writer`.
+    private func entry(for id: PyramidID, candidate: Candidate, in root: RootedFolder?,
+                       previous: CatalogEntry?) -> CatalogEntry? {
+        switch candidate {
+        case .folder:
+            guard let root else { return nil }
+            return folderEntry(for: id, in: root, previous: previous)
+        case let .archive(info):
+            guard let root else { return nil }
+            return archiveEntry(for: id, info: info, in: root, previous: previous)
+        case let .object(object):
+            return objectEntry(for: id, object: object, previous: previous)
+        }
+    }
+
+    private func folderEntry(for id: PyramidID, in root: RootedFolder, previous: CatalogEntry?) -> CatalogEntry? {
         let name = id.rawValue
         let manifestPath = { "\(self.root)/\(name)/\(PyramidManifest.fileName)" }
         let info: FileInfo
@@ -203,14 +394,7 @@ final class PyramidCatalog: @unchecked Sendable {
             clearReport(name)
             return nil
         }
-        switch previous {
-        case let .pyramid(p)? where p.manifestInfo == info:
-            return previous
-        case let .broken(_, manifest)? where manifest == info:
-            return previous
-        default:
-            break
-        }
+        if let previous, previous.signature == .folder(manifest: info) { return previous }
         let bytes: [UInt8], readInfo: FileInfo
         do {
             (bytes, readInfo) = try root.folder(name).read(PyramidManifest.fileName, maximumBytes: Self.maximumManifestBytes)
@@ -222,9 +406,10 @@ final class PyramidCatalog: @unchecked Sendable {
             case .denied, .other, .tooLarge:
                 report(name, "read-\(error.kind)-\(info.entityTag)",
                        "cannot read \(manifestPath()): \(error); image '\(name)' answers 500")
-                return .broken(message: "image '\(name)' cannot be read by the server", manifest: info)
+                return .broken(message: "image '\(name)' cannot be read by the server", signature: .folder(manifest: info))
             }
         }
+        let signature = SourceSignature.folder(manifest: readInfo)
         let manifest: PyramidManifest
         let geometry: PyramidGeometry
         do {
@@ -233,17 +418,99 @@ final class PyramidCatalog: @unchecked Sendable {
         } catch {
             report(name, "decode-\(readInfo.entityTag)",
                    "\(manifestPath()) cannot be used: \(error); image '\(name)' answers 500")
-            return .broken(message: "image '\(name)' has an unreadable pyramid.json", manifest: readInfo)
+            return .broken(message: "image '\(name)' has an unreadable pyramid.json", signature: signature)
         }
         guard manifest.id == id else {
             report(name, "id-\(readInfo.entityTag)",
                    "\(manifestPath()) is the manifest of '\(manifest.id)', not of '\(name)'; image '\(name)' answers 500")
-            return .broken(message: "image '\(name)' has a pyramid.json for another image", manifest: readInfo)
+            return .broken(message: "image '\(name)' has a pyramid.json for another image", signature: signature)
         }
         clearReport(name)
-        let p = Pyramid(id: id, manifest: manifest, geometry: geometry, manifestInfo: readInfo, generation: nextGeneration)
-        nextGeneration += 1
-        return .pyramid(p)
+        let source = FolderSource(root: self.root, id: id, manifest: manifest, manifestInfo: readInfo)
+        return .pyramid(makePyramid(id, manifest, geometry, source, signature))
+    }
+
+    private func archiveEntry(for id: PyramidID, info: FileInfo, in root: RootedFolder,
+                              previous: CatalogEntry?) -> CatalogEntry? {
+        let name = id.rawValue
+        let file = "\(id).\(PyramidLayout.archiveExtension)"
+        let path = "\(self.root)/\(file)"
+        // A link (or anything but a file) is not an archive, as for manifests.
+        guard info.isRegularFile else {
+            clearReport(name)
+            return nil
+        }
+        let signature = SourceSignature.archive(info)
+        if let previous, previous.signature == signature { return previous }
+        let fd = openat(root.descriptor, file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else {
+            let code = errno
+            if code == EACCES || code == EPERM || code == EIO {
+                report(name, "open-\(code)-\(info.entityTag)", "cannot open \(path): \(String(cString: strerror(code))); image '\(name)' answers 500")
+                return .broken(message: "image '\(name)' cannot be read by the server", signature: signature)
+            }
+            return nil  // gone or replaced by a link meanwhile
+        }
+        let archive: ArchivedPyramid, source: FileArchiveSource
+        do {
+            source = try FileArchiveSource(descriptor: fd, name: path)
+            // Replaced between the look and the open: the next scan sees the new one.
+            guard UInt64(source.info.st_ino) == info.inode else { return previous }
+            archive = try ArchivedPyramid(reader: ArchiveReader(source: source, cache: directories))
+        } catch {
+            report(name, "archive-\(info.entityTag)", "\(error); image '\(name)' answers 500")
+            return .broken(message: "image '\(name)' has a damaged archive", signature: signature)
+        }
+        guard archive.manifest.id == id else {
+            report(name, "id-\(info.entityTag)",
+                   "\(path) holds the pyramid '\(archive.manifest.id)', not '\(name)'; image '\(name)' answers 500")
+            return .broken(message: "image '\(name)' has an archive of another image", signature: signature)
+        }
+        clearReport(name)
+        return .pyramid(makePyramid(id, archive.manifest, archive.geometry, LocalArchiveSource(archive: archive, file: source), signature))
+    }
+
+    private func objectEntry(for id: PyramidID, object: S3Object, previous: CatalogEntry?) -> CatalogEntry? {
+        guard let bucket else { return nil }
+        let name = id.rawValue
+        let signature = SourceSignature(object)
+        if let previous, previous.signature == signature { return previous }
+        let location = bucket.location.url(ofKey: object.key)
+        let archive: ArchivedPyramid
+        do throws(StorageError) {
+            let source = S3ArchiveSource(client: bucket.client, bucket: bucket.location.bucket, object: object)
+            archive = try StorageDeadline(seconds: storageTimeout).run { () throws(StorageError) -> ArchivedPyramid in
+                try ArchivedPyramid(reader: ArchiveReader(source: source, cache: directories))
+            }
+            health.succeeded()
+        } catch {
+            switch LocalArchiveSource.sourceError(error) {
+            case let .unavailable(why, _):
+                // Storage is down or slow: keep what was served, try again next scan.
+                health.failed(why)
+                return previous
+            case .replaced:
+                return previous  // replaced since the listing: the next listing has it
+            default:
+                report(name, "archive-\(object.etag)-\(object.size)", "\(error); image '\(name)' answers 500")
+                return .broken(message: "image '\(name)' has a damaged archive", signature: signature)
+            }
+        }
+        guard archive.manifest.id == id else {
+            report(name, "id-\(object.etag)",
+                   "\(location) holds the pyramid '\(archive.manifest.id)', not '\(name)'; image '\(name)' answers 500")
+            return .broken(message: "image '\(name)' has an archive of another image", signature: signature)
+        }
+        clearReport(name)
+        return .pyramid(makePyramid(id, archive.manifest, archive.geometry,
+                                    BucketArchiveSource(archive: archive, object: object, location: location), signature))
+    }
+
+    private func makePyramid(_ id: PyramidID, _ manifest: PyramidManifest, _ geometry: PyramidGeometry,
+                             _ source: any PyramidSource, _ signature: SourceSignature) -> Pyramid {
+        defer { nextGeneration += 1 }
+        return Pyramid(id: id, manifest: manifest, geometry: geometry, source: source, signature: signature,
+                       generation: nextGeneration)
     }
 
     /// Logs a failure to open something that exists but may not be read (permissions,

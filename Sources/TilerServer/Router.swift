@@ -160,7 +160,7 @@ public final class Router: HTTPHandler {
     /// Every route the server answers, in the order tried.
     public static func standardRoutes(store: TileStore) -> [Route] {
         var routes: [Route] = []
-        routes += healthRoutes()
+        routes += healthRoutes(store: store)
         // Add the viewer (`/`), DeepZoom and IIIF routes here, before the image API.
         routes += viewerRoutes() + deepZoomRoutes(store: store) + iiifRoutes(store: store)
         routes += imageRoutes(store: store)

@@ -1,12 +1,27 @@
 import Foundation
+import ObjectStorage
 import TilerCore
 import TilerHTTP
+import TilerStorage
 
 /// Everything `tiler serve` can be told, with defaults: where the pyramids are, the HTTP
 /// limits (`http`), caching and the API's own limits.
 public struct ServerConfiguration: Sendable, Hashable {
-    /// The folder holding one sub-folder per pyramid (`ROOT/ID/pyramid.json`).
+    /// The folder holding the pyramids, as folders (`ROOT/ID/pyramid.json`) and archives
+    /// (`ROOT/ID.pmtiles`); or `s3://BUCKET/PREFIX`, archives in a bucket
+    /// (`PREFIX/ID.pmtiles`).
     public var root: String
+    /// How to reach the bucket of an `s3://` root (credentials, endpoint, per-request
+    /// bounds); nil reads them from the environment (`AWS_*`, `TILER_S3_*`).
+    public var s3: S3Configuration?
+    /// Seconds a request that needs object storage may wait for it, from the moment the
+    /// server takes it (the wait for a storage thread included): past it the answer is
+    /// 504 (the storage did not answer in time) or 503 (no thread was free in time).
+    /// Every storage request and retry is cut to what is left. Default 10.
+    public var storageTimeout: Double = 10
+    /// Entries (24 bytes each) of archive leaf directories kept in memory, over all
+    /// archives. Default 262,144 (about 6 MiB).
+    public var directoryCacheEntries = DirectoryCache.defaultCapacity
     /// Sockets, threads, request limits, timeouts, CORS.
     public var http = HTTPConfiguration()
     /// `Cache-Control` on tiles, thumbnails, manifests and visible-tile answers; empty
@@ -17,8 +32,10 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// Files larger than this are served from disk every time, never cached. Default 1 MiB.
     public var maximumCachedFileBytes = 1 << 20
     /// Seconds between scans of ROOT by a background thread, which notice pyramids cut,
-    /// re-cut or deleted while the server runs (a pyramid asked for by id is also found
-    /// at once, without waiting for a scan). Default 1.
+    /// re-cut, replaced or deleted while the server runs (in a folder, a pyramid asked
+    /// for by id is also found at once, without waiting for a scan). For an `s3://` root
+    /// each scan is a listing (one ListObjectsV2 per 1,000 keys); `tiler serve` then
+    /// defaults to 10. Default 1.
     public var rescanInterval: Double = 1
     /// Bytes that drawn images (IIIF regions, small DeepZoom levels) may hold at once,
     /// estimated before each drawing starts; past it drawings wait, then get 503; one
@@ -55,6 +72,10 @@ public struct ServerConfiguration: Sendable, Hashable {
         public static let renderMemoryMB = 1...(1 << 20)
         /// Seconds a drawing may wait for render memory.
         public static let renderWait: ClosedRange<Double> = 0...3600
+        /// Seconds a request may wait for object storage.
+        public static let storageTimeout: ClosedRange<Double> = 0.01...3600
+        /// Directory entries cached, over all archives.
+        public static let directoryCacheEntries = 0...(1 << 28)
     }
 
     /// Throws for the first setting outside its range, here or in `http`.
@@ -70,6 +91,8 @@ public struct ServerConfiguration: Sendable, Hashable {
         try check("rescanInterval", rescanInterval, Range.rescanInterval)
         try check("renderMemoryBytes", renderMemoryBytes, (Range.renderMemoryMB.lowerBound << 20)...(Range.renderMemoryMB.upperBound << 20))
         try check("renderWait", renderWait, Range.renderWait)
+        try check("storageTimeout", storageTimeout, Range.storageTimeout)
+        try check("directoryCacheEntries", directoryCacheEntries, Range.directoryCacheEntries)
         try check("maximumVisibleTiles", maximumVisibleTiles, Range.visibleTiles)
         try check("maximumListLimit", maximumListLimit, Range.listLimit)
         try check("iiifLimits.maxWidth", iiifLimits.maxWidth, Range.iiifSide)

@@ -1,32 +1,41 @@
 import Foundation
 import Logging
+import ObjectStorage
 import TilerCore
 import TilerHTTP
 import TilerImaging
 
-/// One pyramid as loaded from `ROOT/ID/pyramid.json`: its manifest and geometry.
-/// Immutable; a re-cut pyramid is a new `Pyramid` with a new `generation`.
+/// One pyramid as the catalog loaded it: its manifest and geometry, and the source its
+/// bytes come from (a folder, a local archive, an archive in a bucket). Immutable; a
+/// re-cut or replaced pyramid is a new `Pyramid` with a new `generation`.
 public final class Pyramid: Sendable {
     public let id: PyramidID
     public let manifest: PyramidManifest
     public let geometry: PyramidGeometry
-    /// `stat` of `pyramid.json` when it was read.
-    public let manifestInfo: FileInfo
+    /// Where its tiles and thumbnail are read.
+    public let source: any PyramidSource
     /// Unique per load: cache keys include it, so a re-cut never serves stale tiles.
     public let generation: UInt64
+    /// What the catalog compares to tell whether the stored pyramid changed.
+    let signature: SourceSignature
     /// The viewport-independent parts of its `/visible` answers.
     let visiblePieces: VisiblePieces
 
-    init(id: PyramidID, manifest: PyramidManifest, geometry: PyramidGeometry, manifestInfo: FileInfo, generation: UInt64) {
+    init(id: PyramidID, manifest: PyramidManifest, geometry: PyramidGeometry, source: any PyramidSource,
+         signature: SourceSignature, generation: UInt64) {
         self.id = id
         self.manifest = manifest
         self.geometry = geometry
-        self.manifestInfo = manifestInfo
+        self.source = source
+        self.signature = signature
         self.generation = generation
         visiblePieces = VisiblePieces(id: id, geometry: geometry, format: manifest.format)
     }
 
-    /// The file name of the thumbnail if the manifest names a plain file in the folder.
+    /// Validators of the manifest and the documents made from it.
+    public var validators: Validators { source.validators }
+
+    /// The file name of the thumbnail if the manifest names a plain file.
     public var thumbnailFile: String? {
         let file = manifest.thumbnail.file
         guard !file.isEmpty, file != ".", file != "..", !file.utf8.contains(UInt8(ascii: "/")),
@@ -34,17 +43,25 @@ public final class Pyramid: Sendable {
         return file
     }
 
-    /// The largest tile file served or drawn: twice a tile's decoded size plus 64 KiB
-    /// (no encoder makes a tile larger). A bigger file is not a tile.
+    /// The largest tile served or drawn: twice a tile's decoded size plus 64 KiB (no
+    /// encoder makes a tile larger). A bigger one is not a tile.
     public var maximumTileBytes: Int {
         let t = geometry.tileSize
         return 2 * t * t * max(1, min(4, manifest.bands ?? 4)) + (64 << 10)
     }
 
-    /// The largest thumbnail file served, by the same rule, and at most 64 MiB.
+    /// The largest thumbnail served, by the same rule, and at most 64 MiB.
     public var maximumThumbnailBytes: Int {
         let (pixels, overflow) = manifest.thumbnail.width.multipliedReportingOverflow(by: manifest.thumbnail.height)
         return overflow || pixels > 8 << 20 ? 64 << 20 : 8 * pixels + (64 << 10)
+    }
+
+    /// The most bytes `part` may have.
+    func maximumBytes(_ part: PyramidPart) -> Int {
+        switch part {
+        case .tile: maximumTileBytes
+        case .thumbnail: maximumThumbnailBytes
+        }
     }
 }
 
@@ -56,15 +73,21 @@ public enum CachedItem: Hashable, Sendable {
 }
 
 /// The pyramids under ROOT (a `PyramidCatalog`, kept in memory and re-scanned in the
-/// background) and their files through a bounded cache. Every path it builds comes from a
-/// validated `PyramidID`, a tile coordinate inside the geometry, or a file name from the
-/// manifest, and every file is read through `RootedFiles` (no link below ROOT followed,
-/// regular files only, size-bounded): tiles served as stored and tiles drawn into IIIF
-/// and DeepZoom images alike.
+/// background) and their bytes through a bounded response cache. ROOT is a folder of
+/// pyramid folders and archives, or `s3://BUCKET/PREFIX` (archives only). Routes ask for
+/// pyramids by name and for their parts (tiles, the thumbnail) through here; the part is
+/// read from the pyramid's `PyramidSource`, never from a path a route builds.
 ///
-/// Tiles are checked before they are served or cached: a file that does not look like a
+/// Reading never blocks an event loop: a source answers at once when it can (a file in
+/// the page cache), else the read becomes `.blocking` work on the lane the source names
+/// (the disk's read lane, the network's storage lane). Storage reads are bounded by
+/// `storageTimeout` from the moment the request is taken (`StorageDeadline`), and while
+/// storage is down (`StorageHealth`) requests that need it get a 503 at once, one of them
+/// at a time trying the store again, so that the server recovers by itself.
+///
+/// Tiles are checked before they are served or cached: bytes that do not look like a
 /// whole image of the pyramid's format (`TileFormat.looksComplete`: empty, cut short,
-/// another format) is a 500 with a short message, not cached, and logged once.
+/// another format) are a 500 with a short message, not cached, and logged once.
 public final class TileStore: @unchecked Sendable {
     public let configuration: ServerConfiguration
     /// Prepared responses: tiles, thumbnails and JSON documents.
@@ -73,24 +96,23 @@ public final class TileStore: @unchecked Sendable {
     let renderBudget: RenderBudget
     let catalog: PyramidCatalog
     let log: Logger
-    private let root: String
     /// Faults already logged: damaged files and failed drawings, per pyramid generation.
     let faults: OnceLog
+    /// Whether object storage answers (bucket roots only).
+    let health: StorageHealth
 
     /// Scans ROOT once (so every pyramid there is known before the first request), then
     /// keeps scanning it every `configuration.rescanInterval` seconds on a background
     /// thread until `stopRescanning`. Faults (unreadable pyramids, damaged tiles, failed
-    /// drawings) go to `log`.
+    /// drawings, storage going down and coming back) go to `log`.
     public init(configuration: ServerConfiguration, log: Logger = Logger(label: "tiler")) {
         self.configuration = configuration
-        var root = configuration.root
-        while root.count > 1 && root.hasSuffix("/") { root.removeLast() }
-        self.root = root
         self.log = log
         cache = ResponseCache(capacity: configuration.cacheBytes)
         renderBudget = RenderBudget(capacity: configuration.renderMemoryBytes, wait: configuration.renderWait)
         faults = OnceLog(log: log)
-        catalog = PyramidCatalog(root: root, log: log)
+        health = StorageHealth(retryAfter: configuration.storageTimeout, log: log)
+        catalog = PyramidCatalog(configuration: configuration, health: health, log: log)
         catalog.rescan()
         catalog.startRefreshing(every: configuration.rescanInterval)
     }
@@ -101,12 +123,16 @@ public final class TileStore: @unchecked Sendable {
     /// Scans ROOT now, on the calling thread (it may block).
     public func rescan() { catalog.rescan() }
 
+    /// Whether ROOT is object storage (`s3://`).
+    public var servesBucket: Bool { catalog.bucket != nil }
+
     /// The pyramid named `name`, or a 404 (or 500 for an unreadable manifest).
     ///
-    /// Known pyramids come from memory. A name the last scan did not see is looked up on
-    /// the disk, which only a request that may block does (`request.mayBlock`): on an
-    /// event loop this throws `TileStore.lookupMustBlock`, and the router runs the
-    /// request again on the blocking pool.
+    /// Known pyramids come from memory. A name the last scan did not see is looked up in
+    /// ROOT, which only a request that may block does (`request.mayBlock`): on an event
+    /// loop this throws `TileStore.lookupMustBlock`, and the router runs the request again
+    /// on the blocking pool. In a bucket, names are only found by the listing (no request
+    /// can make the server query storage for names that do not exist).
     public func pyramid(named name: String, for request: Request) throws(HTTPError) -> Pyramid {
         guard let p = try pyramidIfPresent(named: name, for: request) else {
             throw HTTPError(404, "no image named '\(name.prefix(200))'")
@@ -118,7 +144,7 @@ public final class TileStore: @unchecked Sendable {
     public func pyramidIfPresent(named name: String, for request: Request) throws(HTTPError) -> Pyramid? {
         var entry = catalog.entry(name)
         if entry == nil {
-            guard let id = PyramidID(name) else { return nil }
+            guard catalog.looksUpUnknownNames, let id = PyramidID(name) else { return nil }
             guard request.mayBlock else { throw Self.lookupMustBlock }
             entry = catalog.load(id)
         }
@@ -136,57 +162,143 @@ public final class TileStore: @unchecked Sendable {
     /// Every servable pyramid, sorted by id, as of the last scan (or lookup): no I/O.
     public var pyramids: [Pyramid] { catalog.snapshot.sorted }
 
-    /// A tile of `pyramid` as a response: from the cache, or from the page cache when the
-    /// file is there, or else `.blocking` (read from disk on the blocking pool, so the
-    /// event loop never waits for the disk). 404 if outside the pyramid or missing.
+    /// A tile of `pyramid` as a response: from the cache, or from its source when that
+    /// has it at once, or else `.blocking` on the lane the source names. 404 if outside
+    /// the pyramid or missing.
     public func tileResponse(_ coordinate: TileCoordinate, of pyramid: Pyramid) throws(HTTPError) -> HTTPResponse {
-        let key = try tileKey(coordinate, of: pyramid)
+        try partResponse(.tile(coordinate), of: pyramid, key: try tileKey(coordinate, of: pyramid),
+                         contentType: pyramid.manifest.format.mimeType)
+    }
+
+    /// The thumbnail of `pyramid` as a response, read like a tile. 404 if the manifest
+    /// names none.
+    public func thumbnailResponse(of pyramid: Pyramid, contentType: String) throws(HTTPError) -> HTTPResponse {
+        guard let file = pyramid.thumbnailFile else { throw HTTPError(404, "image '\(pyramid.id)' has no thumbnail") }
+        return try partResponse(.thumbnail, of: pyramid, key: .file(generation: pyramid.generation, name: file),
+                                contentType: contentType)
+    }
+
+    private func partResponse(_ part: PyramidPart, of pyramid: Pyramid, key: CachedItem,
+                              contentType: String) throws(HTTPError) -> HTTPResponse {
         if let hit = cache.value(for: key) { return .prepared(hit) }
-        switch RootedFiles.readIfCached(root: root, tilePath(coordinate, of: pyramid), maximumBytes: pyramid.maximumTileBytes) {
-        case let .read(bytes, info):
-            try checkTile(bytes, coordinate, of: pyramid)
-            return .prepared(keep(prepared(bytes, info, contentType: pyramid.manifest.format.mimeType), for: key))
-        case .unavailable:
-            throw missingTile(coordinate, of: pyramid)
-        case .wouldBlock:
-            return .blocking(.read) { [self] in
-                do throws(HTTPError) {
-                    return .prepared(try tile(coordinate, of: pyramid))
-                } catch {
-                    return .error(error)
-                }
+        let read: SourceRead
+        do throws(SourceError) {
+            read = try pyramid.source.readIfReady(part, maximumBytes: pyramid.maximumBytes(part))
+        } catch {
+            throw httpError(error, part, of: pyramid)
+        }
+        switch read {
+        case let .read(stored):
+            return .prepared(try keep(stored, part, of: pyramid, key: key, contentType: contentType))
+        case .absent:
+            throw httpError(.absent, part, of: pyramid)
+        case let .mustWait(lane):
+            return try blockingRead(lane) { [self] () throws(HTTPError) -> HTTPResponse in
+                if let hit = cache.value(for: key) { return .prepared(hit) }
+                let stored = try readBlocking(part, of: pyramid)
+                return .prepared(try keep(stored, part, of: pyramid, key: key, contentType: contentType))
             }
         }
     }
 
-    /// A tile of `pyramid` as a prepared response, read from disk if need be (this may
-    /// block: event loops use `tileResponse`). 404 if outside the pyramid or missing.
-    public func tile(_ coordinate: TileCoordinate, of pyramid: Pyramid) throws(HTTPError) -> PreparedResponse {
-        let key = try tileKey(coordinate, of: pyramid)
-        if let hit = cache.value(for: key) { return hit }
-        guard let (bytes, info) = RootedFiles.read(root: root, tilePath(coordinate, of: pyramid),
-                                                   maximumBytes: pyramid.maximumTileBytes) else {
-            throw missingTile(coordinate, of: pyramid)
+    /// `work` as `.blocking` work on `lane`. On the storage lane: refused at once (503)
+    /// while storage is down and another request is already trying it, and bounded by
+    /// `storageTimeout` from now, the wait for a thread included.
+    private func blockingRead(_ lane: BlockingKind,
+                              _ work: @escaping @Sendable () throws(HTTPError) -> HTTPResponse) throws(HTTPError) -> HTTPResponse {
+        guard lane == .storage else {
+            return .blocking(lane) {
+                do throws(HTTPError) { return try work() } catch { return .error(error) }
+            }
         }
-        try checkTile(bytes, coordinate, of: pyramid)
-        return keep(prepared(bytes, info, contentType: pyramid.manifest.format.mimeType), for: key)
+        try admitToStorage()
+        let deadline = StorageDeadline(seconds: configuration.storageTimeout)
+        return .blocking(.storage) { [self] in
+            guard !deadline.hasPassed else {
+                return Self.retryLater(HTTPError(503, "object storage is too busy to answer within \(Self.seconds(deadline.seconds)) s; retry later"))
+            }
+            do throws(HTTPError) {
+                return try deadline.run { () throws(HTTPError) -> HTTPResponse in try work() }
+            } catch {
+                return error.status == 503 || error.status == 504 ? Self.retryLater(error) : .error(error)
+            }
+        }
     }
 
-    /// A tile's bytes for drawing: from the cache, or read from disk (this blocks; it runs
-    /// on the blocking pool) without taking cache room from the tiles clients fetch.
+    /// 503 at once while storage is known to be down and another request is trying it.
+    private func admitToStorage() throws(HTTPError) {
+        if let refusal = health.admit() { throw refusal }
+    }
+
+    private static func retryLater(_ error: HTTPError) -> HTTPResponse {
+        .withHeaders([("Retry-After", "1")], .error(error))
+    }
+
+    static func seconds(_ value: Double) -> String { String(format: "%g", value) }
+
+    /// `part` read from the source (may block), with storage outcomes reported to
+    /// `health` and a replaced object re-opened once.
+    private func readBlocking(_ part: PyramidPart, of pyramid: Pyramid) throws(HTTPError) -> StoredBytes {
+        do throws(SourceError) {
+            return try readRecording(part, of: pyramid)
+        } catch let .replaced(why) {
+            // The object changed since it was listed: open the new version (new generation)
+            // and answer from it; the old generation's cached parts are never mixed in.
+            log.info("\(why); opening the new version of image '\(pyramid.id)'")
+            guard let fresh = catalog.reopen(pyramid) else { throw httpError(.absent, part, of: pyramid) }
+            do throws(SourceError) {
+                return try readRecording(part, of: fresh)
+            } catch {
+                throw httpError(error, part, of: fresh)
+            }
+        } catch {
+            throw httpError(error, part, of: pyramid)
+        }
+    }
+
+    private func readRecording(_ part: PyramidPart, of pyramid: Pyramid) throws(SourceError) -> StoredBytes {
+        let isStorage = pyramid.source is BucketArchiveSource
+        do throws(SourceError) {
+            let stored = try pyramid.source.read(part, maximumBytes: pyramid.maximumBytes(part))
+            if isStorage { health.succeeded() }
+            return stored
+        } catch {
+            if isStorage {
+                if case let .unavailable(why, _) = error { health.failed(why) } else { health.succeeded() }
+            }
+            throw error
+        }
+    }
+
+    /// A tile's bytes for drawing: from the cache, or read from the source (this blocks;
+    /// it runs on the render lane) without taking cache room from the tiles clients fetch.
     func tileForDrawing(_ coordinate: TileCoordinate, of pyramid: Pyramid) throws(RenderError) -> [UInt8] {
         let key = CachedItem.tile(generation: pyramid.generation, level: Int32(coordinate.level),
                                   row: Int32(coordinate.row), column: Int32(coordinate.column))
         if let hit = cache.value(for: key) { return hit.body }
-        let file = "\(root)/\(pyramid.id)/\(pyramid.manifest.tilePath(coordinate))"
+        let where_ = pyramid.source.location(of: .tile(coordinate))
         let bytes: [UInt8]
         do {
-            bytes = try RootedFolder.read(root: root, tilePath(coordinate, of: pyramid), maximumBytes: pyramid.maximumTileBytes).bytes
+            if pyramid.source is BucketArchiveSource {
+                if let refusal = health.admit() { throw SourceError.unavailable(refusal.message, timedOut: false) }
+                let deadline = StorageDeadline(seconds: configuration.storageTimeout)
+                bytes = try deadline.run { () throws(SourceError) -> [UInt8] in
+                    try readRecording(.tile(coordinate), of: pyramid).bytes
+                }
+            } else {
+                bytes = try pyramid.source.read(.tile(coordinate), maximumBytes: pyramid.maximumTileBytes).bytes
+            }
+        } catch let error as SourceError {
+            switch error {
+            case .absent: throw .missingTile("\(where_) is missing")
+            case let .unavailable(why, timedOut): throw .unavailable(why, timedOut: timedOut)
+            case let .damaged(why), let .replaced(why): throw .missingTile(why)
+            }
         } catch {
-            throw .missingTile("\(file): \(error)")
+            throw .missingTile("\(where_): \(error)")
         }
         guard pyramid.manifest.format.looksComplete(bytes) else {
-            throw .badTile("\(file) is not a complete \(pyramid.manifest.format.rawValue) file (\(bytes.count) bytes)")
+            throw .badTile("\(where_) is not a complete \(pyramid.manifest.format.rawValue) file (\(bytes.count) bytes)")
         }
         return bytes
     }
@@ -198,14 +310,41 @@ public final class TileStore: @unchecked Sendable {
         }
     }
 
-    /// 500 (logged once) unless the tile looks like a whole file of the pyramid's format.
-    private func checkTile(_ bytes: [UInt8], _ coordinate: TileCoordinate, of pyramid: Pyramid) throws(HTTPError) {
-        let format = pyramid.manifest.format
-        guard !format.looksComplete(bytes) else { return }
-        faults.once("\(pyramid.generation)/\(coordinate)",
-                       "\(root)/\(pyramid.id)/\(pyramid.manifest.tilePath(coordinate)) is not a complete \(format.rawValue) "
-                       + "file (\(bytes.count) bytes): answering 500 until it is replaced")
-        throw HTTPError(500, "tile \(coordinate) of image '\(pyramid.id)' is damaged on the server")
+    /// The HTTP answer for a source's failure: 404 for a missing part; 500 (logged once
+    /// per generation) for a damaged one; 503 or 504 (with `Retry-After`) when storage
+    /// did not answer; 503 when an object was replaced under the read.
+    private func httpError(_ error: SourceError, _ part: PyramidPart, of pyramid: Pyramid) -> HTTPError {
+        switch error {
+        case .absent:
+            return HTTPError(404, "\(part.subject(pyramid)) of image '\(pyramid.id)' is missing")
+        case let .damaged(why):
+            faults.once("\(pyramid.generation)/\(part)", "\(why): image '\(pyramid.id)' answers 500 for \(part) until it is replaced")
+            return HTTPError(500, "\(part.subject(pyramid)) of image '\(pyramid.id)' is damaged on the server")
+        case .unavailable(_, timedOut: true):
+            return HTTPError(504, "object storage did not answer within \(Self.seconds(configuration.storageTimeout)) s; retry later")
+        case .unavailable:
+            return HTTPError(503, "object storage is unavailable; retry later")
+        case .replaced:
+            return HTTPError(503, "image '\(pyramid.id)' is being replaced; retry later")
+        }
+    }
+
+    /// Checks a part, stores its response in the cache unless it is too large, returns it.
+    /// 500 (logged once) unless it looks like a whole file of its format.
+    private func keep(_ stored: StoredBytes, _ part: PyramidPart, of pyramid: Pyramid, key: CachedItem,
+                      contentType: String) throws(HTTPError) -> PreparedResponse {
+        let format: TileFormat? = switch part {
+        case .tile: pyramid.manifest.format
+        case .thumbnail: pyramid.thumbnailFile.flatMap { TileFormat(fileExtension: String($0.split(separator: ".").last ?? "")) }
+        }
+        if let format, !format.looksComplete(stored.bytes) {
+            let what = "\(pyramid.source.location(of: part)) is not a complete \(format.rawValue) file (\(stored.bytes.count) bytes)"
+            throw httpError(.damaged(what), part, of: pyramid)
+        }
+        let response = PreparedResponse(body: stored.bytes, contentType: contentType, etag: stored.validators.etag,
+                                        lastModified: stored.validators.lastModified, cacheControl: configuration.cacheControl)
+        if response.body.count <= configuration.maximumCachedFileBytes { cache.insert(response, for: key) }
+        return response
     }
 
     /// The cache key of a tile; 404 if the pyramid has no such tile.
@@ -217,58 +356,28 @@ public final class TileStore: @unchecked Sendable {
                      row: Int32(coordinate.row), column: Int32(coordinate.column))
     }
 
-    /// The tile's path below ROOT, as components: `[ID, LEVEL, ROW, COLUMN.EXT]`.
-    private func tilePath(_ coordinate: TileCoordinate, of pyramid: Pyramid) -> [String] {
-        [pyramid.id.rawValue] + pyramid.manifest.tilePath(coordinate).split(separator: "/").map(String.init)
-    }
-
-    private func missingTile(_ coordinate: TileCoordinate, of pyramid: Pyramid) -> HTTPError {
-        HTTPError(404, "tile \(coordinate) of image '\(pyramid.id)' is missing on disk")
-    }
-
-    /// Stores a file's response in the cache unless it is too large; returns it.
-    private func keep(_ response: PreparedResponse, for key: CachedItem) -> PreparedResponse {
-        if response.body.count <= configuration.maximumCachedFileBytes { cache.insert(response, for: key) }
-        return response
-    }
-
-    /// A file named in the manifest (the thumbnail), or another plain file name in the
-    /// pyramid's folder. `name` must not contain `/` and must not start with `.`.
-    public func file(named name: String, of pyramid: Pyramid, contentType: String) throws(HTTPError) -> PreparedResponse {
-        guard !name.isEmpty, !name.hasPrefix("."), !name.utf8.contains(UInt8(ascii: "/")), !name.utf8.contains(0) else {
-            throw HTTPError(404, "no file '\(name.prefix(200))' in image '\(pyramid.id)'")
-        }
-        let key = CachedItem.file(generation: pyramid.generation, name: name)
-        if let hit = cache.value(for: key) { return hit }
-        guard let (bytes, info) = RootedFiles.read(root: root, [pyramid.id.rawValue, name],
-                                                   maximumBytes: pyramid.maximumThumbnailBytes) else {
-            throw HTTPError(404, "no file '\(name)' in image '\(pyramid.id)'")
-        }
-        if let format = TileFormat(fileExtension: String(name.split(separator: ".").last ?? "")), !format.looksComplete(bytes) {
-            faults.once("\(pyramid.generation)/\(name)", "\(root)/\(pyramid.id)/\(name) is not a complete \(format.rawValue) "
-                           + "file (\(bytes.count) bytes): answering 500 until it is replaced")
-            throw HTTPError(500, "'\(name)' of image '\(pyramid.id)' is damaged on the server")
-        }
-        return keep(prepared(bytes, info, contentType: contentType), for: key)
-    }
-
     /// A document derived from the manifest (JSON, DZI XML, …), built once per pyramid
-    /// generation by `make` and cached, with validators taken from `pyramid.json`.
+    /// generation by `make` and cached, with validators taken from the pyramid's.
     public func document(_ name: String, of pyramid: Pyramid, contentType: String,
                          make: (Pyramid) -> [UInt8]) -> PreparedResponse {
         let key = CachedItem.document(generation: pyramid.generation, name: name)
         if let hit = cache.value(for: key) { return hit }
-        let info = pyramid.manifestInfo
-        // A distinct tag per document kind, still tied to the manifest file's identity.
-        let tag = "\"\(name)-" + info.entityTag.dropFirst()
+        let validators = pyramid.validators
+        // A distinct tag per document kind, still tied to the pyramid's identity.
+        let tag = "\"\(name)-" + validators.etag.dropFirst()
         let response = PreparedResponse(body: make(pyramid), contentType: contentType, etag: tag,
-                                        lastModified: info.modificationSeconds, cacheControl: configuration.cacheControl)
+                                        lastModified: validators.lastModified, cacheControl: configuration.cacheControl)
         cache.insert(response, for: key)
         return response
     }
+}
 
-    private func prepared(_ bytes: [UInt8], _ info: FileInfo, contentType: String) -> PreparedResponse {
-        PreparedResponse(body: bytes, contentType: contentType, etag: info.entityTag,
-                         lastModified: info.modificationSeconds, cacheControl: configuration.cacheControl)
+extension PyramidPart {
+    /// How error messages name it: `tile 2/0/1`, `'thumbnail.png'`.
+    func subject(_ pyramid: Pyramid) -> String {
+        switch self {
+        case let .tile(t): "tile \(t)"
+        case .thumbnail: "'\(pyramid.manifest.thumbnail.file)'"
+        }
     }
 }

@@ -1,3 +1,4 @@
+import CStorageShims
 import Foundation
 import PMTiles
 
@@ -65,6 +66,78 @@ public final class FileArchiveSource: ArchiveSource, @unchecked Sendable {
             try ArchiveWriter.readAll(descriptor, into: buffer, at: offset, path: name)
         }
         return bytes
+    }
+
+    /// Exactly `length` bytes at `offset` if the page cache holds all of them, else nil
+    /// (read them with `read`, where blocking is allowed); never waits for the disk, so an
+    /// event loop may call it. Throws what `read` throws for a range past the end or a
+    /// failed read. How the page cache is asked depends on the file system:
+    /// `preadv2(RWF_NOWAIT)` where it works, else `mincore` on the range, else every read
+    /// answers nil (``PageCacheProbe``).
+    public func readIfCached(offset: UInt64, length: Int) throws(StorageError) -> [UInt8]? {
+        guard length >= 0, offset <= size, UInt64(length) <= size - offset else {
+            throw .io(path: name, reason: "bytes \(offset)..<\(offset &+ UInt64(max(0, length))) are past the end (\(size) bytes)")
+        }
+        if length == 0 { return [] }
+        let device = UInt64(info.st_dev)
+        var probe = PageCacheProbe.probe(for: device)
+        if probe == .readWithoutWaiting {
+            var bytes = [UInt8](repeating: 0, count: length)
+            var done = 0
+            var outcome = 0  // 0 read, 1 would block, 2 unsupported, 3 short
+            while done < length {
+                let n = bytes.withUnsafeMutableBytes { tiler_pread_nowait(descriptor, $0.baseAddress! + done, length - done, Int64(offset) + Int64(done)) }
+                if n < 0 && errno == EINTR { continue }
+                if n < 0 {
+                    outcome = errno == EOPNOTSUPP || errno == EINVAL || errno == ENOSYS ? 2 : 1
+                    break
+                }
+                if n == 0 {
+                    outcome = 3
+                    break
+                }
+                done += n
+            }
+            switch outcome {
+            case 0: return bytes
+            case 1: return nil
+            case 3: throw .io(path: name, reason: "the file ends before byte \(offset + UInt64(length)) (truncated while served?)")
+            default:
+                PageCacheProbe.set(.residency, for: device)
+                probe = .residency
+            }
+        }
+        guard probe == .residency else { return nil }
+        switch tiler_range_resident(descriptor, Int64(offset), length) {
+        case 1: return try read(offset: offset, length: length)  // every page is cached: no wait
+        case 0: return nil
+        default:
+            PageCacheProbe.set(.none, for: device)
+            return nil
+        }
+    }
+}
+
+/// How ``FileArchiveSource/readIfCached(offset:length:)`` tells whether bytes are in the
+/// page cache, learnt once per file system (`st_dev`): `preadv2(RWF_NOWAIT)` first; a file
+/// system that answers it `EOPNOTSUPP` (overlayfs, hence containers; tmpfs) moves to
+/// `mincore` on a read-only mapping of the range, and one where that fails too to asking
+/// nothing (every read goes where blocking is allowed).
+public enum PageCacheProbe: Sendable, Hashable {
+    case readWithoutWaiting
+    case residency
+    case none
+
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var byDevice: [UInt64: PageCacheProbe] = [:]
+
+    /// The probe used for files on `device`.
+    public static func probe(for device: UInt64) -> PageCacheProbe {
+        lock.withLock { byDevice[device] ?? .readWithoutWaiting }
+    }
+
+    static func set(_ probe: PageCacheProbe, for device: UInt64) {
+        lock.withLock { byDevice[device] = probe }
     }
 }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import ObjectStorage
 import TilerCore
 import TilerHTTP
 import TilerServer
@@ -16,10 +17,33 @@ extension Tiler {
             a flag wins over its variable. Pyramids cut into ROOT while the server runs are \
             served without a restart. SIGTERM or SIGINT stops accepting, finishes the \
             responses in flight and exits 0. Prints `tiler: serving ROOT at URL` on start.
+
+            ROOT holds pyramid folders (ROOT/ID/) and archives (ROOT/ID.pmtiles, from \
+            `tiler cut --archive` or `tiler pack`); a folder wins over an archive of the same \
+            id. ROOT may be s3://BUCKET/PREFIX: every PREFIX/ID.pmtiles is served by range \
+            requests, with the credentials and endpoint every S3 tool reads \
+            (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, \
+            AWS_ENDPOINT_URL or --s3-endpoint) and the TILER_S3_* request bounds.
             """)
 
-        @Argument(help: "The folder of pyramids, as written by `tiler cut --output` (env TILER_ROOT; default: tiles, where `tiler cut` writes by default).")
+        @Argument(help: "The folder of pyramids (folders and .pmtiles archives), as written by `tiler cut --output`, or s3://BUCKET/PREFIX (env TILER_ROOT; default: tiles, where `tiler cut` writes by default).")
         var root: String?
+
+        @Option(name: .customLong("s3-endpoint"), help: ArgumentHelp("S3-compatible server for an s3:// ROOT, addressed path-style (default: AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS itself).", valueName: "URL"))
+        var s3Endpoint: String?
+
+        @Option(name: .customLong("storage-timeout"),
+                help: "Seconds a request that needs object storage may wait for it, queueing included; then 504 (or 503) (env TILER_STORAGE_TIMEOUT; default: 10).")
+        var storageTimeout: Double?
+        @Option(name: .customLong("storage-threads"),
+                help: "Threads that read from object storage, apart from the disk-read threads: the most storage requests under way at once (env TILER_STORAGE_THREADS; default: 16).")
+        var storageThreads: Int?
+        @Option(name: .customLong("max-queued-storage-reads"),
+                help: "Reads waiting for a storage thread, else 503 (env TILER_MAX_QUEUED_STORAGE_READS; default: 256).")
+        var maxQueuedStorageReads: Int?
+        @Option(name: .customLong("directory-cache-entries"),
+                help: "Archive directory entries kept in memory, 24 bytes each, over all archives (env TILER_DIRECTORY_CACHE_ENTRIES; default: 262144).")
+        var directoryCacheEntries: Int?
 
         @Option(help: "Address to listen on, an IPv4 or IPv6 literal; 0.0.0.0 for all (env TILER_HOST; default: 127.0.0.1).")
         var host: String?
@@ -96,7 +120,7 @@ extension Tiler {
         var renderWait: Double?
 
         @Option(name: .customLong("rescan-interval"),
-                help: "Seconds between scans of ROOT for new, re-cut and deleted pyramids (env TILER_RESCAN_INTERVAL; default: 1).")
+                help: "Seconds between scans of ROOT for new, re-cut, replaced and deleted pyramids; for s3:// each scan is a listing (env TILER_RESCAN_INTERVAL; default: 1, or 10 for s3://).")
         var rescanInterval: Double?
 
         @Flag(inversion: .prefixedNo, help: "Log one line per request to stderr (env TILER_ACCESS_LOG=1; default: off).")
@@ -109,12 +133,16 @@ extension Tiler {
 
         func run() throws {
             let config = try resolvedConfiguration()
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: config.root, isDirectory: &isDirectory), isDirectory.boolValue else {
-                if root == nil, ProcessInfo.processInfo.environment["TILER_ROOT"]?.isEmpty ?? true {
-                    throw ValidationError("there is no folder '\(config.root)' here, the default ROOT: cut images into it first (`tiler cut IMAGE` writes ./\(DefaultRoot.folder)), or name the folder of pyramids: `tiler serve ROOT`")
+            if let s3 = config.s3 {
+                try Self.checkBucket(config.root, s3, within: config.storageTimeout)
+            } else {
+                var isDirectory: ObjCBool = false
+                guard FileManager.default.fileExists(atPath: config.root, isDirectory: &isDirectory), isDirectory.boolValue else {
+                    if root == nil, ProcessInfo.processInfo.environment["TILER_ROOT"]?.isEmpty ?? true {
+                        throw ValidationError("there is no folder '\(config.root)' here, the default ROOT: cut images into it first (`tiler cut IMAGE` writes ./\(DefaultRoot.folder)), or name the folder of pyramids: `tiler serve ROOT`")
+                    }
+                    throw ValidationError("ROOT '\(config.root)' is not a folder; pass the --output folder of `tiler cut`")
                 }
-                throw ValidationError("ROOT '\(config.root)' is not a folder; pass the --output folder of `tiler cut`")
             }
             let logAccess = accessLog ?? Self.environmentBool("TILER_ACCESS_LOG") ?? false
             let signals = try TerminationSignals()  // before any thread starts
@@ -179,6 +207,23 @@ extension Tiler {
             }
             typealias R = HTTPConfiguration.Range
             var c = ServerConfiguration(root: root ?? DefaultRoot.resolved())
+            if S3Location.isS3(c.root) {
+                c.s3 = try Self.bucketConfiguration(c.root, endpoint: s3Endpoint)
+                c.rescanInterval = 10
+            } else if s3Endpoint != nil {
+                throw ValidationError("--s3-endpoint applies to an s3://BUCKET/PREFIX ROOT only.")
+            }
+            if let v = try seconds(storageTimeout, "storage-timeout", "TILER_STORAGE_TIMEOUT", ServerConfiguration.Range.storageTimeout) {
+                c.storageTimeout = v
+            }
+            if let v = try int(storageThreads, "storage-threads", "TILER_STORAGE_THREADS", R.blockingThreads) { c.http.storageThreads = v }
+            if let v = try int(maxQueuedStorageReads, "max-queued-storage-reads", "TILER_MAX_QUEUED_STORAGE_READS", R.queueLength) {
+                c.http.maximumQueuedStorageReads = v
+            }
+            if let v = try int(directoryCacheEntries, "directory-cache-entries", "TILER_DIRECTORY_CACHE_ENTRIES",
+                               ServerConfiguration.Range.directoryCacheEntries) {
+                c.directoryCacheEntries = v
+            }
             if let v = host ?? env("TILER_HOST"), !v.isEmpty { c.http.host = v }
             if let v = try int(port, "port", "TILER_PORT", R.port) { c.http.port = v }
             if let v = try int(threads, "threads", "TILER_THREADS", R.threads) { c.http.threads = v }
@@ -238,6 +283,37 @@ extension Tiler {
                 throw ValidationError("\(error)")
             }
             return c
+        }
+
+        /// The S3 settings for an `s3://` ROOT, from the environment; a usage error naming
+        /// what is wrong otherwise.
+        static func bucketConfiguration(_ root: String, endpoint: String?) throws -> S3Configuration {
+            let outcome: Result<S3Configuration, S3Error> = Result { () throws(S3Error) -> S3Configuration in
+                _ = try S3Location(parsing: root)
+                return try S3Configuration(environment: ProcessInfo.processInfo.environment, endpoint: endpoint)
+            }
+            switch outcome {
+            case let .success(configuration): return configuration
+            case let .failure(error): throw ValidationError("ROOT: \(error.message)")
+            }
+        }
+
+        /// Lists the bucket's prefix once (one key) before serving: refused credentials or a
+        /// missing bucket end the command with one line (exit 1); storage that does not
+        /// answer only gets a warning, since the server recovers by itself when it returns.
+        static func checkBucket(_ root: String, _ configuration: S3Configuration, within seconds: Double) throws {
+            guard let location = try? S3Location(parsing: root) else { return }
+            do throws(S3Error) {
+                _ = try StorageDeadline(seconds: seconds).run { () throws(S3Error) in
+                    try S3Client(configuration: configuration).list(bucket: location.bucket, prefix: location.listPrefix, maxKeys: 1)
+                }
+            } catch {
+                if error.isUnavailable {
+                    FileHandle.standardError.write(Data("tiler: warning: \(error); serving anyway, images appear when storage answers\n".utf8))
+                    return
+                }
+                throw ServeError(description: "cannot serve \(root): \(error)")
+            }
         }
 
         static func environmentBool(_ name: String) -> Bool? {

@@ -13,4 +13,17 @@ int tiler_exchange_paths(const char *a, const char *b);
    otherwise. */
 int tiler_rename_noreplace(const char *from, const char *to);
 
+#include <stddef.h>
+#include <sys/types.h>
+
+/* preadv2(RWF_NOWAIT): reads only what the page cache holds; -1 with EAGAIN when any of
+   the range would wait for the disk, EOPNOTSUPP (or EINVAL, ENOSYS) where the file system
+   or kernel cannot tell (overlayfs, tmpfs). */
+ssize_t tiler_pread_nowait(int fd, void *buffer, size_t length, long long offset);
+
+/* Whether every page of bytes [offset, offset + length) of `fd` is in the page cache:
+   1 yes, 0 no, -1 (errno set) when it cannot be told. Maps the range read-only and never
+   touches it (mincore), so a file truncated meanwhile cannot raise SIGBUS. */
+int tiler_range_resident(int fd, long long offset, size_t length);
+
 #endif

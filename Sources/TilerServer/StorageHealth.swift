@@ -1,0 +1,77 @@
+import Foundation
+import Logging
+import TilerHTTP
+
+/// Whether object storage answers, as the server's own requests found: a read or a
+/// listing that fails as unavailable (no connection, a timeout, 429, 5xx) marks storage
+/// down, any answer marks it up again.
+///
+/// While storage is down, requests that need it are refused at once with 503 and
+/// `Retry-After` (so they hold no thread and no client waits out a timeout), except one
+/// at a time, which tries the store: when it answers, every request goes through again.
+/// The catalog's listing (every rescan interval) tries it too. Cached tiles, manifests
+/// and `/images` never need storage, so they keep serving. `/healthz` stays 200 and
+/// reports the state. Storage going down and coming back is logged once each.
+final class StorageHealth: @unchecked Sendable {
+    private let lock = NSLock()
+    private let log: Logger
+    /// Seconds after which a request trying the store is presumed gone (its client left
+    /// before a thread took it), so that another may try.
+    private let retryAfter: Double
+    private var downSince: Date?
+    private var lastError = ""
+    private var trying: Date?
+
+    init(retryAfter: Double, log: Logger) {
+        self.retryAfter = retryAfter
+        self.log = log
+    }
+
+    /// nil: go ahead (storage is up, or this request is the one that tries it); else the
+    /// 503 to answer.
+    func admit() -> HTTPError? {
+        lock.withLock {
+            guard let since = downSince else { return nil }
+            let now = Date()
+            if let trying, now.timeIntervalSince(trying) < retryAfter {
+                let seconds = Int(now.timeIntervalSince(since).rounded())
+                return HTTPError(503, "object storage has been unavailable for \(seconds) s; retry later")
+            }
+            trying = now
+            return nil
+        }
+    }
+
+    /// A request to storage was answered.
+    func succeeded() {
+        let back: Double? = lock.withLock {
+            defer {
+                downSince = nil
+                trying = nil
+            }
+            return downSince.map { Date().timeIntervalSince($0) }
+        }
+        if let back { log.notice("object storage answers again after \(String(format: "%.1f", back)) s down") }
+    }
+
+    /// A request to storage failed as unavailable (`why` names it).
+    func failed(_ why: String) {
+        let first = lock.withLock {
+            defer {
+                lastError = why
+                trying = nil
+            }
+            guard downSince == nil else { return false }
+            downSince = Date()
+            return true
+        }
+        if first {
+            log.error("object storage is unavailable (\(why)); requests that need it get 503 or 504 until it answers, cached tiles are still served")
+        }
+    }
+
+    /// For `/healthz`: nil while up; else how long it has been down and the last error.
+    var outage: (seconds: Double, error: String)? {
+        lock.withLock { downSince.map { (Date().timeIntervalSince($0), lastError) } }
+    }
+}
