@@ -59,7 +59,8 @@ final class FolderSource: PyramidSource {
             return StoredBytes(bytes: bytes, validators: Validators(info))
         } catch {
             switch error.kind {
-            case .missing, .link, .notRegularFile, .changed: throw .absent
+            case .missing: throw .absent
+            case .link, .notRegularFile, .changed: throw .refused("\(root)/\(path.joined(separator: "/")): \(error)")
             case .tooLarge, .denied, .other: throw .damaged("\(root)/\(path.joined(separator: "/")): \(error)")
             }
         }

@@ -99,6 +99,9 @@ public enum SourceRead: Sendable {
 public enum SourceError: Error, Sendable, CustomStringConvertible {
     /// Not there: 404.
     case absent
+    /// There, but not something the server reads (a symbolic link, a FIFO or device, a
+    /// folder): 404 like `absent`; the text says why, for the log of a drawing.
+    case refused(String)
     /// Stored but unusable (a damaged or truncated archive, an unreadable file): 500.
     /// The text names the file and the fault, for the log only.
     case damaged(String)
@@ -112,7 +115,7 @@ public enum SourceError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .absent: "not there"
-        case let .damaged(why), let .unavailable(why, _), let .replaced(why): why
+        case let .refused(why), let .damaged(why), let .unavailable(why, _), let .replaced(why): why
         }
     }
 }

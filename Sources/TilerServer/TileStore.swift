@@ -292,7 +292,7 @@ public final class TileStore: @unchecked Sendable {
             switch error {
             case .absent: throw .missingTile("\(where_) is missing")
             case let .unavailable(why, timedOut): throw .unavailable(why, timedOut: timedOut)
-            case let .damaged(why), let .replaced(why): throw .missingTile(why)
+            case let .refused(why), let .damaged(why), let .replaced(why): throw .missingTile(why)
             }
         } catch {
             throw .missingTile("\(where_): \(error)")
@@ -315,7 +315,7 @@ public final class TileStore: @unchecked Sendable {
     /// did not answer; 503 when an object was replaced under the read.
     private func httpError(_ error: SourceError, _ part: PyramidPart, of pyramid: Pyramid) -> HTTPError {
         switch error {
-        case .absent:
+        case .absent, .refused:
             return HTTPError(404, "\(part.subject(pyramid)) of image '\(pyramid.id)' is missing")
         case let .damaged(why):
             faults.once("\(pyramid.generation)/\(part)", "\(why): image '\(pyramid.id)' answers 500 for \(part) until it is replaced")

@@ -13,14 +13,14 @@ final class Failures: @unchecked Sendable {
 @Suite struct ConcurrentClientsTests {
     /// 32 keep-alive clients on real threads, each asking for many random tiles (and a few
     /// errors), every answer checked against the file on disk.
-    @Test func thirtyTwoKeepAliveClientsGetTheRightTiles() throws {
+    @Test(arguments: RootKind.allCases) func thirtyTwoKeepAliveClientsGetTheRightTiles(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         let manifest = try root.addPyramid("c", width: 2000, height: 1500)
         let geometry = try manifest.geometry()
         let tiles = geometry.levels.flatMap { l in
             (0..<l.rows).flatMap { r in (0..<l.columns).map { TileCoordinate(level: l.level, row: r, column: $0) } }
         }
-        try withTileServer(root, { $0.cacheBytes = 40_000 }) { port throws in  // small cache: hits, misses and evictions
+        try withTileServer(root, as: kind, { $0.cacheBytes = 40_000 }) { port throws in  // small cache: hits, misses and evictions
             let failures = Failures()
             let group = DispatchGroup()
             for t in 0..<32 {
@@ -54,10 +54,10 @@ final class Failures: @unchecked Sendable {
         }
     }
 
-    @Test func pipelinedTileRequestsMixedWithErrors() throws {
+    @Test(arguments: RootKind.allCases) func pipelinedTileRequestsMixedWithErrors(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         try root.addPyramid("p", width: 600, height: 600)
-        try withTileServer(root) { port throws in
+        try withTileServer(root, as: kind) { port throws in
             let c = try RawHTTPClient(port: port)
             let paths = ["/images/p/tiles/2/0/0.png", "/images/p/tiles/9/0/0.png", "/images/p", "/images/p/tiles/x/0/0.png",
                          "/images/p/tiles/2/2/2.png", "/images/p/visible?x=0&y=0&width=10&height=10&scale=1", "/healthz"]

@@ -20,9 +20,9 @@ import TilerImaging
                 Int(try attribute("Width"))!, Int(try attribute("Height"))!)
     }
 
-    @Test(arguments: [ValidatorImage.id, "panorama", "odd-123", "tiny", "film.dzi"])
-    func everyTileOfEveryLevelAnOpenSeadragonClientAsksFor(id: String) throws {
-        let port = try ViewerPyramids.port()
+    @Test(arguments: RootKind.allCases, [ValidatorImage.id, "panorama", "odd-123", "tiny", "film.dzi"])
+    func everyTileOfEveryLevelAnOpenSeadragonClientAsksFor(kind: RootKind, id: String) throws {
+        let port = try ViewerPyramids.port(kind)
         let descriptor = try fetch(port, "/images/\(id).dzi")
         #expect(descriptor.status == 200)
         #expect(descriptor.header("Content-Type")?.hasPrefix("application/xml") == true)
@@ -63,8 +63,8 @@ import TilerImaging
         #expect(fetched >= maxLevel + 1)
     }
 
-    @Test func pyramidLevelsAreTheStoredTilesAndSmallerLevelsShrinkLevelZero() throws {
-        let port = try ViewerPyramids.port()
+    @Test(arguments: RootKind.allCases) func pyramidLevelsAreTheStoredTilesAndSmallerLevelsShrinkLevelZero(_ kind: RootKind) throws {
+        let port = try ViewerPyramids.port(kind)
         let root = try ViewerPyramids.root.get()
         let id = ValidatorImage.id
         // DZ level 10 is our level 2, tile for tile, byte for byte.
@@ -87,8 +87,8 @@ import TilerImaging
         #expect(one.width == 1 && one.height == 1)
     }
 
-    @Test func errors() throws {
-        let port = try ViewerPyramids.port()
+    @Test(arguments: RootKind.allCases) func errors(_ kind: RootKind) throws {
+        let port = try ViewerPyramids.port(kind)
         let id = ValidatorImage.id
         #expect(try fetch(port, "/images/nope.dzi").status == 404)
         #expect(try fetch(port, "/images/nope_files/0/0_0.png").status == 404)

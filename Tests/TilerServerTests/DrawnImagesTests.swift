@@ -83,7 +83,7 @@ import Glibc
     /// Issue #11 item 9: a tile cut short, or damaged in its middle, drawn into a region:
     /// 500, not cached, a message without paths or libvips' words; the detail logged once.
     /// Before, the truncated tile was drawn as grey and answered 200 with a day of caching.
-    @Test func damagedTilesMakeDrawingsFailWithoutLeakingDetails() throws {
+    @Test(arguments: RootKind.allCases) func damagedTilesMakeDrawingsFailWithoutLeakingDetails(_ kind: RootKind) throws {
         let (root, _) = try pyramids()
         let whole = root.file("a/2/1/1.png")
         try Data(whole.prefix(whole.count / 2)).write(to: URL(fileURLWithPath: root.path + "/a/2/1/1.png"))
@@ -92,7 +92,7 @@ import Glibc
         for i in 100..<(scrambled.count - 100) { scrambled[i] = UInt8(truncatingIfNeeded: i &* 31) }
         try Data(scrambled).write(to: URL(fileURLWithPath: root.path + "/a/2/2/2.png"))
         let log = CollectedLog()
-        try withTileServer(root, log: log) { port in
+        try withTileServer(root, as: kind, log: log) { port in
             for path in ["/iiif/3/a/256,256,256,256/200,/0/default.png", "/iiif/3/a/512,512,256,256/200,/0/default.jpg"] {
                 for _ in 0..<3 {
                     let r = try fetch(port, path)
@@ -109,7 +109,8 @@ import Glibc
             #expect(truncated.errorMessage == "tile 2/1/1 of image 'a' is damaged on the server")
             #expect(try fetch(port, "/images/a/tiles/2/2/2.png").status == 200)
         }
-        let about11 = log.messages.filter { $0.contains(root.path + "/a/2/1/1.png") }
+        // A folder's fault names the tile's file; an archive's names the archive and the tile.
+        let about11 = log.messages.filter { $0.contains(kind == .folders ? root.path + "/a/2/1/1.png" : "a.pmtiles: tile 2/1/1") }
         let about22 = log.messages.filter { $0.contains("2/2/2") }
         // One line for the drawing that met the truncated tile, one for the raw request;
         // one for the scrambled tile's drawing: each fault once, not once per request.
@@ -119,9 +120,9 @@ import Glibc
 
     /// Issue #11 item 3: a drawing whose memory estimate is larger than the whole budget is
     /// a 400 that says so, before anything is read; smaller ones are drawn.
-    @Test func drawingsLargerThanTheBudgetAre400() throws {
+    @Test(arguments: RootKind.allCases) func drawingsLargerThanTheBudgetAre400(_ kind: RootKind) throws {
         let (root, _) = try pyramids()
-        try withTileServer(root, { $0.renderMemoryBytes = 48 << 20 }) { port in
+        try withTileServer(root, as: kind, { $0.renderMemoryBytes = 48 << 20 }) { port in
             let big = try fetch(port, "/iiif/3/a/full/1000,1000/45/default.webp")
             #expect(big.status == 400, "\(big.status) \(big.text)")
             #expect(big.errorMessage?.contains("more than this server allows for drawing (48 MiB)") == true, "\(big.text)")

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import S3TestSupport
 import TilerCore
 import TilerHTTP
 import TilerImaging
@@ -9,6 +10,8 @@ import TilerServer
 /// from `PyramidManifest` and small tile files whose bytes name the tile.
 final class PyramidRoot: @unchecked Sendable {
     let path: String
+    /// What a running test server reads these pyramids from (`withTileServer(_:as:)`).
+    private(set) var served: ServedRoot?
 
     /// A new folder in `parent` (default: the temporary folder).
     init(in parent: String = NSTemporaryDirectory()) throws {
@@ -84,6 +87,16 @@ final class PyramidRoot: @unchecked Sendable {
         }
     }
 
+    /// Serves this root's pyramids as `kind` from now on.
+    func serve(as kind: RootKind, on storage: S3TestServer? = nil) throws -> ServedRoot {
+        let served = try ServedRoot(kind, folders: path, storage: storage)
+        self.served = served
+        return served
+    }
+
+    /// After a change to the folders, brings the served copy (archives, bucket) in line.
+    func publish() throws { try served?.publish() }
+
     func file(_ relative: String) -> [UInt8] {
         (try? Array(Data(contentsOf: URL(fileURLWithPath: path + "/" + relative)))) ?? []
     }
@@ -137,19 +150,22 @@ final class CollectedLog: @unchecked Sendable {
     }
 }
 
-/// A running in-process `TileServer` on a free loopback port.
-func withTileServer(_ root: PyramidRoot, log: CollectedLog? = nil, _ configure: (inout ServerConfiguration) -> Void = { _ in },
-                    _ body: (Int) throws -> Void) throws {
-    try withRunningTileServer(root, log: log, configure) { server in try body(server.port) }
+/// A running in-process `TileServer` on a free loopback port, serving `root`'s pyramids
+/// as `kind` (the folders themselves, archives, or archives in the S3 test server).
+func withTileServer(_ root: PyramidRoot, as kind: RootKind = .folders, log: CollectedLog? = nil,
+                    _ configure: (inout ServerConfiguration) -> Void = { _ in }, _ body: (Int) throws -> Void) throws {
+    try withRunningTileServer(root, as: kind, log: log, configure) { server in try body(server.port) }
 }
 
 /// The same, handing over the server itself (its connection count, its pool, its store).
-func withRunningTileServer(_ root: PyramidRoot, log: CollectedLog? = nil, _ configure: (inout ServerConfiguration) -> Void = { _ in },
+func withRunningTileServer(_ root: PyramidRoot, as kind: RootKind = .folders, log: CollectedLog? = nil,
+                           _ configure: (inout ServerConfiguration) -> Void = { _ in },
                            _ body: (TileServer) throws -> Void) throws {
     var config = ServerConfiguration(root: root.path)
     config.http.port = 0
     config.http.threads = 2
     config.rescanInterval = 0.2
+    try root.serve(as: kind).configure(&config)
     configure(&config)
     let server = TileServer(configuration: config, log: log?.logger ?? Logger(label: "tiler-test") { _ in SwiftLogNoOpLogHandler() })
     try server.start()

@@ -7,8 +7,8 @@ import TilerImaging
 @Suite struct IIIFRouteTests {
     let id = ValidatorImage.id
 
-    @Test func baseRedirectAndInfo() throws {
-        let port = try ViewerPyramids.port()
+    @Test(arguments: RootKind.allCases) func baseRedirectAndInfo(_ kind: RootKind) throws {
+        let port = try ViewerPyramids.port(kind)
         let redirect = try request(port, "GET", "/iiif/3/\(id)", headers: ["Host: example.org:8123"])
         #expect(redirect.status == 303)
         #expect(redirect.header("Location") == "http://example.org:8123/iiif/3/\(id)/info.json")
@@ -30,8 +30,8 @@ import TilerImaging
         #expect(info2.status == 200 && info2.json["id"] as? String == "http://127.0.0.1:\(port)/iiif/3/\(escaped)")
     }
 
-    @Test func exactTilesAreTheStoredFiles() throws {
-        let port = try ViewerPyramids.port()
+    @Test(arguments: RootKind.allCases) func exactTilesAreTheStoredFiles(_ kind: RootKind) throws {
+        let port = try ViewerPyramids.port(kind)
         let root = try ViewerPyramids.root.get()
         // Scale factor 2 (our level 1): tile (1, 1) covers 512…999 in full-resolution pixels.
         for (region, size, file) in [("512,512,488,488", "244,", "1/1/1.png"), ("512,512,488,488", "244,244", "1/1/1.png"),
@@ -45,8 +45,8 @@ import TilerImaging
         }
     }
 
-    @Test func drawnImages() throws {
-        let port = try ViewerPyramids.port()
+    @Test(arguments: RootKind.allCases) func drawnImages(_ kind: RootKind) throws {
+        let port = try ViewerPyramids.port(kind)
         let r = try request(port, "GET", "/iiif/3/\(id)/113,213,74,74/37,/0/default.jpg")
         #expect(r.status == 200 && r.header("Content-Type") == "image/jpeg")
         #expect(r.header("Link") == #"<http://iiif.io/api/image/3/level2.json>;rel="profile", "#
@@ -63,8 +63,8 @@ import TilerImaging
         #expect(try DecodedImage(encoded: webp.body).width == 4800)
     }
 
-    @Test func errors() throws {
-        let port = try ViewerPyramids.port()
+    @Test(arguments: RootKind.allCases) func errors(_ kind: RootKind) throws {
+        let port = try ViewerPyramids.port(kind)
         for (path, status) in [("/iiif/3/nope/info.json", 404), ("/iiif/3/a/b/full/max/0/default.jpg", 404),
                                ("/iiif/3/\(id)/full/max/0/default.gif", 400), ("/iiif/3/\(id)/full/2000,/0/default.jpg", 400),
                                ("/iiif/3/\(id)/1000,0,10,10/max/0/default.jpg", 400), ("/iiif/3/\(id)/full/max/45x/default.jpg", 400),
@@ -79,12 +79,12 @@ import TilerImaging
 
     /// The IIIF Image API validator (`pip install iiif-validator`), against a live server,
     /// every test up to compliance level 2.
-    @Test(.timeLimit(.minutes(3))) func officialValidatorAtLevel2() throws {
+    @Test(.timeLimit(.minutes(3)), arguments: RootKind.allCases) func officialValidatorAtLevel2(_ kind: RootKind) throws {
         guard let validator = findExecutable(["iiif-validate.py"]) else {
             Issue.record("iiif-validate.py is missing: run scripts/install-deps test (pip install iiif-validator)")
             return
         }
-        let port = try ViewerPyramids.port()
+        let port = try ViewerPyramids.port(kind)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: validator)
         process.arguments = ["-s", "127.0.0.1:\(port)", "-p", "iiif/3", "-i", id,
@@ -95,7 +95,7 @@ import TilerImaging
         try process.run()
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
-        try? text.write(to: testArtifacts.appendingPathComponent("iiif-validator.txt"), atomically: true, encoding: .utf8)
+        try? text.write(to: testArtifacts.appendingPathComponent("iiif-validator-\(kind).txt"), atomically: true, encoding: .utf8)
         #expect(process.terminationStatus == 0, "validator failed:\n\(text)")
         #expect(text.contains("Done (33 tests, 0 failures)"), "\(text)")
         #expect(!text.contains("FAIL"))

@@ -5,10 +5,10 @@ import TilerHTTP
 @testable import TilerServer
 
 @Suite struct ImageRoutesTests {
-    @Test func tileBytesEqualTheFilesOnDisk() throws {
+    @Test(arguments: RootKind.allCases) func tileBytesEqualTheFilesOnDisk(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         let manifest = try root.addPyramid("small", width: 1000, height: 700)
-        try withTileServer(root) { port throws in
+        try withTileServer(root, as: kind) { port throws in
             let c = try RawHTTPClient(port: port)
             let geometry = try manifest.geometry()
             var count = 0
@@ -32,11 +32,11 @@ import TilerHTTP
         }
     }
 
-    @Test func contentTypeFollowsTheFormatAndOtherExtensionsAre404() throws {
+    @Test(arguments: RootKind.allCases) func contentTypeFollowsTheFormatAndOtherExtensionsAre404(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         try root.addPyramid("photo", width: 300, height: 300, format: .jpeg)
         try root.addPyramid("web", width: 300, height: 300, format: .webp)
-        try withTileServer(root) { port throws in
+        try withTileServer(root, as: kind) { port throws in
             let jpg = try fetch(port, "/images/photo/tiles/1/0/1.jpg")
             #expect(jpg.status == 200 && jpg.header("Content-Type") == "image/jpeg")
             #expect(try fetch(port, "/images/photo/tiles/1/0/1.jpeg").status == 200)
@@ -48,10 +48,10 @@ import TilerHTTP
         }
     }
 
-    @Test func tilesOutsideThePyramidAre404AndMalformedNumbers400() throws {
+    @Test(arguments: RootKind.allCases) func tilesOutsideThePyramidAre404AndMalformedNumbers400(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         try root.addPyramid("small", width: 1000, height: 700)  // maxLevel 2; level 2 is 4×3 tiles
-        try withTileServer(root) { port throws in
+        try withTileServer(root, as: kind) { port throws in
             for path in ["/images/small/tiles/3/0/0.png", "/images/small/tiles/2/3/0.png", "/images/small/tiles/2/0/4.png",
                          "/images/small/tiles/0/1/0.png", "/images/small/tiles/99999999999999999999/0/0.png",
                          "/images/nope/tiles/0/0/0.png"] {
@@ -68,9 +68,9 @@ import TilerHTTP
         }
     }
 
-    @Test func unknownImagesAre404WithTheContractsMessage() throws {
+    @Test(arguments: RootKind.allCases) func unknownImagesAre404WithTheContractsMessage(_ kind: RootKind) throws {
         let root = try PyramidRoot()
-        try withTileServer(root) { port throws in
+        try withTileServer(root, as: kind) { port throws in
             let r = try fetch(port, "/images/x")
             #expect(r.status == 404)
             #expect(r.header("Content-Type") == "application/json")
@@ -79,20 +79,20 @@ import TilerHTTP
         }
     }
 
-    @Test func foldersWithoutAManifestAreNotPyramids() throws {
+    @Test(arguments: RootKind.allCases) func foldersWithoutAManifestAreNotPyramids(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         try root.addPyramid("partial", width: 300, height: 300, writeManifest: false)
-        try withTileServer(root) { port throws in
+        try withTileServer(root, as: kind) { port throws in
             #expect(try fetch(port, "/images/partial").status == 404)
             #expect(try fetch(port, "/images/partial/tiles/0/0/0.png").status == 404)
             #expect(try fetch(port, "/images").json["total"] as? Int == 0)
         }
     }
 
-    @Test func thumbnails() throws {
+    @Test(arguments: RootKind.allCases) func thumbnails(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         try root.addPyramid("a", width: 300, height: 200)
-        try withTileServer(root) { port throws in
+        try withTileServer(root, as: kind) { port throws in
             let r = try fetch(port, "/images/a/thumbnail.png")
             #expect(r.status == 200)
             #expect(r.header("Content-Type") == "image/png")
@@ -103,10 +103,10 @@ import TilerHTTP
         }
     }
 
-    @Test func manifestDocument() throws {
+    @Test(arguments: RootKind.allCases) func manifestDocument(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         let m = try root.addPyramid("big", width: 20000, height: 20000, tilesThrough: 0)
-        try withTileServer(root) { port throws in
+        try withTileServer(root, as: kind) { port throws in
             let r = try fetch(port, "/images/big")
             #expect(r.status == 200)
             #expect(r.header("Content-Type") == "application/json")
@@ -134,11 +134,11 @@ import TilerHTTP
         }
     }
 
-    @Test func listingIsSortedPagedAndValidated() throws {
+    @Test(arguments: RootKind.allCases) func listingIsSortedPagedAndValidated(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         for id in ["delta", "alpha", "Charlie", "bravo", "echo.2"] { try root.addPyramid(id, width: 100, height: 100) }
         try FileManager.default.createDirectory(atPath: root.path + "/not-a-pyramid", withIntermediateDirectories: true)
-        try withTileServer(root) { port throws in
+        try withTileServer(root, as: kind) { port throws in
             let all = try fetch(port, "/images").json
             #expect(all["total"] as? Int == 5)
             #expect(all["offset"] as? Int == 0 && all["limit"] as? Int == 50)
@@ -164,21 +164,23 @@ import TilerHTTP
         }
     }
 
-    @Test func healthz() throws {
+    @Test(arguments: RootKind.allCases) func healthz(_ kind: RootKind) throws {
         let root = try PyramidRoot()
-        try withTileServer(root) { port throws in
+        try withTileServer(root, as: kind) { port throws in
             let r = try fetch(port, "/healthz")
             #expect(r.status == 200)
             #expect(r.json["status"] as? String == "ok")
+            // A bucket root also says whether storage answers.
+            #expect(r.json["storage"] as? String == (kind == .bucket ? "ok" : nil))
             let head = try fetch(port, "/healthz", method: "HEAD")
-            #expect(head.status == 200 && head.header("Content-Length") == "15")
+            #expect(head.status == 200 && head.header("Content-Length") == String(r.body.count))
         }
     }
 
-    @Test func headOptionsAnd405OnRealRoutes() throws {
+    @Test(arguments: RootKind.allCases) func headOptionsAnd405OnRealRoutes(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         try root.addPyramid("a", width: 300, height: 200)
-        try withTileServer(root) { port throws in
+        try withTileServer(root, as: kind) { port throws in
             let get = try fetch(port, "/images/a/tiles/0/0/0.png")
             let head = try fetch(port, "/images/a/tiles/0/0/0.png", method: "HEAD")
             #expect(head.status == 200)
@@ -191,10 +193,10 @@ import TilerHTTP
         }
     }
 
-    @Test func conditionalTileRequests() throws {
+    @Test(arguments: RootKind.allCases) func conditionalTileRequests(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         try root.addPyramid("a", width: 300, height: 200)
-        try withTileServer(root) { port throws in
+        try withTileServer(root, as: kind) { port throws in
             let r = try fetch(port, "/images/a/tiles/1/0/1.png")
             let etag = try #require(r.header("ETag"))
             let lastModified = try #require(r.header("Last-Modified"))
@@ -205,7 +207,7 @@ import TilerHTTP
         }
     }
 
-    @Test func traversalAttemptsNeverReachFilesOutsideRoot() throws {
+    @Test(arguments: RootKind.allCases) func traversalAttemptsNeverReachFilesOutsideRoot(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         try root.addPyramid("a", width: 300, height: 200)
         // A file beside ROOT that a traversal would reach.
@@ -213,7 +215,7 @@ import TilerHTTP
         try Data("secret".utf8).write(to: URL(fileURLWithPath: outside))
         defer { try? FileManager.default.removeItem(atPath: outside) }
         let secretName = (outside as NSString).lastPathComponent
-        try withTileServer(root) { port throws in
+        try withTileServer(root, as: kind) { port throws in
             let attempts = [
                 "/images/../etc/passwd", "/images/%2e%2e/etc/passwd", "/images/%2E%2E/%2E%2E/etc/passwd",
                 "/images/a%2fb/tiles/0/0/0.png", "/images/a%2F..%2F..%2Fetc/thumbnail.png",
@@ -237,12 +239,16 @@ import TilerHTTP
         }
     }
 
-    @Test func pyramidsCutWhileRunningAreServedAndDeletedOnesAre404() throws {
+    @Test(arguments: RootKind.allCases) func pyramidsCutWhileRunningAreServedAndDeletedOnesAre404(_ kind: RootKind) throws {
         let root = try PyramidRoot()
-        try withTileServer(root) { port throws in
+        try withTileServer(root, as: kind) { port throws in
             #expect(try fetch(port, "/images/late").status == 404)
             #expect(try fetch(port, "/images").json["total"] as? Int == 0)
             let m = try root.addPyramid("late", width: 600, height: 400)
+            try root.publish()
+            // In a folder (of folders or archives) an unknown name is looked up at once; a
+            // bucket is listed every rescan interval.
+            if kind == .bucket { #expect(try eventually { try fetch(port, "/images/late").status == 200 }) }
             let r = try fetch(port, "/images/late")
             #expect(r.status == 200 && r.json["width"] as? Int == 600)
             #expect(try fetch(port, "/images/late/tiles/2/1/2.png").body
@@ -252,12 +258,14 @@ import TilerHTTP
             // Re-cut with another size: noticed after the manifest check interval (the
             // manifest is a new file: another inode, whatever its mtime).
             try root.addPyramid("late", width: 2000, height: 400)
+            try root.publish()
             #expect(try eventually { try fetch(port, "/images/late").json["width"] as? Int == 2000 })
             #expect(try fetch(port, "/images/late/tiles/3/1/7.png").status == 200)
             _ = m
 
             // Deleted: 404, never a crash.
             try FileManager.default.removeItem(atPath: root.path + "/late")
+            try root.publish()
             #expect(try eventually { try fetch(port, "/images/late").status == 404 })
             #expect(try fetch(port, "/images/late/tiles/0/0/0.png").status == 404)
             #expect(try fetch(port, "/images").json["total"] as? Int == 0)

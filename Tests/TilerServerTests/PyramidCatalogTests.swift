@@ -47,13 +47,15 @@ import Glibc
     }
 
     /// The background scan runs by itself every `rescanInterval` seconds.
-    @Test(.timeLimit(.minutes(1))) func theBackgroundScanNoticesNewAndDeletedPyramids() throws {
+    @Test(.timeLimit(.minutes(1)), arguments: RootKind.allCases) func theBackgroundScanNoticesNewAndDeletedPyramids(_ kind: RootKind) throws {
         let root = try PyramidRoot()
-        try withTileServer(root, { $0.rescanInterval = 0.05 }) { port in
+        try withTileServer(root, as: kind, { $0.rescanInterval = 0.05 }) { port in
             #expect(try ids(port).isEmpty)
             try root.addPyramid("late", width: 300, height: 200)
+            try root.publish()
             #expect(try eventually { try ids(port) == ["late"] })
             try FileManager.default.removeItem(atPath: root.path + "/late")
+            try root.publish()
             #expect(try eventually { try ids(port).isEmpty })
         }
     }

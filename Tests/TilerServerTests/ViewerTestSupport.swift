@@ -51,17 +51,34 @@ enum ViewerPyramids {
         return root.path
     }
 
-    /// A server over the root on a free loopback port, started once per process.
-    static let server: Result<TileServer, Error> = Result {
+    /// A server over the root on a free loopback port, started once per process; and
+    /// one over the same pyramids as archives, and as archives in the S3 test server.
+    static let server: Result<TileServer, Error> = Result { try start(.folders) }
+    private static let archiveServer: Result<TileServer, Error> = Result { try start(.archives) }
+    private static let bucketServer: Result<TileServer, Error> = Result { try start(.bucket) }
+    /// The archive copies, kept as long as the process.
+    nonisolated(unsafe) private static var copies: [ServedRoot] = []
+    private static let copiesLock = NSLock()
+
+    private static func start(_ kind: RootKind) throws -> TileServer {
         var configuration = ServerConfiguration(root: try root.get())
         configuration.http.port = 0
         configuration.http.threads = 2
+        let served = try ServedRoot(kind, folders: try root.get())
+        copiesLock.withLock { copies.append(served) }
+        served.configure(&configuration)
         let server = TileServer(configuration: configuration)
         try server.start()
         return server
     }
 
-    static func port() throws -> Int { try server.get().port }
+    static func port(_ kind: RootKind = .folders) throws -> Int {
+        switch kind {
+        case .folders: try server.get().port
+        case .archives: try archiveServer.get().port
+        case .bucket: try bucketServer.get().port
+        }
+    }
 }
 
 /// Runs a tool and fails with its output unless it exits 0.

@@ -87,12 +87,12 @@ struct SeededRandom: RandomNumberGenerator {
         ("odd", 12345, 678, 100), ("dot", 1, 1, 256), ("pano", 70000, 30000, 512), ("fine", 257, 300, 16),
     ]
 
-    @Test func answersMatchABruteForceOverRandomViewports() throws {
+    @Test(arguments: RootKind.allCases) func answersMatchABruteForceOverRandomViewports(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         for p in Self.pyramids { try root.addPyramid(p.id, width: p.width, height: p.height, tileSize: p.tileSize, tilesThrough: -1) }
         let seed = UInt64.random(in: 0...UInt64.max)
         var rng = SeededRandom(state: seed)
-        try withTileServer(root) { port throws in
+        try withTileServer(root, as: kind) { port throws in
             let c = try RawHTTPClient(port: port)
             var compared = 0, tooMany = 0, empty = 0, wrapped = 0
             for i in 0..<700 {
@@ -158,10 +158,10 @@ struct SeededRandom: RandomNumberGenerator {
         }
     }
 
-    @Test func theContractsExample() throws {
+    @Test(arguments: RootKind.allCases) func theContractsExample(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         try root.addPyramid("big", width: 20000, height: 20000, tilesThrough: -1)
-        try withTileServer(root) { port throws in
+        try withTileServer(root, as: kind) { port throws in
             // Level 5 (scale 0.25) of a 20000² image: tile 3/4 covers x 4096, y 3072, 1024².
             let r = try fetch(port, "/images/big/visible?x=4100&y=3100&width=1000&height=1000&scale=0.25")
             #expect(r.status == 200)
@@ -169,10 +169,10 @@ struct SeededRandom: RandomNumberGenerator {
         }
     }
 
-    @Test func badQueriesAre400WithAMessage() throws {
+    @Test(arguments: RootKind.allCases) func badQueriesAre400WithAMessage(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         try root.addPyramid("big", width: 20000, height: 20000, tilesThrough: -1)
-        try withTileServer(root, { $0.maximumVisibleTiles = 100 }) { port throws in
+        try withTileServer(root, as: kind, { $0.maximumVisibleTiles = 100 }) { port throws in
             let base = "x=0&y=0&width=100&height=100&scale=1"
             for query in ["", "x=0&y=0&width=100&height=100", "x=nan&y=0&width=1&height=1&scale=1",
                           "x=inf&y=0&width=1&height=1&scale=1", "x=0&y=0&width=0&height=1&scale=1",
