@@ -25,8 +25,8 @@ import TilerImaging
         #expect(errors != nil && errors!.isEmpty, "script errors: \(String(describing: errors))", sourceLocation: sourceLocation)
     }
 
-    @Test(.timeLimit(.minutes(3))) func albumAndDeepZoom() throws {
-        let port = try ViewerPyramids.port()
+    @Test(.timeLimit(.minutes(3)), arguments: RootKind.allCases) func albumAndDeepZoom(_ kind: RootKind) throws {
+        let port = try ViewerPyramids.port(kind)
         guard let driver = try startBrowser() else { return }
         defer { driver.quit() }
         let base = "http://127.0.0.1:\(port)/"
@@ -98,7 +98,7 @@ import TilerImaging
         try driver.waitForTilesFadedIn()
         let stage = try #require(driver.execute("const r = document.getElementById('stage').getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]") as? [Double])
         let png = try driver.screenshot()
-        try Data(png).write(to: testArtifacts.appendingPathComponent("viewer-deep-zoom.png"))
+        try Data(png).write(to: testArtifacts.appendingPathComponent("viewer-deep-zoom-\(kind).png"))
         let shot = try DecodedImage(encoded: png)
         let source = try DecodedImage(encoded: Array(try Data(contentsOf: URL(fileURLWithPath: ValidatorImage.path))))
         let cx = Int(stage[0].rounded(.down)), cy = Int(stage[1].rounded(.down))
