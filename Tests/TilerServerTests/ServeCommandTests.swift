@@ -1,5 +1,7 @@
 import Foundation
+import S3TestSupport
 import Testing
+import TilerCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -127,6 +129,11 @@ import Glibc
         ([], ["TILER_HEADER_TIMEOUT": "inf"], "TILER_HEADER_TIMEOUT"),
         ([], ["TILER_CACHE_MB": "35184372088832"], "TILER_CACHE_MB"),
         ([], ["TILER_SHUTDOWN_GRACE": "1e9"], "TILER_SHUTDOWN_GRACE"),
+        (["--storage-timeout", "0"], [:], "--storage-timeout"),
+        (["--storage-threads", "0"], [:], "--storage-threads"),
+        (["--max-queued-storage-reads", "0"], [:], "--max-queued-storage-reads"),
+        (["--directory-cache-entries", "-1"], [:], "--directory-cache-entries"),
+        ([], ["TILER_STORAGE_TIMEOUT": "nan"], "TILER_STORAGE_TIMEOUT"),
     ] as [([String], [String: String], String)])
     func outOfRangeSettingsAreUsageErrors(arguments: [String], environment: [String: String], named: String) throws {
         let root = try PyramidRoot()
@@ -164,5 +171,62 @@ import Glibc
         let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(process.terminationStatus != 0)
         #expect(message.contains("/nonexistent/tiler-root"))
+    }
+
+    /// `tiler serve s3://BUCKET/PREFIX`, and the same ROOT from `TILER_ROOT`: the archives
+    /// in the bucket are served with the credentials and endpoint from the AWS variables.
+    @Test func servesABucketGivenAsArgumentOrTilerRoot() throws {
+        let storage = try S3TestServer.shared.get()
+        let root = try PyramidRoot()
+        try root.addPyramid("a", width: 600, height: 400)
+        let served = try root.serve(as: .bucket)
+        for arguments in [[served.root, "--port", "0"], ["--port", "0"]] {
+            var environment = storage.environment
+            if arguments.count == 2 { environment["TILER_ROOT"] = served.root }
+            let (process, port, line) = try launch(arguments, environment: environment)
+            defer {
+                process.terminate()
+                process.waitUntilExit()
+            }
+            #expect(line.contains(served.root), "\(line)")
+            let tile = try fetch(port, "/images/a/tiles/2/1/2.png")
+            #expect(tile.status == 200 && tile.body == PyramidRoot.tileBytes("a", TileCoordinate(level: 2, row: 1, column: 2)))
+            #expect(try fetch(port, "/healthz").json["storage"] as? String == "ok")
+        }
+    }
+
+    /// A bucket that does not exist or refuses the credentials ends `tiler serve` with one
+    /// line (exit 1); missing credentials, a malformed address or `--s3-endpoint` with a
+    /// folder are usage errors (exit 64).
+    @Test func bucketErrorsAreOneLine() throws {
+        let storage = try S3TestServer.shared.get()
+        func run(_ arguments: [String], _ environment: [String: String]) throws -> (Int32, String) {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: try Self.binary)
+            process.arguments = ["serve"] + arguments + ["--port", "0"]
+            var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TILER_") && !$0.key.hasPrefix("AWS_") }
+            env.merge(environment) { $1 }
+            process.environment = env
+            let err = Pipe()
+            process.standardError = err
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return (process.terminationStatus, text)
+        }
+        let (missing, missingText) = try run(["s3://no-such-bucket/x"], storage.environment)
+        #expect(missing == 1 && missingText.contains("no-such-bucket") && missingText.contains("NoSuchBucket"), "\(missingText)")
+        var wrong = storage.environment
+        wrong["AWS_SECRET_ACCESS_KEY"] = "wrong"
+        let (refused, refusedText) = try run(["s3://tiles/x"], wrong)
+        #expect(refused == 1 && refusedText.contains("SignatureDoesNotMatch"), "\(refusedText)")
+        #expect(refusedText.split(separator: "\n").count == 1, "\(refusedText)")
+        let (noCredentials, noCredentialsText) = try run(["s3://tiles/x"], [:])
+        #expect(noCredentials == 64 && noCredentialsText.contains("AWS_ACCESS_KEY_ID"), "\(noCredentialsText)")
+        let (malformed, malformedText) = try run(["s3://A_B/x"], storage.environment)
+        #expect(malformed == 64 && malformedText.contains("bucket name"), "\(malformedText)")
+        let (endpoint, endpointText) = try run([NSTemporaryDirectory(), "--s3-endpoint", storage.endpoint], [:])
+        #expect(endpoint == 64 && endpointText.contains("--s3-endpoint"), "\(endpointText)")
     }
 }
