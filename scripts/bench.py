@@ -14,6 +14,11 @@ Run it through scripts/bench, which installs the peers first. Sections:
            of tiler serve under wrk after its measured runs; skipped without perf.
   archive  tiler cut --archive (one PMTiles file) vs the folder cut of the same image, PNG
            and JPEG Q85 tiles, alternating; then tiler pack and unpack of the results.
+  serve-archives
+           the serve section's archive legs: random tiles of a JPEG Q85 pyramid from its
+           folder and from its archive without the response cache, and from the folder and
+           from the archive in the local S3 server (moto) with a warm cache, alternating;
+           cold-cache latency of a fresh server reading from S3.
 
 Tools are alternated within each round (tiler first in even rounds, last in odd ones)
 so that a drift in the machine's load hits both. Every tiler leg that fails is reported
@@ -817,6 +822,160 @@ def section_serve(t, res, args):
     res["serve"] = out
 
 
+# ---- serving archives, local and from object storage
+
+def start_s3_server():
+    """scripts/s3-test-server (moto, signature checking on) on a free port, bucket 'tiles'."""
+    p = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "s3-test-server"), "--bucket", "tiles"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = p.stdout.readline()
+    if not line:
+        raise TilerError("scripts/s3-test-server did not start (scripts/install-deps test installs moto[server])")
+    return p, json.loads(line)
+
+
+def cold_run(port, paths, conns=32):
+    """Requests each path once, `conns` at a time on keep-alive connections, and times
+    every answer: what clients of a freshly started server see."""
+    import threading
+    lat, errors, lock = [], [0], threading.Lock()
+    it = iter(paths)
+
+    def client():
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        while True:
+            with lock:
+                path = next(it, None)
+            if path is None:
+                break
+            t0 = time.perf_counter()
+            try:
+                c.request("GET", path)
+                r = c.getresponse()
+                r.read()
+                ok = r.status == 200
+            except OSError:
+                ok = False
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            dt = time.perf_counter() - t0
+            with lock:
+                lat.append(dt)
+                if not ok:
+                    errors[0] += 1
+        c.close()
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=client) for _ in range(conns)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall = time.perf_counter() - t0
+    lat.sort()
+    def pct(q):
+        return round(lat[min(len(lat) - 1, int(q * len(lat)))] * 1000, 2)
+    return {"requests": len(lat), "rps": round(len(lat) / wall), "p50_ms": pct(0.5), "p99_ms": pct(0.99),
+            "max_ms": round(lat[-1] * 1000, 2), "errors": errors[0]}
+
+
+def section_serve_archives(t, res, args):
+    """The serve section's archive legs: random tiles of one cut pyramid (JPEG Q85) served
+    from its folder, from its archive on the local disk, and from the archive in the local
+    S3 server (moto), alternating within each round; and the cold-cache latency of a
+    freshly started server reading from S3."""
+    if t.tiler_error:
+        raise TilerError(t.tiler_error)
+    side = args.serve_side
+    fmt, ext = "jpeg", ".jpg"
+    levels = levels_for(side, side)
+    image_id = f"{IMAGE_ID}-{fmt}"
+    work = os.path.join(t.out, "serve-archives")
+    clear(work)
+    folders, archives = os.path.join(work, "folders"), os.path.join(work, "archives")
+    os.makedirs(folders)
+    os.makedirs(archives)
+    src = t.image(side, side)
+    log(f"serve-archives: cutting the {side}x{side} {fmt} pyramid, packing it, uploading it")
+    r = t.measure_cut("tiler", fmt, src, side, side, keep=os.path.join(folders, image_id), name=image_id)
+    if "error" in r:
+        raise TilerError(r["error"])
+    run([t.tiler, "pack", os.path.join(folders, image_id), "--force"])
+    archive = os.path.join(archives, image_id + ".pmtiles")
+    os.rename(os.path.join(folders, image_id + ".pmtiles"), archive)
+    out = {"image": f"{side}x{side}", "format": "JPEG Q85", "tiles": tile_count(side, side),
+           "archive_bytes": os.path.getsize(archive), "wrk": "2 threads, 32 connections",
+           "seconds": args.serve_seconds, "rounds": args.serve_rounds, "legs": {}, "load_start": os.getloadavg()}
+    script = os.path.join(work, "tiles.lua")
+    lua_tiles(script, levels, f"/images/{image_id}/tiles/%d/%d/%d{ext}", "l[1], row, col")
+    every = [f"/images/{image_id}/tiles/{l['level']}/{row}/{col}{ext}"
+             for l in levels for row in range(l["rows"]) for col in range(l["columns"])]
+    random.Random(7).shuffle(every)
+    procs = {}
+    s3proc = None
+    try:
+        s3proc, s3 = start_s3_server()
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=s3["access_key_id"], AWS_SECRET_ACCESS_KEY=s3["secret_access_key"],
+                   AWS_REGION=s3["region"], AWS_ENDPOINT_URL=s3["endpoint"])
+        run([sys.executable, "-c", "import boto3,sys; boto3.client('s3').upload_file(sys.argv[1], 'tiles', sys.argv[2])",
+             archive, f"bench/{image_id}.pmtiles"], env=env)
+        bucket = "s3://tiles/bench"
+        # Legs: (name, ROOT, extra flags). Without the response cache every request reads
+        # the tile (folder: open + read per file; archive: pread in one open file; both
+        # from the page cache); with it (the default 256 MiB holds this whole pyramid) a
+        # warm server answers from memory, which is what a bucket-backed server is for.
+        servers = {"folder/no-cache": (folders, ["--cache-mb", "0"]), "archive/no-cache": (archives, ["--cache-mb", "0"]),
+                   "folder/warm": (folders, []), "bucket/warm": (bucket, [])}
+        ports = {}
+        for name, (root, flags) in servers.items():
+            ports[name] = free_port()
+            procs[name] = subprocess.Popen([t.tiler, "serve", root, "--port", str(ports[name])] + flags, env=env,
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wait_http(ports[name], f"/images/{image_id}", proc=procs[name], timeout=120)
+        # Correct bytes from every server before anything is timed.
+        for path in every[:40]:
+            z, row, col = path.split("/")[-3:]
+            with open(os.path.join(folders, image_id, z, row, col), "rb") as f:
+                want = f.read()
+            for name, port in ports.items():
+                st, ctype, body = http_get(port, path)
+                if st != 200 or body != want:
+                    raise TilerError(f"{name} answered {path} with {st}, {len(body)} bytes, not the file's {len(want)}")
+        # Cold: a fresh server reads every tile once from S3 (32 at a time, shuffled); this
+        # is also the warm-up of the bucket server. The folder server is warmed the same way.
+        out["cold_bucket"] = cold_run(ports["bucket/warm"], every)
+        out["cold_folder"] = cold_run(ports["folder/warm"], every)
+        log(f"  cold, every tile once: bucket p50 {out['cold_bucket']['p50_ms']} ms p99 {out['cold_bucket']['p99_ms']} ms "
+            f"({out['cold_bucket']['rps']} req/s, {out['cold_bucket']['errors']} errors); folder p99 "
+            f"{out['cold_folder']['p99_ms']} ms ({out['cold_folder']['rps']} req/s)")
+        for name in servers:
+            wrk(ports[name], script, 2)
+        runs = {name: [] for name in servers}
+        legs = list(servers)
+        for r in range(args.serve_rounds):
+            for name in (legs if r % 2 == 0 else list(reversed(legs))):
+                w = wrk(ports[name], script, args.serve_seconds)
+                runs[name].append(w)
+                log(f"  round {r + 1} {name:16}: {w['rps']:>7} req/s, p50 {w['p50_ms']:.2f} ms, p99 {w['p99_ms']:.2f} ms, "
+                    f"{w['errors']} errors")
+        for name, rs in runs.items():
+            out["legs"][name] = {"rps": statistics.median(x["rps"] for x in rs),
+                                 "p50_ms": statistics.median(x["p50_ms"] for x in rs),
+                                 "p99_ms": statistics.median(x["p99_ms"] for x in rs),
+                                 "errors": sum(x["errors"] for x in rs), "runs": rs}
+        out["load_end"] = os.getloadavg()
+    finally:
+        for p in procs.values():
+            stop(p)
+        if s3proc:
+            s3proc.stdin.close()
+            try:
+                s3proc.wait(10)
+            except subprocess.TimeoutExpired:
+                s3proc.kill()
+    clear(work)
+    res["serve-archives"] = out
+
+
 # ---- profiles
 
 def perf_top(data, sort, n=15):
@@ -933,6 +1092,18 @@ def targets(res):
             tg.append(("visible >= 50k req/s", f"{v['rps']:.0f} req/s", round(v["rps"] / 50000, 3), v["rps"] >= 50000))
         else:
             tg.append(("visible >= 50k req/s", "error: " + s.get("visible_error", err), None, False))
+    if "serve-archives" in res:
+        sa = res["serve-archives"]
+        lg = sa.get("legs", {})
+        err = sa.get("error", "not measured")
+        pairs = [("serve archive req/s >= 0.9x folder (no response cache)", "archive/no-cache", "folder/no-cache", 0.9),
+                 ("serve S3 archive, warm cache, req/s >= 0.8x folder (warm)", "bucket/warm", "folder/warm", 0.8)]
+        for label, a, b, limit in pairs:
+            if a in lg and b in lg:
+                r = lg[a]["rps"] / lg[b]["rps"]
+                tg.append((label, f"{lg[a]['rps']:.0f} vs {lg[b]['rps']:.0f}", round(r, 3), r >= limit))
+            else:
+                tg.append((label, "error: " + err, None, False))
     return tg
 
 
@@ -1016,6 +1187,23 @@ def report_md(res):
             L.append(fmt_cut_row(f"tiler cut --archive, {label}", x, f))
         L += ["", f"tiler pack (PNG folder → archive): {a['pack']['wall']:.2f} s wall, {a['pack']['rss_mb']:.0f} MB RSS; "
               f"tiler unpack (archive → folder): {a['unpack']['wall']:.2f} s wall, {a['unpack']['rss_mb']:.0f} MB RSS.", ""]
+    if "serve-archives" in res and "legs" in res["serve-archives"]:
+        sa = res["serve-archives"]
+        L += [f"## Serving archives, {sa['image']} {sa['format']} pyramid ({sa['tiles']} tiles; archive "
+              f"{sa['archive_bytes'] / 1e6:.0f} MB), wrk {sa['wrk']}, {sa['seconds']} s × {sa['rounds']} rounds, "
+              f"uniformly random tiles, median of rounds; load {sa['load_start'][0]:.1f} before, "
+              f"{sa.get('load_end', [0])[0]:.1f} after", "",
+              "| ROOT | response cache | req/s | p50 ms | p99 ms | errors |", "|---|---|---|---|---|---|"]
+        labels = {"folder/no-cache": ("folder", "off (--cache-mb 0)"), "archive/no-cache": ("local archive", "off (--cache-mb 0)"),
+                  "folder/warm": ("folder", "256 MiB, warm"), "bucket/warm": ("s3:// (moto on loopback)", "256 MiB, warm")}
+        for key, (root, cache) in labels.items():
+            g = sa["legs"].get(key)
+            if g:
+                L.append(f"| {root} | {cache} | {g['rps']:.0f} | {g['p50_ms']:.2f} | {g['p99_ms']:.2f} | {g['errors']} |")
+        cb, cf = sa["cold_bucket"], sa["cold_folder"]
+        L += ["", f"Cold cache, every tile once (shuffled, 32 at a time) from a freshly started server: from S3 "
+              f"p50 {cb['p50_ms']} ms, p99 {cb['p99_ms']} ms, max {cb['max_ms']} ms, {cb['rps']} req/s, {cb['errors']} errors; "
+              f"from the folder p99 {cf['p99_ms']} ms, {cf['rps']} req/s.", ""]
     if "profile" in res and "error" in res["profile"]:
         L += [f"Profile: {res['profile']['error']}", ""]
     elif "profile" in res:
@@ -1044,8 +1232,8 @@ def report_md(res):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small images, one round, 3 s wrk runs: a smoke run")
-    ap.add_argument("--only", default="cut,archive,scaling,serve,profile",
-                    help="sections, comma separated (default all): cut,archive,scaling,serve,profile")
+    ap.add_argument("--only", default="cut,archive,scaling,serve,serve-archives,profile",
+                    help="sections, comma separated (default all): cut,archive,scaling,serve,serve-archives,profile")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench-out"), help="working folder (default bench-out/)")
     ap.add_argument("--plot", help="where the scaling plot goes (default docs/scaling.png; OUT/scaling.png with --quick)")
     ap.add_argument("--tiler", help="use this tiler binary instead of building one")
@@ -1071,7 +1259,7 @@ def main():
     # With profile, tiler serve is also perf-recorded under wrk, after its measured runs.
     args.profile_serve = "profile" in sections and perf_works()
     for s in sections:
-        if s not in ("cut", "archive", "scaling", "serve", "profile"):
+        if s not in ("cut", "archive", "scaling", "serve", "serve-archives", "profile"):
             ap.error(f"unknown section '{s}'")
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
@@ -1090,11 +1278,11 @@ def main():
     t = Tools(args, out)
     t.build_tiler()
     fns = {"cut": section_cut, "archive": section_archive, "scaling": section_scaling, "serve": section_serve,
-           "profile": section_profile}
+           "serve-archives": section_serve_archives, "profile": section_profile}
     # Scaling goes last: it is the longest and its 40k point is optional, so everything
     # else is on disk (results are saved after each section and scaling point) if a run
     # has to be stopped during it.
-    order = [s for s in ("cut", "archive", "serve", "profile", "scaling") if s in sections]
+    order = [s for s in ("cut", "archive", "serve", "serve-archives", "profile", "scaling") if s in sections]
     res["sections"] = order
 
     def save():

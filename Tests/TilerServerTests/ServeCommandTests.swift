@@ -132,7 +132,7 @@ import Glibc
         (["--storage-timeout", "0"], [:], "--storage-timeout"),
         (["--storage-threads", "0"], [:], "--storage-threads"),
         (["--max-queued-storage-reads", "0"], [:], "--max-queued-storage-reads"),
-        (["--directory-cache-entries", "-1"], [:], "--directory-cache-entries"),
+        (["--directory-cache-entries=-1"], [:], "--directory-cache-entries"),
         ([], ["TILER_STORAGE_TIMEOUT": "nan"], "TILER_STORAGE_TIMEOUT"),
     ] as [([String], [String: String], String)])
     func outOfRangeSettingsAreUsageErrors(arguments: [String], environment: [String: String], named: String) throws {
