@@ -8,7 +8,8 @@ import TilerHTTP
 ///
 /// While storage is down, requests that need it are refused at once with 503 and
 /// `Retry-After` (so they hold no thread and no client waits out a timeout), except one
-/// at a time, which tries the store: when it answers, every request goes through again.
+/// at a time, at most one a second, which tries the store: when it answers, every request
+/// goes through again.
 /// The catalog's listing (every rescan interval) tries it too. Cached tiles, manifests
 /// and `/images` never need storage, so they keep serving. `/healthz` stays 200 and
 /// reports the state. Storage going down and coming back is logged once each.
@@ -21,6 +22,10 @@ final class StorageHealth: @unchecked Sendable {
     private var downSince: Date?
     private var lastError = ""
     private var trying: Date?
+    /// No request tries the store again before this (a second after the last try failed).
+    private var nextTry: Date?
+    /// Seconds between tries while storage is down.
+    static let tryInterval = 1.0
 
     init(retryAfter: Double, log: Logger) {
         self.retryAfter = retryAfter
@@ -33,7 +38,8 @@ final class StorageHealth: @unchecked Sendable {
         lock.withLock {
             guard let since = downSince else { return nil }
             let now = Date()
-            if let trying, now.timeIntervalSince(trying) < retryAfter {
+            let busy = trying.map { now.timeIntervalSince($0) < retryAfter } ?? false
+            if busy || nextTry.map({ now < $0 }) ?? false {
                 let seconds = Int(now.timeIntervalSince(since).rounded())
                 return HTTPError(503, "object storage has been unavailable for \(seconds) s; retry later")
             }
@@ -48,6 +54,7 @@ final class StorageHealth: @unchecked Sendable {
             defer {
                 downSince = nil
                 trying = nil
+                nextTry = nil
             }
             return downSince.map { Date().timeIntervalSince($0) }
         }
@@ -60,6 +67,7 @@ final class StorageHealth: @unchecked Sendable {
             defer {
                 lastError = why
                 trying = nil
+                nextTry = Date().addingTimeInterval(Self.tryInterval)
             }
             guard downSince == nil else { return false }
             downSince = Date()

@@ -211,7 +211,7 @@ public final class TileStore: @unchecked Sendable {
                 do throws(HTTPError) { return try work() } catch { return .error(error) }
             }
         }
-        try admitToStorage()
+        if let refusal = health.admit() { return Self.retryLater(refusal) }
         let deadline = StorageDeadline(seconds: configuration.storageTimeout)
         return .blocking(.storage) { [self] in
             guard !deadline.hasPassed else {
@@ -223,11 +223,6 @@ public final class TileStore: @unchecked Sendable {
                 return error.status == 503 || error.status == 504 ? Self.retryLater(error) : .error(error)
             }
         }
-    }
-
-    /// 503 at once while storage is known to be down and another request is trying it.
-    private func admitToStorage() throws(HTTPError) {
-        if let refusal = health.admit() { throw refusal }
     }
 
     private static func retryLater(_ error: HTTPError) -> HTTPResponse {
