@@ -838,7 +838,7 @@ def cold_run(port, paths, conns=32):
     """Requests each path once, `conns` at a time on keep-alive connections, and times
     every answer: what clients of a freshly started server see."""
     import threading
-    lat, errors, lock = [], [0], threading.Lock()
+    lat, errors, failed, lock = [], [0], [], threading.Lock()
     it = iter(paths)
 
     def client():
@@ -862,6 +862,7 @@ def cold_run(port, paths, conns=32):
                 lat.append(dt)
                 if not ok:
                     errors[0] += 1
+                    failed.append(path)
         c.close()
 
     t0 = time.perf_counter()
@@ -875,7 +876,7 @@ def cold_run(port, paths, conns=32):
     def pct(q):
         return round(lat[min(len(lat) - 1, int(q * len(lat)))] * 1000, 2)
     return {"requests": len(lat), "rps": round(len(lat) / wall), "p50_ms": pct(0.5), "p99_ms": pct(0.99),
-            "max_ms": round(lat[-1] * 1000, 2), "errors": errors[0]}
+            "max_ms": round(lat[-1] * 1000, 2), "errors": errors[0], "failed": failed}
 
 
 def section_serve_archives(t, res, args):
@@ -944,6 +945,17 @@ def section_serve_archives(t, res, args):
         # is also the warm-up of the bucket server. The folder server is warmed the same way.
         out["cold_bucket"] = cold_run(ports["bucket/warm"], every)
         out["cold_folder"] = cold_run(ports["folder/warm"], every)
+        # Answers that failed (503/504 while the store was overwhelmed) are not cached:
+        # ask for them again, a few at a time, until every tile is warm.
+        for name in ("bucket/warm", "folder/warm"):
+            left = (out["cold_bucket"] if name == "bucket/warm" else out["cold_folder"]).pop("failed")
+            for attempt in range(20):
+                if not left:
+                    break
+                time.sleep(1)
+                left = cold_run(ports[name], left, conns=4)["failed"]
+            if left:
+                raise TilerError(f"{name}: {len(left)} tiles still fail after 20 warm-up passes")
         log(f"  cold, every tile once: bucket p50 {out['cold_bucket']['p50_ms']} ms p99 {out['cold_bucket']['p99_ms']} ms "
             f"({out['cold_bucket']['rps']} req/s, {out['cold_bucket']['errors']} errors); folder p99 "
             f"{out['cold_folder']['p99_ms']} ms ({out['cold_folder']['rps']} req/s)")

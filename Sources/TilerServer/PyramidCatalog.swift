@@ -202,22 +202,25 @@ final class PyramidCatalog: @unchecked Sendable {
     /// be opened now.
     func reopen(_ stale: Pyramid) -> Pyramid? {
         guard let bucket, case let .object(key, _, _) = stale.signature else { return nil }
-        return writer.withLock {
-            if let now = entry(stale.id.rawValue)?.pyramid, now.generation != stale.generation { return now }
-            let listed: S3Object?
-            do throws(S3Error) {
-                listed = try bucket.client.list(bucket: bucket.location.bucket, prefix: key, maxKeys: 1).objects.first { $0.key == key }
-            } catch {
-                if error.isUnavailable { health.failed(error.description) }
-                return nil
-            }
-            let found = listed.flatMap { entry(for: stale.id, candidate: .object($0), in: nil, previous: entry(stale.id.rawValue)) }
-            publish { snapshot in
-                snapshot.entries[stale.id.rawValue] = found
-                snapshot.sorted = snapshot.entries.values.compactMap(\.pyramid).sorted { $0.id < $1.id }
-            }
-            return found?.pyramid
+        // A scan may hold the catalog for a while (opening many new archives): wait for it
+        // no longer than the request may wait for storage.
+        let seconds = StorageDeadline.current?.secondsLeft ?? storageTimeout
+        guard writer.lock(before: Date().addingTimeInterval(max(0, seconds))) else { return nil }
+        defer { writer.unlock() }
+        if let now = entry(stale.id.rawValue)?.pyramid, now.generation != stale.generation { return now }
+        let listed: S3Object?
+        do throws(S3Error) {
+            listed = try bucket.client.list(bucket: bucket.location.bucket, prefix: key, maxKeys: 1).objects.first { $0.key == key }
+        } catch {
+            if error.isUnavailable { health.failed(error.description) }
+            return nil
         }
+        let found = listed.flatMap { entry(for: stale.id, candidate: .object($0), in: nil, previous: entry(stale.id.rawValue)) }
+        publish { snapshot in
+            snapshot.entries[stale.id.rawValue] = found
+            snapshot.sorted = snapshot.entries.values.compactMap(\.pyramid).sorted { $0.id < $1.id }
+        }
+        return found?.pyramid
     }
 
     /// Scans ROOT (may block): every pyramid is loaded again if it changed, kept if not,
