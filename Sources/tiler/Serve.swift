@@ -159,7 +159,7 @@ extension Tiler {
             let shownHost = config.http.host.contains(":") ? "[\(config.http.host)]" : config.http.host
             // Unbuffered, so a parent reading our stdout sees the URL at once.
             FileHandle.standardOutput.write(Data("tiler: serving \(config.root) at http://\(shownHost):\(server.port)/\n".utf8))
-            if let hint = EmptyRootHint.hint(root: config.root) {
+            if config.s3 == nil, let hint = EmptyRootHint.hint(root: config.root) {
                 FileHandle.standardError.write(Data("tiler: serve: \(hint)\n".utf8))
             }
             let signal = signals.wait()
