@@ -1,5 +1,6 @@
-import CNetShims
+import Dispatch
 import Foundation
+import Synchronization
 
 /// Threads that run work which may block: reading a file that is not in the page cache,
 /// drawing an image. Event loops hand such work here (see `HTTPResponse.blocking`) and
@@ -9,7 +10,7 @@ import Foundation
 /// queue with a length limit. A tile read never waits behind a drawing, and a flood of
 /// drawings cannot take more threads than `--render-threads`. A queued job can be
 /// cancelled (its client left) and is then dropped without running.
-final class BlockingPool: @unchecked Sendable {
+final class BlockingPool: Sendable {
     /// The threads and the queue length of one lane.
     struct Limits: Sendable, Hashable {
         /// Most threads running this kind of work at once.
@@ -19,31 +20,15 @@ final class BlockingPool: @unchecked Sendable {
     }
 
     /// One submitted piece of work, held by the connection that waits for it.
-    final class Job: @unchecked Sendable {
-        fileprivate enum State { case queued, running, finished, dropped }
-        /// Guarded by the lane's condition.
-        fileprivate var state = State.queued
-        fileprivate var work: (@Sendable () -> Void)?
+    struct Job: Sendable {
         fileprivate let lane: Lane
-
-        fileprivate init(lane: Lane, work: @escaping @Sendable () -> Void) {
-            self.lane = lane
-            self.work = work
-        }
+        /// Jobs are numbered in submission order, so the queue stays sorted by number.
+        fileprivate let number: Int
 
         /// Drops the job if no thread has started it: it will never run. Returns whether
         /// it was dropped (false: it is running or done, and its result will come).
         @discardableResult
-        func cancel() -> Bool {
-            lane.condition.lock()
-            defer { lane.condition.unlock() }
-            guard state == .queued else { return false }
-            state = .dropped
-            work = nil
-            lane.queued -= 1
-            lane.dropped += 1
-            return true
-        }
+        func cancel() -> Bool { lane.cancel(number) }
     }
 
     /// Counts for one lane, for tests and diagnostics.
@@ -65,20 +50,35 @@ final class BlockingPool: @unchecked Sendable {
         var held: Int
     }
 
-    fileprivate final class Lane: @unchecked Sendable {
-        let condition = NSCondition()
+    fileprivate final class Lane: Sendable {
+        /// A job in the queue; `work` is nil once it was cancelled.
+        struct Entry {
+            let number: Int
+            var work: (@Sendable () -> Void)?
+        }
+
+        struct State {
+            /// From `head` on: jobs in number order, queued or cancelled.
+            var entries: [Entry] = []
+            var head = 0
+            var nextNumber = 0
+            var queued = 0
+            var running = 0
+            var finished = 0
+            var dropped = 0
+            var refused = 0
+            var stopping = false
+            var started = 0
+            /// Threads waiting for work (or about to).
+            var idle = 0
+        }
+
         let limits: Limits
         let name: String
-        private var jobs: [Job] = []
-        private var head = 0
-        var queued = 0
-        var running = 0
-        var finished = 0
-        var dropped = 0
-        var refused = 0
-        private var stopping = false
-        private var started = 0
-        private var idle = 0
+        private let state = Mutex(State())
+        /// One signal per submitted job and one per thread at shutdown: a thread waits
+        /// here for work.
+        private let work = DispatchSemaphore(value: 0)
         private let exited = DispatchGroup()
 
         init(limits: Limits, name: String) {
@@ -86,33 +86,35 @@ final class BlockingPool: @unchecked Sendable {
             self.name = name
         }
 
-        func submit(_ work: @escaping @Sendable () -> Void) -> Job? {
-            condition.lock()
-            // Jobs that a started thread not running one will take at once do not wait;
-            // the limit is on the others.
-            let waiting = queued - (started - running)
-            guard !stopping, waiting < limits.queueLength else {
-                refused += 1
-                condition.unlock()
-                return nil
+        func submit(_ job: @escaping @Sendable () -> Void) -> Job? {
+            let (number, spawn) = state.withLock { s -> (Int?, Bool) in
+                // Jobs that a started thread not running one will take at once do not
+                // wait; the limit is on the others.
+                let waiting = s.queued - (s.started - s.running)
+                guard !s.stopping, waiting < limits.queueLength else {
+                    s.refused += 1
+                    return (nil, false)
+                }
+                // Cancelled jobs wait in the array until a thread passes them; while every
+                // thread is busy, clients that come and go could pile them up: compact.
+                if s.entries.count - s.head > 2 * (s.queued + 64) {
+                    s.entries = s.entries[s.head...].filter { $0.work != nil }
+                    s.head = 0
+                }
+                let number = s.nextNumber
+                s.nextNumber += 1
+                s.entries.append(Entry(number: number, work: job))
+                s.queued += 1
+                let spawn = s.queued > s.idle && s.started < limits.threads
+                if spawn { s.started += 1 }
+                return (number, spawn)
             }
-            // Cancelled jobs wait in the array until a thread passes them; while every
-            // thread is busy, clients that come and go could pile them up: compact.
-            if jobs.count - head > 2 * (queued + 64) {
-                jobs = jobs[head...].filter { $0.state == .queued }
-                head = 0
-            }
-            let job = Job(lane: self, work: work)
-            jobs.append(job)
-            queued += 1
-            let spawn = queued > idle && started < limits.threads
-            if spawn { started += 1 }
-            condition.signal()
-            condition.unlock()
+            guard let number else { return nil }
+            work.signal()
             if spawn {
                 exited.enter()
                 let thread = Thread { [self] in
-                    cns_name_thread(name)  // shown by top -H, /proc/PID/task/*/comm
+                    nameThisThread(name)  // shown by top -H, /proc/PID/task/*/comm
                     runJobs()
                     exited.leave()
                 }
@@ -120,68 +122,86 @@ final class BlockingPool: @unchecked Sendable {
                 thread.stackSize = 4 << 20  // libvips and libpng calls run here
                 thread.start()
             }
-            return job
+            return Job(lane: self, number: number)
+        }
+
+        /// Drops job `number` if it is still queued.
+        func cancel(_ number: Int) -> Bool {
+            state.withLock { s in
+                // Entries from `head` on are sorted by number: find it by bisection.
+                var low = s.head, high = s.entries.count
+                while low < high {
+                    let mid = (low + high) / 2
+                    if s.entries[mid].number < number { low = mid + 1 } else { high = mid }
+                }
+                guard low < s.entries.count, s.entries[low].number == number, s.entries[low].work != nil else {
+                    return false
+                }
+                s.entries[low].work = nil
+                s.queued -= 1
+                s.dropped += 1
+                return true
+            }
         }
 
         var statistics: Statistics {
-            condition.lock()
-            defer { condition.unlock() }
-            return Statistics(queued: queued, running: running, finished: finished, dropped: dropped, refused: refused,
-                              threads: started, held: jobs.count - head)
+            state.withLock { s in
+                Statistics(queued: s.queued, running: s.running, finished: s.finished, dropped: s.dropped,
+                           refused: s.refused, threads: s.started, held: s.entries.count - s.head)
+            }
         }
 
         /// Drops every queued job, lets the threads exit once their current job is done,
         /// and waits for them until `deadline`.
         func shutdown(deadline: DispatchTime) {
-            condition.lock()
-            stopping = true
-            for job in jobs[head...] where job.state == .queued {
-                job.state = .dropped
-                job.work = nil
-                dropped += 1
+            let threads = state.withLock { s in
+                s.stopping = true
+                s.dropped += s.queued
+                s.entries.removeAll()
+                s.head = 0
+                s.queued = 0
+                return s.started
             }
-            jobs.removeAll()
-            head = 0
-            queued = 0
-            condition.broadcast()
-            condition.unlock()
+            for _ in 0..<threads { work.signal() }
             _ = exited.wait(timeout: deadline)
         }
 
-        private func runJobs() {
-            condition.lock()
+        /// The next job to run, or nil when the lane is stopping. A wake-up whose job was
+        /// cancelled meanwhile finds nothing and waits again.
+        private func next() -> (@Sendable () -> Void)? {
             while true {
-                idle += 1
-                while queued == 0 && !stopping { condition.wait() }
-                idle -= 1
-                guard queued > 0 else { break }
-                // Cancelled jobs stay in the array until a thread passes them.
-                var job = jobs[head]
-                while job.state != .queued {
-                    head += 1
-                    job = jobs[head]
+                state.withLock { $0.idle += 1 }
+                work.wait()
+                let taken = state.withLock { s -> (@Sendable () -> Void)?? in
+                    s.idle -= 1
+                    guard s.queued > 0 else { return s.stopping ? .some(nil) : nil }
+                    // Cancelled jobs stay in the array until a thread passes them.
+                    while s.entries[s.head].work == nil { s.head += 1 }
+                    let job = s.entries[s.head].work
+                    s.head += 1
+                    if s.head == s.entries.count {
+                        s.entries.removeAll(keepingCapacity: true)
+                        s.head = 0
+                    } else if s.head >= 1024 && s.head * 2 >= s.entries.count {
+                        s.entries.removeFirst(s.head)
+                        s.head = 0
+                    }
+                    s.queued -= 1
+                    s.running += 1
+                    return .some(job)
                 }
-                head += 1
-                if head == jobs.count {
-                    jobs.removeAll(keepingCapacity: true)
-                    head = 0
-                } else if head >= 1024 && head * 2 >= jobs.count {
-                    jobs.removeFirst(head)
-                    head = 0
-                }
-                job.state = .running
-                queued -= 1
-                running += 1
-                let work = job.work
-                job.work = nil
-                condition.unlock()
-                work?()
-                condition.lock()
-                job.state = .finished
-                running -= 1
-                finished += 1
+                if let taken { return taken }
             }
-            condition.unlock()
+        }
+
+        private func runJobs() {
+            while let job = next() {
+                job()
+                state.withLock { s in
+                    s.running -= 1
+                    s.finished += 1
+                }
+            }
         }
     }
 

@@ -110,8 +110,17 @@ public struct HTTPError: Error, Sendable, Hashable, CustomStringConvertible {
 ///
 /// `Content-Type`, `Content-Length`, `ETag`, `Last-Modified` and `Cache-Control` are
 /// rendered into bytes at construction, so sending it is two copies and no formatting.
+/// The body is bytes, or a range of an open file that the event loop sends with
+/// `sendfile` (see `FileRange`).
 public final class PreparedResponse: Sendable {
-    public let body: [UInt8]
+    /// What the body is.
+    public enum Content: Sendable {
+        case bytes([UInt8])
+        /// Sent with `sendfile`: only ranges whose pages are resident (see `FileRange`).
+        case file(FileRange)
+    }
+
+    public let content: Content
     /// The quoted entity tag, e.g. `"5f2-1a2b3c-42"`, or empty for none.
     public let etag: [UInt8]
     /// Modification time in seconds since 1970, or nil for none.
@@ -121,16 +130,47 @@ public final class PreparedResponse: Sendable {
     /// `ETag`, `Last-Modified` and `Cache-Control` lines (also sent with 304).
     let validatorHeaders: [UInt8]
 
-    public init(body: [UInt8], contentType: String, etag: String?, lastModified: Int64?, cacheControl: String?) {
-        self.body = body
+    public convenience init(body: [UInt8], contentType: String, etag: String?, lastModified: Int64?,
+                            cacheControl: String?) {
+        self.init(.bytes(body), contentType: contentType, etag: etag, lastModified: lastModified,
+                  cacheControl: cacheControl)
+    }
+
+    /// A response whose body is `file`'s range, sent straight from the page cache.
+    public convenience init(file: FileRange, contentType: String, etag: String?, lastModified: Int64?,
+                            cacheControl: String?) {
+        self.init(.file(file), contentType: contentType, etag: etag, lastModified: lastModified,
+                  cacheControl: cacheControl)
+    }
+
+    public init(_ content: Content, contentType: String, etag: String?, lastModified: Int64?, cacheControl: String?) {
+        self.content = content
         self.etag = etag.map { Array($0.utf8) } ?? []
         self.lastModified = lastModified
-        entityHeaders = Array("Content-Type: \(contentType)\r\nContent-Length: \(body.count)\r\n".utf8)
+        let length = switch content {
+        case .bytes(let bytes): bytes.count
+        case .file(let range): range.count
+        }
+        entityHeaders = Array("Content-Type: \(contentType)\r\nContent-Length: \(length)\r\n".utf8)
         var v: [UInt8] = []
         if let etag { v += Array("ETag: \(etag)\r\n".utf8) }
         if let lastModified { v += Array("Last-Modified: ".utf8) + HTTPDate.format(lastModified) + [0x0D, 0x0A] }
         if let cacheControl, !cacheControl.isEmpty { v += Array("Cache-Control: \(cacheControl)\r\n".utf8) }
         validatorHeaders = v
+    }
+
+    /// The body's bytes; empty when the body is a file range (see `content`).
+    public var body: [UInt8] {
+        if case .bytes(let bytes) = content { return bytes }
+        return []
+    }
+
+    /// The body's length in bytes (`Content-Length`).
+    public var contentLength: Int {
+        switch content {
+        case .bytes(let bytes): bytes.count
+        case .file(let range): range.count
+        }
     }
 
     /// Whether the request's validators match, so a 304 answers it (RFC 9110 §13.2.2:
@@ -226,9 +266,9 @@ public enum HTTPResponse: Sendable {
     }
 }
 
-/// Renders responses into a connection's output bytes: status line, `Date`, the
-/// response's headers, the server's common headers (CORS), `Connection`, then the body
-/// unless the request was HEAD.
+/// Renders responses into a connection's output: status line, `Date`, the response's
+/// headers, the server's common headers (CORS), `Connection`, then the body unless the
+/// request was HEAD (or the answer is a 304).
 struct ResponseSerializer {
     /// `Access-Control-Allow-Origin` and the like, sent on every response.
     let commonHeaders: [UInt8]
@@ -237,14 +277,18 @@ struct ResponseSerializer {
     static let allowHeader = Array("Allow: GET, HEAD, OPTIONS\r\n".utf8)
 
     init(configuration: HTTPConfiguration) {
+        self.init(corsAllowOrigin: configuration.corsAllowOrigin)
+    }
+
+    init(corsAllowOrigin: String?) {
         var common: [UInt8] = []
-        if let origin = configuration.corsAllowOrigin, !origin.isEmpty {
+        if let origin = corsAllowOrigin, !origin.isEmpty {
             common += Array("Access-Control-Allow-Origin: \(origin)\r\n".utf8)
             if origin != "*" { common += Array("Vary: Origin\r\n".utf8) }
         }
         commonHeaders = common
         var options = Self.allowHeader
-        if configuration.corsAllowOrigin != nil {
+        if corsAllowOrigin != nil {
             options += Array("Access-Control-Allow-Methods: GET, HEAD, OPTIONS\r\n".utf8)
             options += Array("Access-Control-Allow-Headers: *\r\n".utf8)
             options += Array("Access-Control-Max-Age: 86400\r\n".utf8)
@@ -252,89 +296,107 @@ struct ResponseSerializer {
         optionsHeaders = options
     }
 
-    /// Appends the response and returns its status and body size (for the access log).
-    /// A prepared body is not copied when `deferredBody` is given: it is returned there,
-    /// to be sent straight from the cache after the bytes in `out`.
+    /// What a response amounted to, for the access log.
+    struct Written: Sendable, Hashable {
+        var status: Int
+        /// The body's length (sent or, for HEAD, announced).
+        var bytes: Int
+    }
+
+    /// Appends the response to `out`. Bodies are queued as they are: a prepared body is
+    /// shared with its cache, a file range is queued for `sendfile`.
     @discardableResult
     func write(_ response: HTTPResponse, for head: HTTPRequestHead, keepAlive: Bool, date: [UInt8],
-               extra: [UInt8] = [], into out: inout [UInt8],
-               deferredBody: UnsafeMutablePointer<[UInt8]?>? = nil) -> (status: Int, bytes: Int) {
+               extra: [UInt8] = [], into out: inout OutputQueue) -> Written {
         let isHead = head.method == .head
         switch response {
         case let .withHeaders(fields, inner):
             var lines = extra
             for f in fields { lines += Array("\(f.name): \(f.value)\r\n".utf8) }
-            return write(inner, for: head, keepAlive: keepAlive, date: date, extra: lines, into: &out,
-                         deferredBody: deferredBody)
+            return write(inner, for: head, keepAlive: keepAlive, date: date, extra: lines, into: &out)
         case .prepared(let p):
             if p.isNotModified(for: head) {
-                begin(304, date: date, into: &out)
-                out += extra
-                out += p.validatorHeaders
-                end(keepAlive: keepAlive, version: head.version, into: &out)
-                return (304, 0)
+                out.appendStaged { o in
+                    begin(304, date: date, into: &o)
+                    o += extra
+                    o += p.validatorHeaders
+                    end(keepAlive: keepAlive, version: head.version, into: &o)
+                }
+                return Written(status: 304, bytes: 0)
             }
-            begin(200, date: date, into: &out)
-            out += extra
-            out += p.entityHeaders
-            out += p.validatorHeaders
-            end(keepAlive: keepAlive, version: head.version, into: &out)
+            out.appendStaged { o in
+                begin(200, date: date, into: &o)
+                o += extra
+                o += p.entityHeaders
+                o += p.validatorHeaders
+                end(keepAlive: keepAlive, version: head.version, into: &o)
+            }
             if !isHead {
-                if let deferredBody { deferredBody.pointee = p.body } else { out += p.body }
+                switch p.content {
+                case .bytes(let body): out.append(body: body)
+                case .file(let range): out.append(file: range)
+                }
             }
-            return (200, p.body.count)
+            return Written(status: 200, bytes: p.contentLength)
         case let .bytes(status, contentType, body, cacheControl):
             writeBytes(status: status, contentType: contentType, body: body, cacheControl: cacheControl, extra: extra,
-                       isHead: isHead, keepAlive: keepAlive, version: head.version, date: date, into: &out,
-                       deferredBody: deferredBody)
-            return (status, body.count)
+                       isHead: isHead, keepAlive: keepAlive, version: head.version, date: date, into: &out)
+            return Written(status: status, bytes: body.count)
         case .blocking(_, let make):
             // The event loop runs these on its pool; any other caller waits for it here.
-            return write(make(), for: head, keepAlive: keepAlive, date: date, extra: extra, into: &out,
-                         deferredBody: deferredBody)
+            return write(make(), for: head, keepAlive: keepAlive, date: date, extra: extra, into: &out)
         case .error(let e):
             let body = e.jsonBody
             writeBytes(status: e.status, contentType: "application/json", body: body, cacheControl: "no-store",
                        extra: e.status == 405 ? extra + Self.allowHeader : extra,
                        isHead: isHead, keepAlive: keepAlive, version: head.version, date: date, into: &out)
-            return (e.status, body.count)
+            return Written(status: e.status, bytes: body.count)
         }
     }
 
     /// The 204 answer to OPTIONS (no Content-Length, as RFC 9110 requires for 204).
-    func writeOptions(for head: HTTPRequestHead, keepAlive: Bool, date: [UInt8], into out: inout [UInt8]) {
-        begin(204, date: date, into: &out)
-        out += optionsHeaders
-        end(keepAlive: keepAlive, version: head.version, into: &out)
+    func writeOptions(for head: HTTPRequestHead, keepAlive: Bool, date: [UInt8], into out: inout OutputQueue) {
+        out.appendStaged { o in
+            begin(204, date: date, into: &o)
+            o += optionsHeaders
+            end(keepAlive: keepAlive, version: head.version, into: &o)
+        }
     }
 
     /// An error for a request that never parsed; always closes.
-    func writeProtocolError(_ error: HTTPError, date: [UInt8], into out: inout [UInt8]) {
+    func writeProtocolError(_ error: HTTPError, date: [UInt8], into out: inout OutputQueue) {
         writeBytes(status: error.status, contentType: "application/json", body: error.jsonBody, cacheControl: "no-store",
-                   extra: nil, isHead: false, keepAlive: false, version: .http11, date: date, into: &out)
+                   extra: [], isHead: false, keepAlive: false, version: .http11, date: date, into: &out)
     }
 
-    /// Headers and body for bytes built per request. The body is handed over in
-    /// `deferredBody` when given (sent after the headers without being copied).
-    private func writeBytes(status: Int, contentType: String, body: [UInt8], cacheControl: String?, extra: [UInt8]?,
-                            isHead: Bool, keepAlive: Bool, version: HTTPVersion, date: [UInt8], into out: inout [UInt8],
-                            deferredBody: UnsafeMutablePointer<[UInt8]?>? = nil) {
-        begin(status, date: date, into: &out)
-        out.append("Content-Type: ")
-        out.append(utf8Of: contentType)
-        out.append("\r\nContent-Length: ")
-        out.appendDecimal(body.count)
-        out.append("\r\n")
-        if let cacheControl {
-            out.append("Cache-Control: ")
-            out.append(utf8Of: cacheControl)
-            out.append("\r\n")
+    /// `writeProtocolError` as bytes of their own (the refusal sent to a connection past
+    /// the cap, which never gets a queue).
+    func protocolError(_ error: HTTPError, date: [UInt8]) -> [UInt8] {
+        var out = OutputQueue()
+        writeProtocolError(error, date: date, into: &out)
+        return Array(out.staged)
+    }
+
+    /// Headers and body for bytes built per request.
+    private func writeBytes(status: Int, contentType: String, body: [UInt8], cacheControl: String?, extra: [UInt8],
+                            isHead: Bool, keepAlive: Bool, version: HTTPVersion, date: [UInt8],
+                            into out: inout OutputQueue) {
+        out.appendStaged { o in
+            begin(status, date: date, into: &o)
+            o.append("Content-Type: ")
+            o.append(utf8Of: contentType)
+            o.append("\r\nContent-Length: ")
+            o.appendDecimal(body.count)
+            o.append("\r\n")
+            if let cacheControl {
+                o.append("Cache-Control: ")
+                o.append(utf8Of: cacheControl)
+                o.append("\r\n")
+            }
+            o += extra
+            end(keepAlive: keepAlive, version: version, into: &o)
         }
-        if let extra { out += extra }
-        end(keepAlive: keepAlive, version: version, into: &out)
-        if !isHead {
-            if let deferredBody { deferredBody.pointee = body } else { out += body }
-        }
+        if !isHead { out.append(body: body) }
     }
 
     @inline(__always)

@@ -1,7 +1,7 @@
-import CNetShims
+import Dispatch
 import Foundation
-import Glibc
 import Logging
+import Synchronization
 
 /// Answers requests. Called on event-loop threads, concurrently, so it must be
 /// `Sendable`; it must not block for long (a slow handler stalls its whole loop).
@@ -20,29 +20,34 @@ public protocol HTTPHandler: Sendable {
 /// server.stop()               // stop accepting, finish in-flight responses
 /// server.wait()               // until every loop has exited
 /// ```
-public final class HTTPServer: @unchecked Sendable {
+public final class HTTPServer: Sendable {
     public let configuration: HTTPConfiguration
     private let makeHandler: @Sendable () -> any HTTPHandler
     private let accessLog: Logger?
-    /// Guards `loops`, `pool`, `stopDeadline`, `port` and `maximumConnections`: `start()`,
-    /// `stop()` and `wait()` may be called from different threads.
-    private let lock = NSLock()
-    private var loops: [EventLoop] = []
-    private var pool: BlockingPool?
-    /// When the grace period given by the first `stop()` ends.
-    private var stopDeadline: DispatchTime?
-    private let finished = DispatchGroup()
-    /// Makes each loop; tests replace it to make one fail.
-    var makeEventLoop: (Int32, EventLoop.Shared, any HTTPHandler) -> EventLoop? = {
-        EventLoop(listener: $0, shared: $1, handler: $2)
+    private let clock: any ServerClock
+
+    /// Makes a loop's epoll instance and eventfd for a listening socket; tests replace it
+    /// to make one fail.
+    typealias PrepareLoop = @Sendable (Socket) throws(SystemCallError) -> EventLoop.Resources
+
+    private struct State {
+        var mailboxes: [EventLoop.Mailbox] = []
+        var shared: EventLoop.Shared?
+        /// When the grace period given by the first `stop()` ends.
+        var stopDeadline: DispatchTime?
+        /// The port actually bound.
+        var port = 0
+        var prepareLoop: PrepareLoop = { listener throws(SystemCallError) in try EventLoop.Resources.make(listener: listener) }
     }
-    private let connectionCount: UnsafeMutablePointer<Int>
+
+    /// `start()`, `stop()` and `wait()` may be called from different threads.
+    private let state = Mutex(State())
+    private let finished = DispatchGroup()
+
     /// The port actually bound (differs from the configuration's when it asked for 0).
-    public var port: Int { lock.withLock { boundPort } }
-    private var boundPort = 0
+    public var port: Int { state.withLock { $0.port } }
     /// The effective connection cap.
-    public var maximumConnections: Int { lock.withLock { connectionCap } }
-    private var connectionCap = 0
+    public var maximumConnections: Int { state.withLock { $0.shared?.maximumConnections ?? 0 } }
 
     /// - Parameter accessLog: a logger that receives one `info` line per request, or nil
     ///   for none (the default; then logging costs one branch per request).
@@ -50,76 +55,83 @@ public final class HTTPServer: @unchecked Sendable {
         self.init(configuration: configuration, accessLog: accessLog, makeHandler: { handler })
     }
 
-    /// - Parameter makeHandler: called once per event loop at `start()`, so that each
-    ///   loop can have state (caches) no other loop touches.
-    public init(configuration: HTTPConfiguration, accessLog: Logger? = nil,
+    /// - Parameters:
+    ///   - makeHandler: called once per event loop at `start()`, so that each loop can
+    ///     have state (caches) no other loop touches.
+    ///   - clock: the clock the loops read for timeouts and `Date` headers (tests pass a
+    ///     `ManualClock`).
+    public init(configuration: HTTPConfiguration, accessLog: Logger? = nil, clock: any ServerClock = SystemClock.system,
                 makeHandler: @escaping @Sendable () -> any HTTPHandler) {
         self.configuration = configuration
         self.makeHandler = makeHandler
         self.accessLog = accessLog
-        connectionCount = .allocate(capacity: 1)
-        connectionCount.initialize(to: 0)
+        self.clock = clock
     }
 
-    deinit { connectionCount.deallocate() }
+    /// Replaces how loops are prepared (tests).
+    func setPrepareLoop(_ prepare: @escaping PrepareLoop) {
+        state.withLock { $0.prepareLoop = prepare }
+    }
 
     /// Binds one listening socket per loop, then starts the loops on their own threads.
     /// If anything fails, everything acquired so far is released and the error thrown;
     /// `start()` may then be called again.
     public func start() throws(SocketError) {
-        lock.lock()
-        defer { lock.unlock() }
-        precondition(loops.isEmpty, "HTTPServer.start() called twice")
-        let fileLimit = Int(cns_raise_file_limit())
-        let cap = configuration.maximumConnections ?? max(16, min(8192, (fileLimit > 0 ? fileLimit : 1024) - 64))
-        let threads = max(1, configuration.threads)
-        var sockets: [ListeningSocket] = []
-        do {
-            // SO_REUSEPORT would let a second server share a port that is already in
-            // use and silently split its traffic: claim the port exclusively first.
-            if configuration.port != 0 {
-                try ListeningSocket.checkPortIsFree(host: configuration.host, port: configuration.port)
+        try state.withLock { s throws(SystemCallError) in
+            precondition(s.mailboxes.isEmpty, "HTTPServer.start() called twice")
+            let fileLimit: Int
+            do {
+                fileLimit = try ProcessLimits.raiseFileLimit()
+            } catch {
+                fileLimit = 1024  // getrlimit cannot fail for RLIMIT_NOFILE; assume the usual default
             }
-            let first = try ListeningSocket.bind(host: configuration.host, port: configuration.port, backlog: configuration.backlog)
-            sockets.append(first)
-            for _ in 1..<threads {
-                sockets.append(try ListeningSocket.bind(host: configuration.host, port: first.port, backlog: configuration.backlog))
+            let cap = configuration.maximumConnections ?? max(16, min(8192, fileLimit - 64))
+            let threads = max(1, configuration.threads)
+            var sockets: [Socket] = []
+            var resources: [EventLoop.Resources] = []
+            let port: Int
+            do throws(SystemCallError) {
+                // SO_REUSEPORT would let a second server share a port that is already in
+                // use and silently split its traffic: claim the port exclusively first.
+                if configuration.port != 0 {
+                    try ListeningSocket.checkPortIsFree(host: configuration.host, port: configuration.port)
+                }
+                let first = try ListeningSocket.bind(host: configuration.host, port: configuration.port,
+                                                     backlog: configuration.backlog)
+                port = first.port
+                sockets.append(first.socket)
+                for _ in 1..<threads {
+                    sockets.append(try ListeningSocket.bind(host: configuration.host, port: port,
+                                                            backlog: configuration.backlog).socket)
+                }
+                for socket in sockets { resources.append(try s.prepareLoop(socket)) }
+            } catch {
+                // Each prepared loop owns its listener; the rest are still ours to close.
+                for r in resources { r.discard() }
+                for socket in sockets[resources.count...] { socket.close() }
+                throw error
             }
-        } catch {
-            for s in sockets { close(s.fd) }
-            throw error
-        }
-        let pool = BlockingPool(
-            read: .init(threads: configuration.blockingThreads, queueLength: configuration.maximumQueuedReads),
-            render: .init(threads: configuration.renderThreads, queueLength: configuration.maximumQueuedRenders),
-            storage: .init(threads: configuration.storageThreads, queueLength: configuration.maximumQueuedStorageReads))
-        let shared = EventLoop.Shared(configuration: configuration, accessLog: accessLog,
-                                      maximumConnections: cap, connectionCount: connectionCount, pool: pool)
-        var made: [EventLoop] = []
-        for (i, s) in sockets.enumerated() {
-            guard let loop = makeEventLoop(s.fd, shared, makeHandler()) else {
-                let e = SocketError("epoll_create")
-                // Each made loop owns its listener; the rest are still ours to close.
-                for loop in made { loop.discard() }
-                for s in sockets[i...] { close(s.fd) }
-                throw e
+            let pool = BlockingPool(
+                read: .init(threads: configuration.blockingThreads, queueLength: configuration.maximumQueuedReads),
+                render: .init(threads: configuration.renderThreads, queueLength: configuration.maximumQueuedRenders),
+                storage: .init(threads: configuration.storageThreads,
+                               queueLength: configuration.maximumQueuedStorageReads))
+            let shared = EventLoop.Shared(configuration: configuration, accessLog: accessLog, maximumConnections: cap,
+                                          pool: pool, clock: clock)
+            s.mailboxes = resources.map(\.mailbox)
+            s.shared = shared
+            s.port = port
+            for (i, r) in resources.enumerated() {
+                finished.enter()
+                let thread = Thread { [finished, makeHandler] in
+                    nameThisThread("tiler-http-\(i)")
+                    EventLoop(resources: r, shared: shared, handler: makeHandler()).run()
+                    finished.leave()
+                }
+                thread.name = "tiler-http-\(i)"
+                thread.stackSize = 1 << 20
+                thread.start()
             }
-            made.append(loop)
-        }
-        loops = made
-        self.pool = pool
-        boundPort = sockets[0].port
-        connectionCap = cap
-        for (i, loop) in loops.enumerated() {
-            finished.enter()
-            let thread = Thread { [finished] in
-                cns_name_thread("tiler-http-\(i)")
-                loop.run()
-                finished.leave()
-            }
-            thread.name = "tiler-http-\(i)"
-            thread.stackSize = 1 << 20
-            thread.start()
         }
     }
 
@@ -127,26 +139,27 @@ public final class HTTPServer: @unchecked Sendable {
     /// within `shutdownGracePeriod`, what is not finished is answered 503.
     /// Safe to call from any thread, and more than once.
     public func stop() {
-        let running = lock.withLock { () -> [EventLoop] in
-            if stopDeadline == nil && !loops.isEmpty {
-                stopDeadline = .now() + .milliseconds(Int(HTTPConfiguration.milliseconds(configuration.shutdownGracePeriod)))
+        let running = state.withLock { s -> [EventLoop.Mailbox] in
+            if s.stopDeadline == nil && !s.mailboxes.isEmpty {
+                let grace = HTTPConfiguration.milliseconds(configuration.shutdownGracePeriod)
+                s.stopDeadline = .now() + .milliseconds(Int(grace))
             }
-            return loops
+            return s.mailboxes
         }
-        for loop in running { loop.stop() }
+        for mailbox in running { mailbox.stop() }
     }
 
     /// Blocks until every loop has exited (after `stop()`), then stops the pool: queued
     /// work is dropped, and running work is waited for until the grace period ends.
     public func wait() {
         finished.wait()
-        let (pool, deadline) = lock.withLock { (self.pool, stopDeadline ?? .now()) }
+        let (pool, deadline) = state.withLock { ($0.shared?.pool, $0.stopDeadline ?? .now()) }
         pool?.shutdown(deadline: deadline)
     }
 
     /// Counts for one lane of the blocking pool (zeros before `start()`).
     var blockingStatistics: (BlockingKind) -> BlockingPool.Statistics {
-        let pool = lock.withLock { self.pool }
+        let pool = state.withLock { $0.shared?.pool }
         return { kind in
             pool?.statistics(kind) ?? .init(queued: 0, running: 0, finished: 0, dropped: 0, refused: 0, threads: 0, held: 0)
         }
@@ -154,6 +167,6 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// Open client connections right now.
     public var openConnections: Int {
-        connectionCount.withMemoryRebound(to: CLong.self, capacity: 1) { Int(cns_atomic_load($0)) }
+        state.withLock { $0.shared }?.connectionCount.load(ordering: .relaxed) ?? 0
     }
 }

@@ -1,6 +1,5 @@
-import CNetShims
-import Foundation
 import Glibc
+import Synchronization
 
 /// Files read strictly beneath a root folder: every component below the root is opened
 /// with `O_NOFOLLOW`, one `openat` at a time, so a symbolic link anywhere inside the root
@@ -12,18 +11,13 @@ import Glibc
 /// the root cannot block an event loop: anything but a regular file is refused.
 public enum RootedFiles {
     /// Opens the directory holding `components.last`, walking `components.dropLast()` from
-    /// `root` without following links. Returns the directory's descriptor or -1.
-    private static func openParent(root: String, _ components: [String]) -> Int32 {
-        var dir = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard dir >= 0 else { return -1 }
+    /// `root` without following links; nil if any step is missing, a link or not a folder.
+    private static func openParent(root: String, _ components: [String]) -> FileDescriptor? {
+        guard var dir = try? FileDescriptor.open(root, O_RDONLY | O_DIRECTORY) else { return nil }
         for name in components.dropLast() {
-            guard isPlainName(name) else {
-                close(dir)
-                return -1
-            }
-            let next = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            close(dir)
-            guard next >= 0 else { return -1 }
+            let next = isPlainName(name) ? try? dir.open(at: name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW) : nil
+            dir.close()
+            guard let next else { return nil }
             dir = next
         }
         return dir
@@ -38,15 +32,11 @@ public enum RootedFiles {
     /// through a symbolic link. A link as the last component is reported as itself (not a
     /// regular file).
     public static func info(root: String, _ components: [String]) -> FileInfo? {
-        guard let last = components.last, isPlainName(last) else { return nil }
-        let dir = openParent(root: root, components)
-        guard dir >= 0 else { return nil }
-        defer { close(dir) }
-        var st = stat()
-        guard fstatat(dir, last, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
-        var raw = cns_file_info()
-        _ = cns_fill_info(&st, &raw)
-        return FileInfo(raw)
+        guard let last = components.last, isPlainName(last), let dir = openParent(root: root, components) else {
+            return nil
+        }
+        defer { dir.close() }
+        return try? dir.info(at: last)
     }
 
     /// The bytes and metadata of the regular file `root/components…`, or nil if it is
@@ -85,16 +75,18 @@ public enum RootedFiles {
     }
 
     /// The probe used for files on `device` (`FileInfo.device`).
-    public static func pageCacheProbe(device: UInt64) -> PageCacheProbe { probes.probe(for: device) }
+    public static func pageCacheProbe(device: UInt64) -> PageCacheProbe { probe(for: device) }
 
     /// Probes by file system, shared by every event loop.
-    private final class Probes: @unchecked Sendable {
-        private let lock = NSLock()
-        private var byDevice: [UInt64: PageCacheProbe] = [:]
-        func probe(for device: UInt64) -> PageCacheProbe { lock.withLock { byDevice[device] ?? .readWithoutWaiting } }
-        func set(_ probe: PageCacheProbe, for device: UInt64) { lock.withLock { byDevice[device] = probe } }
+    private static let probes = Mutex<[UInt64: PageCacheProbe]>([:])
+
+    private static func probe(for device: UInt64) -> PageCacheProbe {
+        probes.withLock { $0[device] ?? .readWithoutWaiting }
     }
-    private static let probes = Probes()
+
+    private static func setProbe(_ probe: PageCacheProbe, for device: UInt64) {
+        probes.withLock { $0[device] = probe }
+    }
 
     /// Like `read`, but takes only what the page cache already holds, so an event loop
     /// can call it: `.wouldBlock` when any of the file would have to come from the disk
@@ -104,51 +96,50 @@ public enum RootedFiles {
     }
 
     private static func read(root: String, _ components: [String], maximumBytes: Int, onlyIfCached: Bool) -> CachedRead {
-        guard let last = components.last, isPlainName(last) else { return .unavailable }
-        let dir = openParent(root: root, components)
-        guard dir >= 0 else { return .unavailable }
-        let fd = openat(dir, last, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        close(dir)
-        guard fd >= 0 else { return .unavailable }
-        defer { close(fd) }
-        var raw = cns_file_info()
-        guard cns_fstat(fd, &raw) == 0 else { return .unavailable }
-        let info = FileInfo(raw)
-        guard info.isRegularFile, info.size <= maximumBytes else { return .unavailable }
+        guard let last = components.last, isPlainName(last), let dir = openParent(root: root, components) else {
+            return .unavailable
+        }
+        let opened = try? dir.open(at: last, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+        dir.close()
+        guard let fd = opened else { return .unavailable }
+        defer { fd.close() }
+        guard let info = try? fd.info(), info.isRegularFile, info.size <= maximumBytes else { return .unavailable }
         if onlyIfCached {
-            var probe = probes.probe(for: info.device)
+            var probe = probe(for: info.device)
             if probe == .readWithoutWaiting {
                 switch readWithoutWaiting(fd, info) {
                 case .read(let bytes): return bytes.count == info.size ? .read(bytes, info) : .unavailable
                 case .wouldBlock: return .wouldBlock
                 case .unsupported:
-                    probes.set(.residency, for: info.device)
+                    setProbe(.residency, for: info.device)
                     probe = .residency
                 }
             }
-            if probe == .residency {
-                switch cns_pages_resident(fd, info.size) {
-                case 1: break  // all cached: the plain read below does not wait for the disk
-                case 0: return .wouldBlock
-                default:
-                    probes.set(.none, for: info.device)
-                    return .wouldBlock
-                }
-            } else {
+            guard probe == .residency else { return .wouldBlock }
+            do {
+                // All cached: the plain read below does not wait for the disk.
+                guard try fd.isResident(count: info.size) else { return .wouldBlock }
+            } catch {
+                setProbe(.none, for: info.device)
                 return .wouldBlock
             }
         }
+        var failed = false
         let bytes = [UInt8](unsafeUninitializedCapacity: info.size) { buffer, initialized in
             var done = 0
             while done < info.size {
-                let n = pread(fd, buffer.baseAddress! + done, info.size - done, off_t(done))
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { break }
-                done += n
+                do {
+                    let n = try fd.read(into: UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[done...])), at: done)
+                    if n == 0 { break }
+                    done += n
+                } catch {
+                    failed = true  // EIO: unavailable
+                    break
+                }
             }
             initialized = done
         }
-        return bytes.count == info.size ? .read(bytes, info) : .unavailable
+        return !failed && bytes.count == info.size ? .read(bytes, info) : .unavailable
     }
 
     private enum NoWaitRead {
@@ -158,19 +149,21 @@ public enum RootedFiles {
         case unsupported
     }
 
-    private static func readWithoutWaiting(_ fd: Int32, _ info: FileInfo) -> NoWaitRead {
+    private static func readWithoutWaiting(_ fd: FileDescriptor, _ info: FileInfo) -> NoWaitRead {
         var outcome = NoWaitRead.wouldBlock
         let bytes = [UInt8](unsafeUninitializedCapacity: info.size) { buffer, initialized in
+            initialized = 0
             var done = 0
             while done < info.size {
-                let n = cns_pread_nowait(fd, buffer.baseAddress! + done, info.size - done, done)
-                if n < 0 && errno == EINTR { continue }
-                if n < 0 {
-                    // EAGAIN: not cached. Other errors (EIO): the blocking read decides.
-                    if errno == EOPNOTSUPP || errno == EINVAL || errno == ENOSYS { outcome = .unsupported }
-                    initialized = 0
+                let result: IOResult<Int>
+                do throws(SystemCallError) {
+                    result = try fd.readWithoutWaiting(into: UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[done...])), at: done)
+                } catch {
+                    // Other errors (EIO): the blocking read decides.
+                    if [EOPNOTSUPP, EINVAL, ENOSYS].contains(error.errno) { outcome = .unsupported }
                     return
                 }
+                guard case .done(let n) = result else { return }  // not cached
                 if n == 0 { break }
                 done += n
             }

@@ -718,8 +718,9 @@ final class FailureBox: @unchecked Sendable {
         config.threads = 3
         func failingSecondLoop(_ server: HTTPServer) {
             let made = Counter()
-            server.makeEventLoop = { fd, shared, handler in
-                made.increment() == 2 ? nil : EventLoop(listener: fd, shared: shared, handler: handler)
+            server.setPrepareLoop { listener throws(SystemCallError) in
+                if made.increment() == 2 { throw SystemCallError("epoll_create1", errno: EMFILE) }
+                return try EventLoop.Resources.make(listener: listener)
             }
         }
         let openBefore = openDescriptors()
@@ -733,7 +734,7 @@ final class FailureBox: @unchecked Sendable {
         let server = HTTPServer(configuration: config, handler: TestHandler())
         failingSecondLoop(server)
         #expect(throws: SocketError.self) { try server.start() }
-        server.makeEventLoop = { EventLoop(listener: $0, shared: $1, handler: $2) }
+        server.setPrepareLoop { listener throws(SystemCallError) in try EventLoop.Resources.make(listener: listener) }
         try server.start()  // the port is free again and the server is not half-started
         defer {
             server.stop()

@@ -1,0 +1,196 @@
+import Glibc
+
+/// Part of a file to send as a response body: `count` bytes from `offset`. The file stays
+/// open while any response holds the range (`OpenFile` closes it with the last reference).
+///
+/// The event loop sends it with `sendfile(2)`, which waits for the disk if the pages are
+/// not in the page cache: hand only ranges known to be resident (the tile store checks).
+public struct FileRange: Sendable {
+    public let file: OpenFile
+    public let offset: Int
+    public let count: Int
+
+    public init(file: OpenFile, offset: Int = 0, count: Int) {
+        precondition(offset >= 0 && count >= 0, "a file range needs a non-negative offset and count")
+        self.file = file
+        self.offset = offset
+        self.count = count
+    }
+}
+
+/// The bytes a connection still has to send, in order: response heads and small bodies
+/// copied into one reused buffer, bodies shared with a cache (not copied), and file
+/// ranges (sent with `sendfile`). Writing consumes it from the front.
+///
+/// A keep-alive connection answering one request at a time reuses the same buffer and
+/// segment array from response to response: nothing is allocated per response.
+struct OutputQueue {
+    enum Segment {
+        /// `staged[range]`.
+        case staged(Range<Int>)
+        /// A body owned elsewhere (a cached response), sent without a copy.
+        case shared([UInt8])
+        case file(FileRange)
+
+        var count: Int {
+            switch self {
+            case .staged(let range): range.count
+            case .shared(let bytes): bytes.count
+            case .file(let range): range.count
+            }
+        }
+    }
+
+    /// Bytes of heads and copied bodies; segments refer to ranges of it.
+    private(set) var staged: [UInt8] = []
+    private(set) var segments: [Segment] = []
+    /// The first segment not completely sent, and how much of it was.
+    private(set) var first = 0
+    private(set) var sentOfFirst = 0
+    /// Bytes not yet sent.
+    private(set) var count = 0
+
+    /// Bodies up to this size are copied after their head (one contiguous write) rather
+    /// than referenced.
+    static let copyLimit = 1024
+
+    init() {
+        staged.reserveCapacity(4096)
+        segments.reserveCapacity(4)
+    }
+
+    var isEmpty: Bool { count == 0 }
+
+    /// Appends bytes, copying them.
+    mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        guard bytes.count > 0 else { return }
+        let start = staged.count
+        staged.append(contentsOf: bytes)
+        if case .staged(let last)? = segments.last, last.upperBound == start, segments.count > first {
+            segments[segments.count - 1] = .staged(last.lowerBound..<staged.count)
+        } else {
+            segments.append(.staged(start..<staged.count))
+        }
+        count += bytes.count
+    }
+
+    mutating func append(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { append($0) }
+    }
+
+    /// Appends a body: copied when small, else shared.
+    mutating func append(body: [UInt8]) {
+        if body.count <= Self.copyLimit {
+            append(body)
+        } else {
+            segments.append(.shared(body))
+            count += body.count
+        }
+    }
+
+    mutating func append(file range: FileRange) {
+        guard range.count > 0 else { return }
+        segments.append(.file(range))
+        count += range.count
+    }
+
+    /// Appends whatever the serializer wrote into `scratch`.
+    mutating func appendStaged(_ write: (inout [UInt8]) -> Void) {
+        let start = staged.count
+        write(&staged)
+        let end = staged.count
+        guard end > start else { return }
+        if case .staged(let last)? = segments.last, last.upperBound == start, segments.count > first {
+            segments[segments.count - 1] = .staged(last.lowerBound..<end)
+        } else {
+            segments.append(.staged(start..<end))
+        }
+        count += end - start
+    }
+
+    /// Marks `n` bytes from the front as sent.
+    mutating func consume(_ n: Int) {
+        precondition(n >= 0 && n <= count, "consumed \(n) of \(count) queued bytes")
+        count -= n
+        if count == 0 {
+            reset()
+            return
+        }
+        var left = n
+        while left > 0 {
+            let remaining = segments[first].count - sentOfFirst
+            if left < remaining {
+                sentOfFirst += left
+                return
+            }
+            left -= remaining
+            segments[first] = .staged(0..<0)  // drop the reference (a shared body, a file)
+            first += 1
+            sentOfFirst = 0
+        }
+    }
+
+    /// Forgets everything queued (the connection is closing).
+    mutating func reset() {
+        count = 0
+        first = 0
+        sentOfFirst = 0
+        segments.removeAll(keepingCapacity: true)
+        if staged.capacity > 256 * 1024 {
+            staged = []
+            staged.reserveCapacity(4096)
+        } else {
+            staged.removeAll(keepingCapacity: true)
+        }
+    }
+
+    /// What the next write sends.
+    enum NextWrite {
+        /// Up to `limit` leading byte segments: gather them into one `sendmsg`.
+        case bytes
+        /// The leading segment is a file range: `sendfile` this part of it.
+        case file(FileDescriptor, offset: Int, count: Int)
+    }
+
+    var nextWrite: NextWrite? {
+        guard count > 0 else { return nil }
+        if case .file(let range) = segments[first] {
+            return .file(range.file.descriptor, offset: range.offset + sentOfFirst, count: range.count - sentOfFirst)
+        }
+        return .bytes
+    }
+
+    /// Calls `body` with I/O vectors for the leading byte segments (at most `limit`, and
+    /// none past a file range), valid only during the call.
+    func withLeadingBytes<R>(limit: Int = 16, _ body: (UnsafeMutableBufferPointer<iovec>) -> R) -> R {
+        withUnsafeTemporaryAllocation(of: iovec.self, capacity: limit) { vectors in
+            staged.withUnsafeBytes { stagedBytes in
+                gather(segment: first, into: vectors, filled: 0, staged: stagedBytes, body)
+            }
+        }
+    }
+
+    /// Fills `vectors` one segment at a time; a shared body is only readable inside its
+    /// own `withUnsafeBytes`, so each one adds a level of recursion (at most `limit`).
+    private func gather<R>(segment index: Int, into vectors: UnsafeMutableBufferPointer<iovec>, filled: Int,
+                           staged: UnsafeRawBufferPointer, _ body: (UnsafeMutableBufferPointer<iovec>) -> R) -> R {
+        guard filled < vectors.count, index < segments.count else {
+            return body(UnsafeMutableBufferPointer(rebasing: vectors[..<filled]))
+        }
+        let skip = index == first ? sentOfFirst : 0
+        switch segments[index] {
+        case .staged(let range):
+            vectors[filled] = iovec(iov_base: UnsafeMutableRawPointer(mutating: staged.baseAddress! + range.lowerBound + skip),
+                                    iov_len: range.count - skip)
+            return gather(segment: index + 1, into: vectors, filled: filled + 1, staged: staged, body)
+        case .shared(let bytes):
+            return bytes.withUnsafeBytes { b in
+                vectors[filled] = iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress! + skip),
+                                        iov_len: b.count - skip)
+                return gather(segment: index + 1, into: vectors, filled: filled + 1, staged: staged, body)
+            }
+        case .file:
+            return body(UnsafeMutableBufferPointer(rebasing: vectors[..<filled]))
+        }
+    }
+}

@@ -1,0 +1,60 @@
+import Synchronization
+
+/// The clock an HTTP server reads: a monotonic one for its timeouts and the wall clock for
+/// its `Date` headers. Tests pass a `ManualClock` to step through timeouts without
+/// waiting for them.
+public protocol ServerClock: Sendable {
+    /// Milliseconds on a monotonic clock (any origin; only differences matter).
+    func monotonicMilliseconds() -> Int64
+    /// Seconds since 1970, for `Date` headers.
+    func wallSeconds() -> Int64
+}
+
+extension SystemClock {
+    /// The system's clocks as a `ServerClock` (the default).
+    public static let system: any ServerClock = SystemServerClock()
+}
+
+/// `CLOCK_MONOTONIC_COARSE` and `CLOCK_REALTIME_COARSE`.
+struct SystemServerClock: ServerClock {
+    func monotonicMilliseconds() -> Int64 { SystemClock.monotonicMilliseconds() }
+    func wallSeconds() -> Int64 { SystemClock.wallSeconds() }
+}
+
+/// A clock that moves only when told to: timeouts are tested by stepping it past them.
+public final class ManualClock: ServerClock {
+    private let milliseconds: Atomic<Int64>
+    private let wall: Int64
+
+    /// Starts at `milliseconds` on the monotonic clock; the wall clock follows it from
+    /// `wallSeconds`.
+    public init(milliseconds: Int64 = 1_000_000, wallSeconds: Int64 = 1_700_000_000) {
+        self.milliseconds = Atomic(milliseconds)
+        self.wall = wallSeconds - milliseconds / 1000
+    }
+
+    public func monotonicMilliseconds() -> Int64 { milliseconds.load(ordering: .acquiring) }
+    public func wallSeconds() -> Int64 { wall + monotonicMilliseconds() / 1000 }
+
+    /// Moves the clock forward.
+    public func advance(milliseconds delta: Int64) {
+        milliseconds.add(delta, ordering: .acquiringAndReleasing)
+    }
+}
+
+/// The time as an event loop read it, handed to a connection with every event: the
+/// monotonic milliseconds its timeouts compare, and the `Date` header its answers carry.
+struct ServerTime {
+    var milliseconds: Int64
+    /// The 29 bytes of an IMF-fixdate.
+    var date: [UInt8]
+
+    init(milliseconds: Int64, date: [UInt8]) {
+        self.milliseconds = milliseconds
+        self.date = date
+    }
+
+    init(milliseconds: Int64, wallSeconds: Int64) {
+        self.init(milliseconds: milliseconds, date: HTTPDate.format(wallSeconds))
+    }
+}

@@ -1,0 +1,105 @@
+import CNetShims
+import Glibc
+
+/// What a descriptor is watched for.
+public struct Interest: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    /// Bytes to read, or the end of the stream (`EPOLLIN`).
+    public static let read = Interest(rawValue: EPOLLIN.rawValue)
+    /// The peer closed its sending side (`EPOLLRDHUP`), reported without reading.
+    public static let hangUp = Interest(rawValue: EPOLLRDHUP.rawValue)
+    /// Room to write (`EPOLLOUT`).
+    public static let write = Interest(rawValue: EPOLLOUT.rawValue)
+}
+
+/// One readiness report from `Epoll.wait`: a descriptor and what happened to it.
+public struct Readiness: Sendable {
+    public let descriptor: Int32
+    public let events: UInt32
+
+    public var isReadable: Bool { events & EPOLLIN.rawValue != 0 }
+    public var isWritable: Bool { events & EPOLLOUT.rawValue != 0 }
+    /// The peer closed its sending side.
+    public var peerClosedInput: Bool { events & EPOLLRDHUP.rawValue != 0 }
+    /// Both directions are closed (`EPOLLHUP`).
+    public var hungUp: Bool { events & EPOLLHUP.rawValue != 0 }
+    /// An error is pending on the socket (`EPOLLERR`).
+    public var failed: Bool { events & EPOLLERR.rawValue != 0 }
+}
+
+/// An epoll instance (level-triggered): descriptors added with an `Interest`, then
+/// `wait` for the ready ones.
+public struct Epoll: Sendable {
+    public let descriptor: FileDescriptor
+
+    public static func make() throws(SystemCallError) -> Epoll {
+        Epoll(descriptor: FileDescriptor(rawValue: try systemCall("epoll_create1") { epoll_create1(Int32(EPOLL_CLOEXEC)) }))
+    }
+
+    public func close() { descriptor.close() }
+
+    public func add(_ fd: FileDescriptor, _ interest: Interest) throws(SystemCallError) {
+        try control(EPOLL_CTL_ADD, fd, interest, "epoll_ctl(ADD)")
+    }
+
+    public func modify(_ fd: FileDescriptor, _ interest: Interest) throws(SystemCallError) {
+        try control(EPOLL_CTL_MOD, fd, interest, "epoll_ctl(MOD)")
+    }
+
+    /// Stops watching `fd` (closing it does so too, when it is its only descriptor).
+    public func remove(_ fd: FileDescriptor) throws(SystemCallError) {
+        try control(EPOLL_CTL_DEL, fd, [], "epoll_ctl(DEL)")
+    }
+
+    private func control(_ operation: Int32, _ fd: FileDescriptor, _ interest: Interest, _ name: StaticString)
+        throws(SystemCallError) {
+        var event = epoll_event()
+        event.events = interest.rawValue
+        event.data.fd = fd.rawValue
+        _ = try systemCall(name) { epoll_ctl(descriptor.rawValue, operation, fd.rawValue, &event) }
+    }
+
+    /// Waits up to `timeoutMilliseconds` (-1: forever) for ready descriptors, fills
+    /// `buffer` and returns how many; 0 on timeout or when a signal interrupted the wait.
+    public func wait(into buffer: UnsafeMutableBufferPointer<epoll_event>, timeoutMilliseconds: Int32)
+        throws(SystemCallError) -> Int {
+        let n = epoll_wait(descriptor.rawValue, buffer.baseAddress, Int32(clamping: buffer.count), timeoutMilliseconds)
+        if n >= 0 { return Int(n) }
+        let code = Glibc.errno
+        if code == EINTR { return 0 }
+        throw SystemCallError("epoll_wait", errno: code)
+    }
+
+    /// The readiness report at `index` of a buffer `wait` filled.
+    public static func readiness(_ buffer: UnsafeMutableBufferPointer<epoll_event>, _ index: Int) -> Readiness {
+        Readiness(descriptor: buffer[index].data.fd, events: buffer[index].events)
+    }
+}
+
+/// A non-blocking eventfd: a counter another thread bumps to wake an event loop.
+public struct EventFD: Sendable {
+    public let descriptor: FileDescriptor
+
+    public static func make() throws(SystemCallError) -> EventFD {
+        EventFD(descriptor: FileDescriptor(rawValue: try systemCall("eventfd") {
+            eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
+        }))
+    }
+
+    public func close() { descriptor.close() }
+
+    /// Wakes whoever waits on it. A counter already at its maximum (`EAGAIN`) has a
+    /// wake-up pending anyway.
+    public func signal() throws(SystemCallError) {
+        var one: UInt64 = 1
+        _ = try withUnsafeBytes(of: &one) { bytes throws(SystemCallError) in try descriptor.write(bytes) }
+    }
+
+    /// Resets the counter after a wake-up (`.wouldBlock` when it was already zero is fine).
+    public func drain() throws(SystemCallError) {
+        var count: UInt64 = 0
+        _ = try withUnsafeMutableBytes(of: &count) { bytes throws(SystemCallError) in try descriptor.read(into: bytes) }
+    }
+}

@@ -1,0 +1,152 @@
+import CNetShims
+import Glibc
+
+/// An open file descriptor, with one throwing method per system call made on it.
+///
+/// A plain value: copying it does not duplicate the descriptor, and nothing closes it
+/// but `close()` (or an owner such as `OpenFile`).
+public struct FileDescriptor: Sendable, Hashable {
+    public let rawValue: Int32
+
+    public init(rawValue: Int32) {
+        self.rawValue = rawValue
+    }
+
+    /// Opens `path` (`O_CLOEXEC` is always added).
+    public static func open(_ path: String, _ flags: Int32) throws(SystemCallError) -> FileDescriptor {
+        do {
+            return FileDescriptor(rawValue: try systemCall("open") { Glibc.open(path, flags | O_CLOEXEC) })
+        } catch {
+            throw error.on("'\(path)'")
+        }
+    }
+
+    /// Opens `name` in the folder `self` (`O_CLOEXEC` is always added).
+    public func open(at name: String, _ flags: Int32) throws(SystemCallError) -> FileDescriptor {
+        FileDescriptor(rawValue: try systemCall("openat") { openat(rawValue, name, flags | O_CLOEXEC) })
+    }
+
+    /// Releases the descriptor. Linux releases it whatever `close(2)` answers (`EINTR`
+    /// included), so there is nothing to retry; `EBADF` means it was closed twice, a bug.
+    public func close() {
+        if Glibc.close(rawValue) != 0 {
+            let code = Glibc.errno
+            precondition(code != EBADF, "descriptor \(rawValue) closed twice")
+        }
+    }
+
+    /// Reads up to `buffer.count` bytes: `.done(0)` at the end of the file or stream.
+    public func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemCallError) -> IOResult<Int> {
+        try nonBlockingCall("read") { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }
+    }
+
+    /// Reads up to `buffer.count` bytes at `offset`, without moving the file position.
+    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(SystemCallError) -> Int {
+        try systemCall("pread") { pread(rawValue, buffer.baseAddress, buffer.count, off_t(offset)) }
+    }
+
+    /// Reads only what the page cache holds (`preadv2` with `RWF_NOWAIT`): `.wouldBlock`
+    /// when the bytes would have to come from the disk. File systems without it (overlayfs,
+    /// tmpfs) throw `EOPNOTSUPP`.
+    public func readWithoutWaiting(into buffer: UnsafeMutableRawBufferPointer, at offset: Int)
+        throws(SystemCallError) -> IOResult<Int> {
+        try nonBlockingCall("preadv2") { cns_pread_nowait(rawValue, buffer.baseAddress, buffer.count, offset) }
+    }
+
+    /// Writes up to `buffer.count` bytes.
+    public func write(_ buffer: UnsafeRawBufferPointer) throws(SystemCallError) -> IOResult<Int> {
+        try nonBlockingCall("write") { Glibc.write(rawValue, buffer.baseAddress, buffer.count) }
+    }
+
+    /// `fstat`: size, times, identity and type.
+    public func info() throws(SystemCallError) -> FileInfo {
+        var st = stat()
+        _ = try systemCall("fstat") { fstat(rawValue, &st) }
+        return FileInfo(st)
+    }
+
+    /// `fstatat(…, AT_SYMLINK_NOFOLLOW)` of `name` in the folder `self`: a symbolic link is
+    /// reported as itself.
+    public func info(at name: String) throws(SystemCallError) -> FileInfo {
+        var st = stat()
+        _ = try systemCall("fstatat") { fstatat(rawValue, name, &st, AT_SYMLINK_NOFOLLOW) }
+        return FileInfo(st)
+    }
+
+    /// Whether the first `count` bytes of the file are all in the page cache, learnt with
+    /// `mincore(2)` on a read-only mapping that is never touched (so a file truncated
+    /// meanwhile cannot raise SIGBUS). Throws if the file cannot be mapped.
+    public func isResident(count: Int) throws(SystemCallError) -> Bool {
+        guard count > 0 else { return true }
+        let map = mmap(nil, count, PROT_READ, MAP_SHARED, rawValue, 0)
+        guard let map, map != UnsafeMutableRawPointer(bitPattern: -1) else {
+            throw SystemCallError("mmap", errno: Glibc.errno)
+        }
+        defer { munmap(map, count) }
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let pages = (count + page - 1) / page
+        return try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: pages) { vector throws(SystemCallError) in
+            _ = try systemCall("mincore") { mincore(map, count, vector.baseAddress) }
+            return vector.allSatisfy { $0 & 1 != 0 }
+        }
+    }
+}
+
+/// A descriptor closed when the last reference goes: lets a file be shared, e.g. by a
+/// cache and by the connections sending ranges of it (`FileRange`), without anyone
+/// closing it under the others.
+public final class OpenFile: Sendable {
+    public let descriptor: FileDescriptor
+
+    /// Takes ownership of `descriptor`.
+    public init(taking descriptor: FileDescriptor) {
+        self.descriptor = descriptor
+    }
+
+    deinit { descriptor.close() }
+}
+
+/// What `stat` says about a file: enough to build validators and notice changes.
+public struct FileInfo: Sendable, Hashable {
+    public let size: Int
+    public let modificationSeconds: Int64
+    public let modificationNanoseconds: Int64
+    public let inode: UInt64
+    /// The file system it lives on (`st_dev`).
+    public let device: UInt64
+    public let isRegularFile: Bool
+    public let isDirectory: Bool
+    /// Whether it is a symbolic link (only `info(at:)`, which does not follow links, says so).
+    public let isSymbolicLink: Bool
+
+    init(_ st: stat) {
+        size = Int(st.st_size)
+        modificationSeconds = Int64(st.st_mtim.tv_sec)
+        modificationNanoseconds = Int64(st.st_mtim.tv_nsec)
+        inode = UInt64(st.st_ino)
+        device = UInt64(st.st_dev)
+        let type = st.st_mode & S_IFMT
+        isRegularFile = type == S_IFREG
+        isDirectory = type == S_IFDIR
+        isSymbolicLink = type == S_IFLNK
+    }
+
+    /// A strong entity tag from size, modification time and inode, e.g. `"1000-65f0a1b2.1c-3f2a"`.
+    public var entityTag: String {
+        "\"\(String(size, radix: 16))-\(String(modificationSeconds, radix: 16)).\(String(modificationNanoseconds, radix: 16))-\(String(inode, radix: 16))\""
+    }
+}
+
+extension FileDescriptor {
+    /// Waits up to `timeoutMilliseconds` until the descriptor is ready for `events`
+    /// (`POLLIN`, `POLLOUT`); true when it is (or has an error the next call will report),
+    /// false on timeout. A signal ends the wait early with false.
+    public func poll(for events: Int16, timeoutMilliseconds: Int32) throws(SystemCallError) -> Bool {
+        var entry = pollfd(fd: rawValue, events: events, revents: 0)
+        let ready = Glibc.poll(&entry, 1, timeoutMilliseconds)
+        if ready >= 0 { return ready > 0 }
+        let code = Glibc.errno
+        if code == EINTR { return false }
+        throw SystemCallError("poll", errno: code)
+    }
+}

@@ -1,0 +1,51 @@
+import CNetShims
+import Glibc
+
+/// The process-wide settings the server touches.
+enum ProcessLimits {
+    /// Raises the soft `RLIMIT_NOFILE` to the hard limit (at most 2^20) and returns the
+    /// soft limit then in force.
+    static func raiseFileLimit() throws(SystemCallError) -> Int {
+        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        var limit = rlimit()
+        _ = try systemCall("getrlimit") { getrlimit(resource, &limit) }
+        let cap = rlim_t(1 << 20)
+        if limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max == rlim_t.max ? cap : min(limit.rlim_max, cap)
+            do {
+                _ = try systemCall("setrlimit") { setrlimit(resource, &raised) }
+                limit = raised
+            } catch {
+                // Refused (EPERM in some sandboxes): the limit there is stays in force.
+            }
+        }
+        return limit.rlim_cur == rlim_t.max ? Int(cap) : Int(limit.rlim_cur)
+    }
+}
+
+/// Names the calling thread (at most 15 bytes are kept), as `top -H` and
+/// `/proc/PID/task/TID/comm` show it.
+func nameThisThread(_ name: String) {
+    _ = cns_name_thread(name)  // cosmetic: a refusal changes nothing else
+}
+
+/// Clocks the server reads, without Foundation.
+public enum SystemClock {
+    /// Milliseconds from a cheap monotonic clock (`CLOCK_MONOTONIC_COARSE`, a few ms of
+    /// resolution).
+    @inline(__always)
+    public static func monotonicMilliseconds() -> Int64 {
+        var ts = timespec()
+        // Cannot fail for a clock id the kernel has (Linux ≥ 2.6.32).
+        _ = clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+
+    /// Wall-clock seconds since 1970 (`CLOCK_REALTIME_COARSE`).
+    public static func wallSeconds() -> Int64 {
+        var ts = timespec()
+        _ = clock_gettime(CLOCK_REALTIME_COARSE, &ts)
+        return Int64(ts.tv_sec)
+    }
+}
