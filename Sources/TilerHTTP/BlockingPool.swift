@@ -163,6 +163,8 @@ final class BlockingPool: Sendable {
                 return s.started
             }
             for _ in 0..<threads { work.signal() }
+            // Past the deadline a job still running is left to finish on its own: the
+            // process is exiting, and nothing waits for its answer.
             _ = exited.wait(timeout: deadline)
         }
 

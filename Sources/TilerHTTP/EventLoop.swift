@@ -38,9 +38,11 @@ final class EventLoop {
         let clock: any ServerClock
         /// Milliseconds a stop gives the requests in flight.
         let gracePeriod: Int64
+        /// `SO_SNDBUF` for accepted sockets, or nil for the kernel's.
+        let sendBufferBytes: Int?
 
         init(configuration: HTTPConfiguration, accessLog: Logger?, maximumConnections: Int, pool: BlockingPool,
-             clock: any ServerClock) {
+             clock: any ServerClock, sendBufferBytes: Int? = nil) {
             settings = ConnectionSettings(configuration: configuration, recordsAnswers: accessLog != nil)
             self.accessLog = accessLog
             self.maximumConnections = maximumConnections
@@ -48,6 +50,7 @@ final class EventLoop {
             self.pool = pool
             self.clock = clock
             gracePeriod = HTTPConfiguration.milliseconds(configuration.shutdownGracePeriod)
+            self.sendBufferBytes = sendBufferBytes
         }
     }
 
@@ -293,6 +296,7 @@ final class EventLoop {
             let interest = machine.interest
             do {
                 try socket.setNoDelay()
+                if let bytes = shared.sendBufferBytes { try socket.setSendBufferSize(bytes) }
                 try epoll.add(socket.descriptor, interest)
             } catch {
                 // A socket that cannot be set up or watched cannot be served.
@@ -555,8 +559,13 @@ final class EventLoop {
             // Unread input (pipelined requests) would make close() send a reset, which can
             // destroy the answer before the client reads it: read it away first.
             var budget = 1 << 20
-            while budget > 0, case .done(let n)? = try? c.socket.receive(into: readBuffer), n > 0 {
-                budget -= n
+            while budget > 0 {
+                do {
+                    guard case .done(let n) = try c.socket.receive(into: readBuffer), n > 0 else { break }
+                    budget -= n
+                } catch {
+                    break  // reset: nothing left to protect
+                }
             }
         }
     }

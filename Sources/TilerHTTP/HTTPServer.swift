@@ -37,6 +37,9 @@ public final class HTTPServer: Sendable {
         var stopDeadline: DispatchTime?
         /// The port actually bound.
         var port = 0
+        /// `SO_SNDBUF` for accepted sockets; nil leaves the kernel's (tests make it tiny to
+        /// force partial writes).
+        var sendBufferBytes: Int?
         var prepareLoop: PrepareLoop = { listener throws(SystemCallError) in try EventLoop.Resources.make(listener: listener) }
     }
 
@@ -66,6 +69,11 @@ public final class HTTPServer: Sendable {
         self.makeHandler = makeHandler
         self.accessLog = accessLog
         self.clock = clock
+    }
+
+    /// Sets `SO_SNDBUF` on every accepted socket (tests: tiny buffers force partial writes).
+    func setSendBufferBytes(_ bytes: Int?) {
+        state.withLock { $0.sendBufferBytes = bytes }
     }
 
     /// Replaces how loops are prepared (tests).
@@ -117,7 +125,7 @@ public final class HTTPServer: Sendable {
                 storage: .init(threads: configuration.storageThreads,
                                queueLength: configuration.maximumQueuedStorageReads))
             let shared = EventLoop.Shared(configuration: configuration, accessLog: accessLog, maximumConnections: cap,
-                                          pool: pool, clock: clock)
+                                          pool: pool, clock: clock, sendBufferBytes: s.sendBufferBytes)
             s.mailboxes = resources.map(\.mailbox)
             s.shared = shared
             s.port = port

@@ -112,13 +112,13 @@ final class Gates: @unchecked Sendable {
     static func unique(_ prefix: String = "") -> String { prefix + UUID().uuidString }
 }
 
-func withServer(_ configure: (inout HTTPConfiguration) -> Void = { _ in },
+func withServer(clock: any ServerClock = SystemClock.system, _ configure: (inout HTTPConfiguration) -> Void = { _ in },
                 _ body: (Int, HTTPServer) throws -> Void) throws {
     var config = HTTPConfiguration()
     config.port = 0
     config.threads = 2
     configure(&config)
-    let server = HTTPServer(configuration: config, handler: TestHandler())
+    let server = HTTPServer(configuration: config, clock: clock, makeHandler: { TestHandler() })
     try server.start()
     defer {
         server.stop()
@@ -494,72 +494,97 @@ final class FailureBox: @unchecked Sendable {
         }
     }
 
+    /// The timeouts below run on a `ManualClock`: the test moves the server's clock and
+    /// then fetches from another connection. That fetch's answer comes from a loop
+    /// iteration after the one that accepted it, which swept every connection with the
+    /// moved clock; so by then the connection under test has been judged (one loop thread).
+    /// The loop sweeps when its clock has moved 250 ms since the last sweep, hence steps of
+    /// at least 250 ms.
     @Test func slowRequestHeadsGet408AndAreClosed() throws {
-        try withServer({ $0.requestHeadTimeout = 0.4 }) { port, _ throws in
+        let clock = ManualClock()
+        try withServer(clock: clock, { $0.requestHeadTimeout = 10; $0.threads = 1 }) { port, _ throws in
             let c = try RawHTTPClient(port: port)
             try c.send("GET / HTTP/1.1\r\nHost: x\r\n")
+            try expectStillServing(port)  // c's bytes are read by now
+            clock.advance(milliseconds: 10_000)
+            try expectStillServing(port)
+            #expect(isOpenAndSilent(c), "408 before the head timeout")
+            clock.advance(milliseconds: 251)
+            try expectStillServing(port)
             let r = try c.readResponse()
             #expect(r.status == 408)
             #expect(c.waitForClose())
-            try expectStillServing(port)
         }
     }
 
     /// Slowloris with empty lines: a client that sends only `\r\n`, over and over, is
     /// sending a request head and is held to the head timeout like any other.
     @Test func emptyLinesDoNotHoldAConnectionPastTheHeadTimeout() throws {
-        try withServer({ $0.requestHeadTimeout = 0.5; $0.idleTimeout = 60 }) { port, _ throws in
+        let clock = ManualClock()
+        try withServer(clock: clock, { $0.requestHeadTimeout = 3; $0.idleTimeout = 60; $0.threads = 1 }) { port, _ throws in
             for prelude in ["", "GET /first HTTP/1.1\r\nHost: x\r\n\r\n"] {
-                let c = try RawHTTPClient(port: port, timeout: 0.1)
+                let c = try RawHTTPClient(port: port)
                 if !prelude.isEmpty {
                     try c.send(prelude)
                     #expect(try c.readResponse().text == "/first")
                 }
-                // Ten times the head timeout, one empty line every 0.1 s: the server must
-                // answer 408 and close well before the client gives up.
-                var answer: [UInt8] = []
-                var closed = false
-                let deadline = Date().addingTimeInterval(5)
-                while Date() < deadline && !closed {
-                    if (try? c.send("\r\n")) == nil { closed = true; break }
-                    var chunk = [UInt8](repeating: 0, count: 4096)
-                    let n = chunk.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
-                    if n > 0 { answer += chunk[0..<n] } else if n == 0 || errno == ECONNRESET { closed = true }
+                // An empty line every 0.5 s of the server's clock, for 3.5 s: a request
+                // head that never ends.
+                for _ in 0..<7 {
+                    try c.send("\r\n")
+                    try expectStillServing(port)
+                    clock.advance(milliseconds: 500)
                 }
-                #expect(closed, "a connection sending empty lines stayed open for 10 head timeouts")
-                #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 408 "))
+                try expectStillServing(port)
+                let r = try c.readResponse()
+                #expect(r.status == 408, "a connection sending empty lines outlived the head timeout")
+                #expect(c.waitForClose())
             }
             try expectStillServing(port)
         }
     }
 
     @Test func idleConnectionsAreClosed() throws {
-        try withServer({ $0.idleTimeout = 0.4 }) { port, server throws in
+        let clock = ManualClock()
+        try withServer(clock: clock, { $0.idleTimeout = 60; $0.threads = 1 }) { port, _ throws in
             let c = try RawHTTPClient(port: port)
             try c.request("/one")
             _ = try c.readResponse()
-            let start = Date()
+            clock.advance(milliseconds: 60_000)
+            try expectStillServing(port)
+            #expect(isOpenAndSilent(c), "closed before the idle timeout")
+            clock.advance(milliseconds: 251)
+            try expectStillServing(port)
             #expect(c.waitForClose())
-            // Not before its time (a lower bound holds however slow the machine is).
-            #expect(Date().timeIntervalSince(start) > 0.3)
         }
     }
 
     @Test func silentNewConnectionsAreClosedAfterTheHeadTimeout() throws {
-        try withServer({ $0.requestHeadTimeout = 0.4 }) { port, _ throws in
+        let clock = ManualClock()
+        try withServer(clock: clock, { $0.requestHeadTimeout = 10; $0.idleTimeout = 60; $0.threads = 1 }) { port, _ throws in
             let c = try RawHTTPClient(port: port)
-            let start = Date()
+            try expectStillServing(port)  // accepted before the fetch's connection
+            clock.advance(milliseconds: 10_000)
+            try expectStillServing(port)
+            #expect(isOpenAndSilent(c), "closed before the head timeout")
+            clock.advance(milliseconds: 251)
+            try expectStillServing(port)
             #expect(c.waitForClose())
-            #expect(Date().timeIntervalSince(start) > 0.3)
         }
     }
 
     @Test func clientsThatStopReadingAreCutOffAfterTheWriteTimeout() throws {
-        try withServer({ $0.writeTimeout = 0.5 }) { port, server throws in
+        let clock = ManualClock()
+        try withServer(clock: clock, { $0.writeTimeout = 30; $0.threads = 1 }) { port, server throws in
             let c = try RawHTTPClient(port: port, timeout: 5)
             try c.request("/huge")  // 64 MiB: far more than the socket buffers hold
             // Accepted and answering (bytes are waiting to be read), then cut off.
             #expect(eventually { bytesWaiting(c) > 0 })
+            clock.advance(milliseconds: 30_000)
+            try expectStillServing(port)
+            #expect(eventually { server.openConnections == 1 }, "cut off before the write timeout")
+            clock.advance(milliseconds: 251)
+            try expectStillServing(port)
             #expect(eventually { server.openConnections == 0 })
             var received = 0
             var chunk = [UInt8](repeating: 0, count: 1 << 20)
@@ -631,7 +656,8 @@ final class FailureBox: @unchecked Sendable {
         config.threads = 1
         config.renderThreads = 2
         config.shutdownGracePeriod = 1
-        let server = HTTPServer(configuration: config, handler: TestHandler())
+        let clock = ManualClock()
+        let server = HTTPServer(configuration: config, clock: clock, makeHandler: { TestHandler() })
         try server.start()
         let port = server.port
         let forever = Gates.unique(), soon = Gates.unique()
@@ -657,6 +683,8 @@ final class FailureBox: @unchecked Sendable {
         let next = try queued.readResponse()  // ran on the thread `soon` freed
         #expect(next.status == 200 && next.header("Connection") == "close")
         #expect(idle.waitForClose())
+        #expect(isOpenAndSilent(outlives) && isOpenAndSilent(partial), "answered before the grace period ended")
+        clock.advance(milliseconds: 1_001)  // the grace period ends (on the server's clock)
         for (name, c) in [("a request whose work outlived the grace period", outlives), ("a half-sent head", partial)] {
             let r = try c.readResponse()
             #expect(r.status == 503, "\(name): \(r.status)")
@@ -766,6 +794,14 @@ final class Counter: @unchecked Sendable {
     private var value = 0
     /// Adds one and returns the new value.
     func increment() -> Int { lock.withLock { value += 1; return value } }
+}
+
+/// Whether the server has neither answered nor closed the connection: nothing to read,
+/// and no end of stream.
+func isOpenAndSilent(_ c: RawHTTPClient) -> Bool {
+    var byte: UInt8 = 0
+    let n = recv(c.fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
 }
 
 /// Bytes received by a client and not read yet.
