@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 import TilerStorage
 
 /// SIGINT and SIGTERM turned into a flag that a cut polls, so that it can remove its
@@ -10,14 +11,20 @@ import TilerStorage
 /// has not acknowledged the signal within ``gracePeriod``, or at a second signal, the
 /// signal thread removes the unfinished output itself (``UnfinishedOutput``), prints one
 /// line and exits with 128 + the signal number, whatever the cut is doing.
-public final class InterruptSignals: @unchecked Sendable {
+public final class InterruptSignals: Sendable {
     /// How long the work has to stop by itself after the first signal.
     public static let gracePeriod: Double = 1.0
 
-    private let lock = NSLock()
-    private var received: Int32 = 0
-    private var stopped = false
-    private var sources: [any DispatchSourceSignal] = []
+    private struct State {
+        /// The first signal, 0 before any.
+        var received: Int32 = 0
+        /// The work has acknowledged it and cleaned up by itself.
+        var stopped = false
+        /// Kept so that the sources live as long as this value.
+        var sources: [any DispatchSourceSignal] = []
+    }
+
+    private let state = Mutex(State())
     private let program: String
 
     /// Starts catching SIGINT and SIGTERM. `program` prefixes the line printed when the
@@ -26,10 +33,12 @@ public final class InterruptSignals: @unchecked Sendable {
         let signals = InterruptSignals(program: program)
         for number in [SIGINT, SIGTERM] {
             Glibc.signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { [signals] in signals.receive(number) }
-            source.resume()
-            signals.sources.append(source)
+            signals.state.withLock { s in
+                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+                source.setEventHandler { [signals] in signals.receive(number) }
+                source.resume()
+                s.sources.append(source)
+            }
         }
         return signals
     }
@@ -37,40 +46,34 @@ public final class InterruptSignals: @unchecked Sendable {
     private init(program: String) { self.program = program }
 
     private func receive(_ number: Int32) {
-        lock.lock()
-        let first = received == 0
-        if first { received = number }
-        lock.unlock()
+        let first = state.withLock { s in
+            defer { if s.received == 0 { s.received = number } }
+            return s.received == 0
+        }
         if !first { stopNow(number) }
         DispatchQueue.global().asyncAfter(deadline: .now() + Self.gracePeriod) { [self] in
-            lock.lock()
-            let done = stopped
-            lock.unlock()
-            if !done { stopNow(number) }
+            if !state.withLock({ $0.stopped }) { stopNow(number) }
         }
     }
 
     /// Removes unfinished output and exits; never returns.
     private func stopNow(_ number: Int32) -> Never {
-        UnfinishedOutput.shared.removeAllForExit()
-        let line = "\(program): interrupted; nothing unfinished was kept\n"
-        _ = line.withCString { write(STDERR_FILENO, $0, strlen($0)) }
-        _exit(128 + number)
+        UnfinishedOutput.shared.removeAllForExit {
+            let line = "\(program): interrupted; nothing unfinished was kept\n"
+            _ = line.withCString { write(STDERR_FILENO, $0, strlen($0)) }  // best effort on the way out
+            _exit(128 + number)
+        }
     }
 
     /// Tells the signal thread that the work has stopped and cleaned up by itself, so
     /// the process may finish normally (print its summary, exit 128 + signal).
     public func acknowledge() {
-        lock.lock()
-        stopped = true
-        lock.unlock()
+        state.withLock { $0.stopped = true }
     }
 
     /// The first signal received, or nil.
     public var signal: Int32? {
-        lock.lock()
-        defer { lock.unlock() }
-        return received == 0 ? nil : received
+        state.withLock { $0.received == 0 ? nil : $0.received }
     }
 
     public var isInterrupted: Bool { signal != nil }

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import TilerCore
 import TilerStorage
+import Synchronization
 
 /// Builds every level of a pyramid from full-resolution rows that arrive top to bottom,
 /// the way libvips' dzsave does: each level keeps one strip of `tileSize` rows; when a
@@ -264,25 +265,26 @@ final class PyramidBuilder {
 }
 
 /// What the encoding threads report back: bytes per tile and the first error.
-private final class TileWriteOutcome: @unchecked Sendable {
-    private let lock = NSLock()
-    private var bytes: [Int]
-    private var error: (any Error)?
+private final class TileWriteOutcome: Sendable {
+    private struct Tally {
+        var bytes: [Int]
+        var error: (any Error)?
+    }
 
-    init(count: Int) { bytes = Array(repeating: 0, count: count) }
+    private let tally: Mutex<Tally>
+
+    init(count: Int) { tally = Mutex(Tally(bytes: Array(repeating: 0, count: count), error: nil)) }
 
     func record(index: Int, bytes count: Int) {
-        lock.lock()
-        bytes[index] = count
-        lock.unlock()
+        tally.withLock { $0.bytes[index] = count }
     }
 
     func fail(_ error: any Error) {
-        lock.lock()
-        if self.error == nil { self.error = error }
-        lock.unlock()
+        tally.withLock { t in
+            if t.error == nil { t.error = error }
+        }
     }
 
-    var firstError: (any Error)? { lock.lock(); defer { lock.unlock() }; return error }
-    var totalBytes: Int { lock.lock(); defer { lock.unlock() }; return bytes.reduce(0, +) }
+    var firstError: (any Error)? { tally.withLock { $0.error } }
+    var totalBytes: Int { tally.withLock { $0.bytes.reduce(0, +) } }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import PMTiles
+import Synchronization
 
 /// Where a tile's bytes are in an archive: an absolute file offset and a length.
 public struct TileLocation: Sendable, Hashable {
@@ -17,15 +18,21 @@ public struct TileLocation: Sendable, Hashable {
 /// (24 bytes each) and by the number of leaves (so that eviction, a scan, stays cheap
 /// even for archives of tiny leaves); the least recently used leaf goes first.
 /// Thread-safe.
-public final class DirectoryCache: @unchecked Sendable {
+public final class DirectoryCache: Sendable {
     /// Entries held at most, over all leaves.
     public let capacity: Int
     /// Leaves held at most.
     public let maximumLeaves: Int
-    private let lock = NSLock()
-    private var leaves: [Key: (entries: [DirectoryEntry], used: UInt64)] = [:]
-    private var held = 0
-    private var clock: UInt64 = 0
+
+    private struct Contents {
+        var leaves: [Key: (entries: [DirectoryEntry], used: UInt64)] = [:]
+        /// Entries held, over all leaves.
+        var held = 0
+        /// Ticks at each use: the least recently used leaf has the smallest `used`.
+        var clock: UInt64 = 0
+    }
+
+    private let contents = Mutex(Contents())
 
     struct Key: Hashable {
         /// Which reader (archive) the leaf belongs to.
@@ -43,37 +50,38 @@ public final class DirectoryCache: @unchecked Sendable {
     }
 
     /// Entries held now.
-    public var count: Int { lock.withLock { held } }
+    public var count: Int { contents.withLock { $0.held } }
 
     func entries(for key: Key) -> [DirectoryEntry]? {
-        lock.withLock {
-            guard let hit = leaves[key] else { return nil }
-            clock += 1
-            leaves[key]!.used = clock
+        contents.withLock { c in
+            guard let hit = c.leaves[key] else { return nil }
+            c.clock += 1
+            c.leaves[key]!.used = c.clock
             return hit.entries
         }
     }
 
     func insert(_ entries: [DirectoryEntry], for key: Key) {
         guard entries.count <= capacity else { return }
-        lock.withLock {
-            if let old = leaves[key] { held -= old.entries.count }
-            clock += 1
-            leaves[key] = (entries, clock)
-            held += entries.count
-            while held > capacity || leaves.count > maximumLeaves, let oldest = leaves.min(by: { $0.value.used < $1.value.used }) {
-                held -= oldest.value.entries.count
-                leaves[oldest.key] = nil
+        contents.withLock { c in
+            if let old = c.leaves[key] { c.held -= old.entries.count }
+            c.clock += 1
+            c.leaves[key] = (entries, c.clock)
+            c.held += entries.count
+            while c.held > capacity || c.leaves.count > maximumLeaves,
+                  let oldest = c.leaves.min(by: { $0.value.used < $1.value.used }) {
+                c.held -= oldest.value.entries.count
+                c.leaves[oldest.key] = nil
             }
         }
     }
 
     /// Drops every leaf of one archive (when its reader goes).
     func removeAll(archive: UInt64) {
-        lock.withLock {
-            for key in leaves.keys where key.archive == archive {
-                held -= leaves[key]!.entries.count
-                leaves[key] = nil
+        contents.withLock { c in
+            for key in c.leaves.keys where key.archive == archive {
+                c.held -= c.leaves[key]!.entries.count
+                c.leaves[key] = nil
             }
         }
     }
@@ -91,7 +99,7 @@ public final class DirectoryCache: @unchecked Sendable {
 ///
 /// `cachedLocation(of:)` never reads: an event loop can ask it and hand the read to a
 /// thread that may block only when it answers `.needsRead`. Thread-safe.
-public final class ArchiveReader: @unchecked Sendable {
+public final class ArchiveReader: Sendable {
     /// Bounds on what the reader reads and inflates.
     public struct Limits: Sendable {
         /// A directory's bytes, compressed or not (16 MiB: about 700,000 entries).
@@ -122,8 +130,8 @@ public final class ArchiveReader: @unchecked Sendable {
     private let cache: DirectoryCache
     private let identity: UInt64
 
-    private static let identities = NSLock()
-    nonisolated(unsafe) private static var nextIdentity: UInt64 = 1
+    /// The next reader's identity (which tells its leaves apart in a shared cache).
+    private static let nextIdentity = Atomic<UInt64>(1)
 
     /// Opens an archive: reads and checks the header, the root directory and the
     /// metadata.
@@ -131,10 +139,7 @@ public final class ArchiveReader: @unchecked Sendable {
         self.source = source
         self.limits = limits
         self.cache = cache ?? DirectoryCache()
-        identity = Self.identities.withLock {
-            defer { Self.nextIdentity += 1 }
-            return Self.nextIdentity
-        }
+        identity = Self.nextIdentity.add(1, ordering: .relaxed).oldValue
         let name = source.name
         func check<T>(_ body: () throws(ArchiveFormatError) -> T) throws(StorageError) -> T {
             do { return try body() } catch { throw .archive(path: name, error) }

@@ -17,7 +17,7 @@ public protocol ArchiveSource: Sendable {
 /// A local archive read with `pread` on one descriptor, shared by every thread. The size
 /// is taken once, at open; a file replaced later is a new source (the old descriptor
 /// keeps reading the old file).
-public final class FileArchiveSource: ArchiveSource, @unchecked Sendable {
+public final class FileArchiveSource: ArchiveSource, Sendable {
     public let name: String
     public let size: UInt64
     /// The open file (owned: closed when the source goes), for callers that want to

@@ -1,5 +1,6 @@
 import Foundation
 import PMTiles
+import Synchronization
 
 /// Writes one PMTiles v3 archive from tiles that arrive in any order, from many threads
 /// at once: each tile is appended to a spool file (unlinked, so it vanishes with the
@@ -12,7 +13,7 @@ import PMTiles
 /// Identical tiles (same length, same 64-bit hash, and then compared byte for byte) are
 /// stored once: consecutive ones become one entry with a run length, others share an
 /// offset. Blank margins of scans and flat skies cost one tile each.
-final class ArchiveWriter: @unchecked Sendable {
+final class ArchiveWriter: Sendable {
     /// A spooled tile. 32 bytes.
     struct SpooledTile {
         var tileID: UInt64
@@ -36,10 +37,15 @@ final class ArchiveWriter: @unchecked Sendable {
 
     private let spool: Int32
     private let spoolPath: String
-    private let lock = NSLock()
-    private var spoolSize: UInt64 = 0
-    private var tiles: [SpooledTile] = []
-    private var closed = false
+
+    private struct Spool {
+        /// Bytes taken in the spool so far: where the next tile goes.
+        var size: UInt64 = 0
+        var tiles: [SpooledTile] = []
+        var closed = false
+    }
+
+    private let state = Mutex(Spool())
 
     /// Opens the spool in `directory` (the archive's own folder, so it sits on the same
     /// disk), named after `name`, and unlinks it at once. `expectedTiles` reserves the
@@ -56,13 +62,13 @@ final class ArchiveWriter: @unchecked Sendable {
         unlink(path)
         spool = fd
         spoolPath = path
-        tiles.reserveCapacity(expectedTiles)
+        state.withLock { $0.tiles.reserveCapacity(expectedTiles) }
     }
 
     deinit { closeSpool() }
 
     /// Tiles added so far.
-    var count: Int { lock.withLock { tiles.count } }
+    var count: Int { state.withLock { $0.tiles.count } }
 
     /// Appends one tile. Safe to call from many threads at once: the spool offset is
     /// taken under the lock, the bytes are written outside it with `pwrite`.
@@ -74,10 +80,10 @@ final class ArchiveWriter: @unchecked Sendable {
         var hasher = Hasher()
         hasher.combine(bytes: bytes)
         let hash = UInt64(bitPattern: Int64(hasher.finalize()))
-        let offset: UInt64 = lock.withLock {
-            let offset = spoolSize
-            spoolSize += UInt64(bytes.count)
-            tiles.append(SpooledTile(tileID: tileID, spoolOffset: offset, hash: hash, length: UInt32(bytes.count)))
+        let offset: UInt64 = state.withLock { s in
+            let offset = s.size
+            s.size += UInt64(bytes.count)
+            s.tiles.append(SpooledTile(tileID: tileID, spoolOffset: offset, hash: hash, length: UInt32(bytes.count)))
             return offset
         }
         try Self.writeAll(spool, bytes, at: offset, path: spoolPath)
@@ -90,10 +96,9 @@ final class ArchiveWriter: @unchecked Sendable {
     func finish(into output: Int32, outputPath: String, header template: ArchiveHeader, extras: [[UInt8]],
                 metadata: ([UInt64]) throws(StorageError) -> [UInt8]) throws(StorageError) -> Summary {
         defer { closeSpool() }
-        var spooled = lock.withLock { () -> [SpooledTile] in
-            let all = tiles
-            tiles = []
-            return all
+        var spooled = state.withLock { s -> [SpooledTile] in
+            defer { s.tiles = [] }
+            return s.tiles
         }
         guard !spooled.isEmpty else { throw .invalid(path: outputPath, reason: "an archive needs at least one tile") }
         spooled.sort { $0.tileID < $1.tileID }
@@ -186,10 +191,10 @@ final class ArchiveWriter: @unchecked Sendable {
     }
 
     private func closeSpool() {
-        lock.withLock {
-            if !closed {
+        state.withLock { s in
+            if !s.closed {
                 close(spool)
-                closed = true
+                s.closed = true
             }
         }
     }

@@ -1,6 +1,7 @@
 import Foundation
 import PMTiles
 import TilerCore
+import Synchronization
 
 /// Where a pyramid being written goes: a folder `ROOT/ID/` (``FolderSink``) or a PMTiles
 /// archive `ROOT/ID.pmtiles` (``ArchiveSink``). Either is staged under a hidden name and
@@ -62,11 +63,11 @@ public enum PyramidLayout: String, Sendable, CaseIterable {
 
 /// Writes `ROOT/ID/LEVEL/ROW/COLUMN.EXT` files into a hidden partial folder, then
 /// `pyramid.json` last (to a temporary name, renamed), then renames the folder into place.
-public final class FolderSink: PyramidSink, @unchecked Sendable {
+public final class FolderSink: PyramidSink, Sendable {
     private let staged: StagedOutput
     private let fileExtension: String
-    private let lock = NSLock()
-    private var bytes = 0
+    /// Bytes written so far.
+    private let bytes = Atomic<Int>(0)
 
     public var destination: String { staged.destination }
 
@@ -87,12 +88,12 @@ public final class FolderSink: PyramidSink, @unchecked Sendable {
 
     public func writeTile(_ tile: TileCoordinate, _ bytes: UnsafeRawBufferPointer) throws(StorageError) {
         try Self.writeFile("\(staged.path)/\(tile.level)/\(tile.row)/\(tile.column).\(fileExtension)", bytes)
-        lock.withLock { self.bytes += bytes.count }
+        self.bytes.add(bytes.count, ordering: .relaxed)
     }
 
     public func writeThumbnail(named name: String, _ bytes: UnsafeRawBufferPointer) throws(StorageError) {
         try Self.writeFile("\(staged.path)/\(name)", bytes)
-        lock.withLock { self.bytes += bytes.count }
+        self.bytes.add(bytes.count, ordering: .relaxed)
     }
 
     public func commit(manifest: [UInt8], replace: Bool) throws(StorageError) -> Int {
@@ -101,7 +102,7 @@ public final class FolderSink: PyramidSink, @unchecked Sendable {
         let final = "\(staged.path)/\(PyramidManifest.fileName)"
         guard rename(temporary, final) == 0 else { throw StorageError.system(final) }
         try staged.install(replace: replace)
-        return lock.withLock { bytes } + manifest.count
+        return bytes.load(ordering: .relaxed) + manifest.count
     }
 
     public func discard() { staged.discard() }
@@ -127,13 +128,12 @@ public final class FolderSink: PyramidSink, @unchecked Sendable {
 /// Writes `ROOT/ID.pmtiles`: tiles go to an ``ArchiveWriter``'s spool as they come, and
 /// the archive is written into a hidden partial file at commit, then renamed into place.
 /// The thumbnail is kept in memory (it is small) until then.
-public final class ArchiveSink: PyramidSink, @unchecked Sendable {
+public final class ArchiveSink: PyramidSink, Sendable {
     private let staged: StagedOutput
     private let writer: ArchiveWriter
     private let geometry: PyramidGeometry
     private let format: TileFormat
-    private let lock = NSLock()
-    private var thumbnail: [UInt8]?
+    private let thumbnail = Mutex<[UInt8]?>(nil)
 
     public var destination: String { staged.destination }
 
@@ -156,11 +156,12 @@ public final class ArchiveSink: PyramidSink, @unchecked Sendable {
     }
 
     public func writeThumbnail(named name: String, _ bytes: UnsafeRawBufferPointer) throws(StorageError) {
-        lock.withLock { thumbnail = Array(bytes) }
+        let copy = Array(bytes)
+        thumbnail.withLock { $0 = copy }
     }
 
     public func commit(manifest: [UInt8], replace: Bool) throws(StorageError) -> Int {
-        guard let thumbnail = lock.withLock({ thumbnail }), !thumbnail.isEmpty else {
+        guard let thumbnail = thumbnail.withLock({ $0 }), !thumbnail.isEmpty else {
             throw .invalid(path: staged.destination, reason: "no thumbnail was written")
         }
         let expected = geometry.levels.reduce(0) { $0 + $1.tileCount }

@@ -1,5 +1,6 @@
 import CStorageShims
 import Foundation
+import Synchronization
 
 /// A pyramid being written into ROOT under a hidden name, `ROOT/.NAME.partial-PID-XXXXXX`,
 /// and made visible as `ROOT/NAME` by one rename when complete: a reader never sees half
@@ -12,7 +13,7 @@ import Foundation
 /// registered with ``UnfinishedOutput``, so that a signal the writer cannot notice in
 /// time removes it; the renames that make it appear run under that registry's lock, so a
 /// signal finds either the partial or the finished pyramid, never half.
-final class StagedOutput {
+final class StagedOutput: Sendable {
     enum Kind {
         /// A pyramid folder, `ROOT/ID`.
         case folder
@@ -30,8 +31,9 @@ final class StagedOutput {
     /// (`.folder`); holds the lock.
     let descriptor: Int32
     private let registration: Int
-    private var installed = false
-    private var closed = false
+    /// Installed or discarded: nothing is left to remove.
+    private let finished = Atomic<Bool>(false)
+    private let closed = Atomic<Bool>(false)
 
     /// Makes the hidden, locked folder or file for `name` in `root` (creating `root` if
     /// need be), after removing partials of `name` left by killed processes. Files and
@@ -82,7 +84,7 @@ final class StagedOutput {
     }
 
     deinit {
-        if !installed { discard() }
+        discard()  // nothing when it was installed or discarded already
         closeDescriptor()
     }
 
@@ -105,7 +107,7 @@ final class StagedOutput {
             }
         }
         let leftover = try outcome.get()
-        installed = true
+        finished.store(true, ordering: .sequentiallyConsistent)
         closeDescriptor()
         // The old pyramid, swapped out: still registered, so a signal now removes it too.
         if let leftover {
@@ -117,17 +119,15 @@ final class StagedOutput {
 
     /// Removes the partial folder or file (after a failure or an interrupt).
     func discard() {
-        guard !installed else { return }
+        guard !finished.exchange(true, ordering: .sequentiallyConsistent) else { return }
         Self.remove(path, kind: kind)
-        installed = true
         UnfinishedOutput.shared.unregister(registration)
         closeDescriptor()
     }
 
     private func closeDescriptor() {
-        guard !closed else { return }
+        guard !closed.exchange(true, ordering: .sequentiallyConsistent) else { return }
         close(descriptor)
-        closed = true
     }
 
     private func installFile(replace: Bool) throws(StorageError) {

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The files and folders a cut, pack or unpack is still writing (its hidden partial
 /// folder or file, ``StagedOutput``), so that a signal can remove them even while the
@@ -10,70 +11,73 @@ import Foundation
 /// nothing with intermediate folders), so nothing is re-created behind the removal.
 /// Renames that publish output (the install of a finished pyramid) run under the same
 /// lock, so a pyramid is either installed whole or removed, never half.
-public final class UnfinishedOutput: @unchecked Sendable {
+public final class UnfinishedOutput: Sendable {
     /// The process's registry.
     public static let shared = UnfinishedOutput()
 
-    private let lock = NSLock()
-    private var paths: [Int: String] = [:]
-    private var cleanups: [Int: @Sendable () -> Void] = [:]
-    private var nextToken = 0
+    private struct Registry {
+        var paths: [Int: String] = [:]
+        var cleanups: [Int: @Sendable () -> Void] = [:]
+        var nextToken = 0
+
+        mutating func insert(_ path: String) -> Int {
+            nextToken += 1
+            paths[nextToken] = path
+            return nextToken
+        }
+    }
+
+    private let registry = Mutex(Registry())
 
     /// Registers `path`; the token unregisters it.
     public func register(_ path: String) -> Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return insert(path)
+        registry.withLock { $0.insert(path) }
     }
 
     public func unregister(_ token: Int) {
-        lock.lock()
-        paths[token] = nil
-        cleanups[token] = nil
-        lock.unlock()
+        registry.withLock { r in
+            r.paths[token] = nil
+            r.cleanups[token] = nil
+        }
     }
 
     /// Registers work to do on the way to `_exit` besides removing paths (abort a
     /// multipart upload, so that its parts are freed and no object appears); the token
     /// unregisters it. The action must be bounded in time.
     public func registerCleanup(_ action: @escaping @Sendable () -> Void) -> Int {
-        lock.lock()
-        defer { lock.unlock() }
-        nextToken += 1
-        cleanups[nextToken] = action
-        return nextToken
+        registry.withLock { r in
+            r.nextToken += 1
+            r.cleanups[r.nextToken] = action
+            return r.nextToken
+        }
     }
 
     /// Runs `body` (renames that create or publish output) with no removal under way;
     /// `register` inside it registers without taking the lock again.
-    public func withLock<R>(_ body: (_ register: (String) -> Int) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body { self.insert($0) }
-    }
-
-    private func insert(_ path: String) -> Int {
-        nextToken += 1
-        paths[nextToken] = path
-        return nextToken
-    }
-
-    /// Moves every registered path out of the way and deletes it. Keeps the lock, so no
-    /// output is published afterwards: call this only on the way to `_exit`.
-    public func removeAllForExit() {
-        lock.lock()
-        for action in cleanups.values { action() }
-        cleanups.removeAll()
-        for path in paths.values {
-            let aside = path + "-removing"
-            let target = rename(path, aside) == 0 ? aside : path
-            // Writers that had resolved the old path just before the rename may still add
-            // a file or two; a few passes take those too.
-            for _ in 0..<5 {
-                try? FileManager.default.removeItem(atPath: target)
-                if access(target, F_OK) != 0 { break }
-            }
+    public func withLock<R, E: Error>(_ body: (_ register: (String) -> Int) throws(E) -> R) throws(E) -> R {
+        try registry.withLock { (r) throws(E) -> R in
+            try body { r.insert($0) }
         }
-        paths.removeAll()
+    }
+
+    /// Runs the registered cleanups, moves every registered path out of the way and
+    /// deletes it, then calls `exit` without letting go of the lock: no output is
+    /// published afterwards.
+    public func removeAllForExit(then exit: () -> Never) -> Never {
+        registry.withLock { r -> Never in
+            for action in r.cleanups.values { action() }
+            r.cleanups.removeAll()
+            for path in r.paths.values {
+                let aside = path + "-removing"
+                let target = rename(path, aside) == 0 ? aside : path
+                // Writers that had resolved the old path just before the rename may still
+                // add a file or two; a few passes take those too.
+                for _ in 0..<5 {
+                    try? FileManager.default.removeItem(atPath: target)
+                    if access(target, F_OK) != 0 { break }
+                }
+            }
+            exit()
+        }
     }
 }
