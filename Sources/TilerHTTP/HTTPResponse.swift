@@ -374,7 +374,9 @@ struct ResponseSerializer {
     func protocolError(_ error: HTTPError, date: [UInt8]) -> [UInt8] {
         var out = OutputQueue()
         writeProtocolError(error, date: date, into: &out)
-        return Array(out.staged)
+        return out.withLeadingBytes { vectors in
+            vectors.reduce(into: [UInt8]()) { $0 += UnsafeRawBufferPointer(start: $1.iov_base, count: $1.iov_len) }
+        }
     }
 
     /// Headers and body for bytes built per request.

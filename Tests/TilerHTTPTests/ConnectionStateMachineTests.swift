@@ -629,4 +629,75 @@ private func get(_ target: String, _ headers: String = "") -> String {
         #expect(answers.map { $0.head.map { String(decoding: $0.target, as: UTF8.self) } } == ["/a", "/b", nil])
         #expect(d.machine.takeAnswers().isEmpty)
     }
+
+    /// 300 generated conversations: requests (GET, HEAD, OPTIONS, some answered on the
+    /// pool, some with large bodies) split at random points, a socket whose room varies
+    /// from write to write, the pool finishing at random moments. Every request is
+    /// answered once, in order, whole.
+    @Test func randomSplitsRoomsAndPoolTimingsNeverLoseOrReorderAnAnswer() {
+        var rng = SplitMix(seed: 0x7157)
+        let big = PreparedResponse(body: (0..<5000).map { UInt8(truncatingIfNeeded: $0) }, contentType: "application/octet-stream",
+                                   etag: nil, lastModified: nil, cacheControl: nil)
+        for round in 0..<300 {
+            var d = ConnectionDriver { $0.maximumQueuedOutputBytes = 4096 + Int(rng.next() % 20_000) }
+            d.handler = { head in
+                let target = String(decoding: head.target, as: UTF8.self)
+                let answer: HTTPResponse = target.hasPrefix("/big") ? .prepared(big)
+                    : .bytes(status: 200, contentType: "text/plain", body: head.target, cacheControl: nil)
+                return target.contains("pool") ? .blocking(.read) { answer } : answer
+            }
+            var expected: [(method: String, target: String)] = []
+            var stream: [UInt8] = []
+            for i in 0..<(1 + Int(rng.next() % 12)) {
+                let method = ["GET", "GET", "GET", "HEAD", "OPTIONS"][Int(rng.next() % 5)]
+                let target = ["/t", "/big", "/pool", "/big-pool"][Int(rng.next() % 4)] + "/\(round)/\(i)"
+                expected.append((method, target))
+                stream += Array("\(method) \(target) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+            }
+            d.room = 0
+            var sent = 0
+            var steps = 0
+            while (sent < stream.count || !d.pool.isEmpty || d.machine.interest.contains(.write)) && steps < 100_000 {
+                steps += 1
+                switch rng.next() % 3 {
+                case 0 where sent < stream.count && d.machine.wantsInput:
+                    let n = min(stream.count - sent, 1 + Int(rng.next() % 200))
+                    d.send(Array(stream[sent..<(sent + n)]))
+                    sent += n
+                case 1 where !d.pool.isEmpty:
+                    d.finishWork()
+                default:
+                    d.clientReads(Int(rng.next() % 3000))
+                }
+                #expect(!d.closed, "round \(round): closed")
+                if d.closed { break }
+            }
+            d.clientReads()
+            for (method, target) in expected {
+                let r = d.nextResponse(bodyless: method == "HEAD")
+                switch method {
+                case "OPTIONS": #expect(r?.status == 204, "round \(round): \(method) \(target)")
+                case "HEAD":
+                    #expect(r?.status == 200 && r?.body.isEmpty == true, "round \(round): \(method) \(target)")
+                default:
+                    let body = target.hasPrefix("/big") ? big.body : Array(target.utf8)
+                    #expect(r?.status == 200 && r?.body == body, "round \(round): \(method) \(target)")
+                }
+            }
+            #expect(d.received.isEmpty, "round \(round): bytes after the last answer")
+        }
+    }
+}
+
+/// A small deterministic generator for the generated conversations.
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
 }
