@@ -1,6 +1,7 @@
 import CCurl
 import CCurlShims
 import Foundation
+import Synchronization
 
 /// One HTTP request as libcurl makes it for ``S3Client``: the request is signed by
 /// libcurl (`CURLOPT_AWS_SIGV4`), bounded in time by libcurl's timeouts, and its answer is
@@ -69,9 +70,15 @@ enum TransferFailure: Error {
 /// A pool of libcurl easy handles shared by every thread: each request takes an idle
 /// handle (or makes one), and gives it back afterwards, so that its connection to the
 /// server is reused by the next request.
-final class CurlSession: @unchecked Sendable {
-    private let lock = NSLock()
-    private var idle: [UnsafeMutableRawPointer] = []
+final class CurlSession: Sendable {
+    /// A libcurl easy handle. Unchecked `Sendable`: libcurl lets a handle move between
+    /// threads as long as one thread uses it at a time, and the session hands each one to
+    /// a single request until it is given back.
+    private struct EasyHandle: @unchecked Sendable {
+        let pointer: UnsafeMutableRawPointer
+    }
+
+    private let idle = Mutex<[EasyHandle]>([])
     private let credentials: S3Credentials
     private let signing: String
     private let connectTimeout: Double
@@ -90,17 +97,20 @@ final class CurlSession: @unchecked Sendable {
     }
 
     deinit {
-        for handle in idle { curl_easy_cleanup(handle) }
+        idle.withLock { handles in
+            for handle in handles { curl_easy_cleanup(handle.pointer) }
+        }
     }
 
     func perform(_ request: HTTPRequest) -> Result<HTTPResponse, TransferFailure> {
-        let handle: UnsafeMutableRawPointer = lock.withLock { idle.popLast() } ?? curl_easy_init()!
+        let handle: UnsafeMutableRawPointer = idle.withLock { $0.popLast()?.pointer } ?? curl_easy_init()!
         let transfer = Transfer(request)
         let result = transfer.run(on: handle, session: self)
         curl_easy_reset(handle)
-        let keep = lock.withLock { () -> Bool in
-            guard idle.count < Self.maximumIdle else { return false }
-            idle.append(handle)
+        let returned = EasyHandle(pointer: handle)
+        let keep = idle.withLock { handles -> Bool in
+            guard handles.count < Self.maximumIdle else { return false }
+            handles.append(returned)
             return true
         }
         if !keep { curl_easy_cleanup(handle) }

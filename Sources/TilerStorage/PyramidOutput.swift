@@ -1,6 +1,7 @@
 import Foundation
 import ObjectStorage
 import TilerCore
+import Synchronization
 
 /// Where a cut puts its pyramids: a folder ROOT (``FolderOutput``) or a bucket prefix
 /// `s3://BUCKET/PREFIX` (``BucketOutput``, archives only).
@@ -97,14 +98,14 @@ public struct BucketOutput: PyramidOutput {
 /// (`If-None-Match: *`, which S3 and moto honour). A multipart upload under way is
 /// registered with ``UnfinishedOutput``, so that a signal aborts it; a failed or
 /// cancelled upload is aborted by the client. The staging folder goes either way.
-final class BucketArchiveSink: PyramidSink, @unchecked Sendable {
+final class BucketArchiveSink: PyramidSink, Sendable {
     private let output: BucketOutput
     private let key: String
     private let folder: String
     private let folderToken: Int
     private let archive: ArchiveSink
-    private let lock = NSLock()
-    private var removed = false
+    /// The staging folder is gone (committed, discarded or deinitialised).
+    private let removed = Atomic<Bool>(false)
 
     var destination: String { output.location.url(ofKey: key) }
 
@@ -190,11 +191,7 @@ final class BucketArchiveSink: PyramidSink, @unchecked Sendable {
     }
 
     private func removeFolder() {
-        let first = lock.withLock { () -> Bool in
-            defer { removed = true }
-            return !removed
-        }
-        guard first else { return }
+        guard !removed.exchange(true, ordering: .sequentiallyConsistent) else { return }
         try? FileManager.default.removeItem(atPath: folder)
         UnfinishedOutput.shared.unregister(folderToken)
     }
