@@ -33,8 +33,10 @@ struct ConnectionSettings: Sendable {
 enum ConnectionAction {
     /// Nothing until the next event.
     case none
-    /// Ask the handler for the response to this GET or HEAD; report `respond(_:at:)`.
-    case handle(HTTPRequestHead)
+    /// Ask the handler for the response to the GET or HEAD in `requestHead`; report
+    /// `respond(_:at:)`. (The head is not carried here: copying it would cost four
+    /// reference counts per request.)
+    case handle
     /// Run `make` in `kind`'s lane of the pool; report `submitted()`, or
     /// `queueFull(_:at:)` if the lane refused it. Its result comes with
     /// `workFinished(_:at:)`.
@@ -174,6 +176,9 @@ struct ConnectionStateMachine {
     /// Bytes read and held back, not yet parsed.
     var heldBytes: Int { held.count - heldStart }
 
+    /// The request `.handle` asks about (valid until the next report).
+    var requestHead: HTTPRequestHead { parser.head }
+
     /// The answers made since the last call (only when `settings.recordsAnswers`).
     mutating func takeAnswers() -> [Answer] {
         defer { answers.removeAll(keepingCapacity: true) }
@@ -247,10 +252,10 @@ struct ConnectionStateMachine {
     /// The handler's response to the head `.handle` gave.
     mutating func respond(_ response: HTTPResponse, at time: ServerTime) -> ConnectionAction {
         if let work = response.blockingWork { return .submit(work.kind, work.make) }
-        let head = parser.head
-        let keepAlive = head.keepAlive && !stopping
-        let written = settings.serializer.write(response, for: head, keepAlive: keepAlive, date: time.date, into: &output)
-        record(head, written)
+        let keepAlive = parser.head.keepAlive && !stopping
+        let written = settings.serializer.write(response, for: parser.head, keepAlive: keepAlive, date: time.date,
+                                                into: &output)
+        if settings.recordsAnswers { record(parser.head, written) }
         if !keepAlive { return closeAfterAnswer() }
         return continueParsing(at: time)
     }
@@ -455,21 +460,21 @@ struct ConnectionStateMachine {
             case .complete:
                 state = .readingHead(since: nil)
                 requestsParsed += 1
-                let head = parser.head
-                switch head.method {
+                switch parser.head.method {
                 case .get, .head:
-                    return (offset, .handle(head))
+                    return (offset, .handle)
                 case .options:
-                    let keepAlive = head.keepAlive && !stopping
-                    settings.serializer.writeOptions(for: head, keepAlive: keepAlive, date: time.date, into: &output)
-                    record(head, .init(status: 204, bytes: 0))
+                    let keepAlive = parser.head.keepAlive && !stopping
+                    settings.serializer.writeOptions(for: parser.head, keepAlive: keepAlive, date: time.date,
+                                                     into: &output)
+                    record(parser.head, .init(status: 204, bytes: 0))
                     if !keepAlive { return (offset, closeAfterAnswer()) }
                 case .other:
-                    let keepAlive = head.keepAlive && !stopping
+                    let keepAlive = parser.head.keepAlive && !stopping
                     let written = settings.serializer.write(
-                        .error(HTTPError(405, "only GET, HEAD and OPTIONS are allowed")), for: head,
+                        .error(HTTPError(405, "only GET, HEAD and OPTIONS are allowed")), for: parser.head,
                         keepAlive: keepAlive, date: time.date, into: &output)
-                    record(head, written)
+                    record(parser.head, written)
                     if !keepAlive { return (offset, closeAfterAnswer()) }
                 }
             case .failed(let error):

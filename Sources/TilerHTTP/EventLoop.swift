@@ -183,10 +183,13 @@ final class EventLoop {
     private var acceptPausedUntil: Int64?
 
     private static let sweepInterval: Int64 = 250
+    /// Whether there is an access log (checked per request without touching the logger).
+    private let logsAnswers: Bool
 
     init(resources: Resources, shared: Shared, handler: any HTTPHandler) {
         self.shared = shared
         self.handler = handler
+        logsAnswers = shared.accessLog != nil
         epoll = resources.epoll
         mailbox = resources.mailbox
         wake = resources.wake
@@ -397,8 +400,8 @@ final class EventLoop {
                 logAnswers(c)
                 updateInterest(c)
                 return
-            case .handle(let head):
-                action = c.machine.respond(handler.respond(to: head), at: time)
+            case .handle:
+                action = c.machine.respond(handler.respond(to: c.machine.requestHead), at: time)
             case .submit(let kind, let make):
                 action = submit(c, kind, make)
             case .write:
@@ -441,29 +444,48 @@ final class EventLoop {
     /// One write of the front of the output: a gathering `sendmsg` of its leading bytes,
     /// or `sendfile` of its leading file range.
     private func write(_ c: Connection) -> ConnectionAction {
-        let result: Result<IOResult<Int>, SystemCallError>
+        let socket = c.socket
+        let outcome: WriteOutcome
         switch c.machine.output.nextWrite {
         case nil:
             return c.machine.wrote(0, at: time)
         case .bytes:
-            let socket = c.socket
-            result = c.machine.output.withLeadingBytes { vectors in
-                Result { () throws(SystemCallError) in try socket.send(vectors) }
+            outcome = c.machine.output.withLeadingBytes { vectors in
+                WriteOutcome { () throws(SystemCallError) in try socket.send(vectors) }
             }
         case let .file(file, offset, count):
-            result = Result { () throws(SystemCallError) in try c.socket.send(file: file, offset: offset, count: count) }
+            outcome = WriteOutcome { () throws(SystemCallError) in try socket.send(file: file, offset: offset, count: count) }
         }
-        switch result {
-        case .success(.done(let n)) where n > 0:
+        switch outcome {
+        case .wrote(let n) where n > 0:
             return c.machine.wrote(n, at: time)
-        case .success(.done):
+        case .wrote:
             // sendfile found the file shorter than its range: the promised length cannot
             // be sent.
             return c.machine.writeFailed()
-        case .success(.wouldBlock):
+        case .wouldBlock:
             return c.machine.writeWouldBlock(at: time)
-        case .failure:
+        case .failed:
             return c.machine.writeFailed()  // EPIPE, ECONNRESET: the client is gone
+        }
+    }
+
+    /// What one write did, without the error's text (the connection closes either way).
+    private enum WriteOutcome {
+        case wrote(Int)
+        case wouldBlock
+        case failed
+
+        @inline(__always)
+        init(_ call: () throws(SystemCallError) -> IOResult<Int>) {
+            do {
+                switch try call() {
+                case .done(let n): self = .wrote(n)
+                case .wouldBlock: self = .wouldBlock
+                }
+            } catch {
+                self = .failed
+            }
         }
     }
 
@@ -497,7 +519,7 @@ final class EventLoop {
     }
 
     private func logAnswers(_ c: Connection) {
-        guard let log = shared.accessLog else { return }
+        guard logsAnswers, let log = shared.accessLog else { return }
         for answer in c.machine.takeAnswers() {
             guard let head = answer.head else {
                 log.info("request", metadata: ["status": .stringConvertible(answer.status),

@@ -49,6 +49,9 @@ struct OutputQueue {
     private(set) var sentOfFirst = 0
     /// Bytes not yet sent.
     private(set) var count = 0
+    /// Where the last segment starts in `staged` when it is a staged one ending at
+    /// `staged.count` (more staged bytes extend it); nil otherwise.
+    private var openStagedStart: Int?
 
     /// Bodies up to this size are copied after their head (one contiguous write) rather
     /// than referenced.
@@ -63,15 +66,7 @@ struct OutputQueue {
 
     /// Appends bytes, copying them.
     mutating func append(_ bytes: UnsafeRawBufferPointer) {
-        guard bytes.count > 0 else { return }
-        let start = staged.count
-        staged.append(contentsOf: bytes)
-        if case .staged(let last)? = segments.last, last.upperBound == start, segments.count > first {
-            segments[segments.count - 1] = .staged(last.lowerBound..<staged.count)
-        } else {
-            segments.append(.staged(start..<staged.count))
-        }
-        count += bytes.count
+        appendStaged { $0.append(contentsOf: bytes) }
     }
 
     mutating func append(_ bytes: [UInt8]) {
@@ -84,6 +79,7 @@ struct OutputQueue {
             append(body)
         } else {
             segments.append(.shared(body))
+            openStagedStart = nil
             count += body.count
         }
     }
@@ -91,19 +87,21 @@ struct OutputQueue {
     mutating func append(file range: FileRange) {
         guard range.count > 0 else { return }
         segments.append(.file(range))
+        openStagedStart = nil
         count += range.count
     }
 
-    /// Appends whatever the serializer wrote into `scratch`.
+    /// Appends what `write` adds to the staged bytes (a response head, a small body).
     mutating func appendStaged(_ write: (inout [UInt8]) -> Void) {
         let start = staged.count
         write(&staged)
         let end = staged.count
         guard end > start else { return }
-        if case .staged(let last)? = segments.last, last.upperBound == start, segments.count > first {
-            segments[segments.count - 1] = .staged(last.lowerBound..<end)
+        if let open = openStagedStart {
+            segments[segments.count - 1] = .staged(open..<end)
         } else {
             segments.append(.staged(start..<end))
+            openStagedStart = start
         }
         count += end - start
     }
@@ -124,6 +122,7 @@ struct OutputQueue {
                 return
             }
             left -= remaining
+            if first == segments.count - 1 { openStagedStart = nil }
             segments[first] = .staged(0..<0)  // drop the reference (a shared body, a file)
             first += 1
             sentOfFirst = 0
@@ -135,6 +134,7 @@ struct OutputQueue {
         count = 0
         first = 0
         sentOfFirst = 0
+        openStagedStart = nil
         segments.removeAll(keepingCapacity: true)
         if staged.capacity > 256 * 1024 {
             staged = []

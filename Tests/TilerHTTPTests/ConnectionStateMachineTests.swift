@@ -84,7 +84,8 @@ struct ConnectionDriver {
             switch action {
             case .none:
                 return
-            case .handle(let head):
+            case .handle:
+                let head = machine.requestHead
                 handled.append(String(decoding: head.target, as: UTF8.self))
                 action = machine.respond(handler(head), at: time)
             case .submit(let kind, let make):
