@@ -372,6 +372,7 @@ final class EventLoop {
         }
     }
 
+    @inline(__always)
     private func read(_ c: Connection) {
         let result: IOResult<Int>
         do {
@@ -443,6 +444,7 @@ final class EventLoop {
 
     /// One write of the front of the output: a gathering `sendmsg` of its leading bytes,
     /// or `sendfile` of its leading file range.
+    @inline(__always)
     private func write(_ c: Connection) -> ConnectionAction {
         let socket = c.socket
         let outcome: WriteOutcome
@@ -489,6 +491,7 @@ final class EventLoop {
         }
     }
 
+    @inline(__always)
     private func updateInterest(_ c: Connection) {
         guard isOpen(c) else { return }
         let wanted = c.machine.interest

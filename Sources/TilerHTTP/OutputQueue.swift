@@ -162,6 +162,7 @@ struct OutputQueue {
 
     /// Calls `body` with I/O vectors for the leading byte segments (at most `limit`, and
     /// none past a file range), valid only during the call.
+    @inline(__always)
     func withLeadingBytes<R>(limit: Int = 16, _ body: (UnsafeMutableBufferPointer<iovec>) -> R) -> R {
         withUnsafeTemporaryAllocation(of: iovec.self, capacity: limit) { vectors in
             staged.withUnsafeBytes { stagedBytes in

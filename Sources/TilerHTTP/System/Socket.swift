@@ -103,6 +103,7 @@ public struct Socket: Sendable, Hashable {
     // MARK: Data
 
     /// Receives up to `buffer.count` bytes: `.done(0)` when the peer has closed its side.
+    @inline(__always)
     public func receive(into buffer: UnsafeMutableRawBufferPointer) throws(SystemCallError) -> IOResult<Int> {
         try descriptor.read(into: buffer)
     }
@@ -113,6 +114,7 @@ public struct Socket: Sendable, Hashable {
     }
 
     /// Sends the buffers in order with one `sendmsg` (a gathering write), without SIGPIPE.
+    @inline(__always)
     public func send(_ vectors: UnsafeMutableBufferPointer<iovec>) throws(SystemCallError) -> IOResult<Int> {
         var message = msghdr()
         message.msg_iov = vectors.baseAddress
