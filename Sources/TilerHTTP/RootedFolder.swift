@@ -1,4 +1,3 @@
-import CNetShims
 import Glibc
 
 /// A folder beneath a root, opened the way `RootedFiles` opens paths (no symbolic link
@@ -11,35 +10,48 @@ import Glibc
 /// a file that is not there from one it is not allowed to read.
 public final class RootedFolder {
     /// The open folder (`O_DIRECTORY`); closed when the value goes away.
-    public let descriptor: Int32
+    public let descriptor: FileDescriptor
 
     /// Opens `root` itself, which may be a symbolic link (`/data` → `/mnt/disk/data`).
     public init(root: String) throws(RootedFileError) {
-        let fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw RootedFileError(errno: errno) }
-        descriptor = fd
+        descriptor = try Self.attempt { () throws(SystemCallError) in try FileDescriptor.open(root, O_RDONLY | O_DIRECTORY) }
     }
 
-    private init(descriptor: Int32) {
+    private init(descriptor: FileDescriptor) {
         self.descriptor = descriptor
     }
 
-    deinit { close(descriptor) }
+    deinit { descriptor.close() }
+
+    /// `body`'s result, its failure told as a `RootedFileError`.
+    private static func attempt<T>(_ body: () throws(SystemCallError) -> T) throws(RootedFileError) -> T {
+        do {
+            return try body()
+        } catch {
+            throw RootedFileError(errno: error.errno)
+        }
+    }
 
     /// The folder `name` inside this one: `.link` if it is a symbolic link,
     /// `.notRegularFile` if it is not a folder.
     public func folder(_ name: String) throws(RootedFileError) -> RootedFolder {
+        RootedFolder(descriptor: try openFolder(name))
+    }
+
+    /// Opens the folder `name` inside this one without following a link.
+    private func openFolder(_ name: String) throws(RootedFileError) -> FileDescriptor {
         guard RootedFiles.isPlainName(name) else { throw RootedFileError(.missing) }
-        let fd = openat(descriptor, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { throw folderError(name, errno) }
-        return RootedFolder(descriptor: fd)
+        do {
+            return try descriptor.open(at: name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+        } catch {
+            throw folderError(name, error.errno)
+        }
     }
 
     /// Why the folder `name` did not open with `code`. With O_DIRECTORY, Linux reports a
     /// link as ENOTDIR, like a file: tell them apart.
     private func folderError(_ name: String, _ code: Int32) -> RootedFileError {
-        var st = stat()
-        if code == ENOTDIR, fstatat(descriptor, name, &st, AT_SYMLINK_NOFOLLOW) == 0, st.st_mode & S_IFMT == S_IFLNK {
+        if code == ENOTDIR, let info = try? descriptor.info(at: name), info.isSymbolicLink {
             return RootedFileError(.link, errno: code)
         }
         return RootedFileError(errno: code)
@@ -48,32 +60,21 @@ public final class RootedFolder {
     /// `lstat` of the entry `name`: a link is reported as itself.
     public func info(_ name: String) throws(RootedFileError) -> FileInfo {
         guard RootedFiles.isPlainName(name) else { throw RootedFileError(.missing) }
-        var st = stat()
-        guard fstatat(descriptor, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { throw RootedFileError(errno: errno) }
-        var raw = cns_file_info()
-        _ = cns_fill_info(&st, &raw)
-        return FileInfo(raw)
+        return try Self.attempt { () throws(SystemCallError) in try descriptor.info(at: name) }
     }
 
     /// `lstat` of the entry `name` of the folder `folder` inside this one, without
     /// following links and without making a `RootedFolder` (for a scan over many folders).
     public func info(_ name: String, inFolder folder: String) throws(RootedFileError) -> FileInfo {
         guard RootedFiles.isPlainName(folder), RootedFiles.isPlainName(name) else { throw RootedFileError(.missing) }
-        let fd = openat(descriptor, folder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { throw folderError(folder, errno) }
-        defer { close(fd) }
-        var st = stat()
-        guard fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { throw RootedFileError(errno: errno) }
-        var raw = cns_file_info()
-        _ = cns_fill_info(&st, &raw)
-        return FileInfo(raw)
+        let fd = try openFolder(folder)
+        defer { fd.close() }
+        return try Self.attempt { () throws(SystemCallError) in try fd.info(at: name) }
     }
 
     /// `fstat` of this folder.
     public func info() throws(RootedFileError) -> FileInfo {
-        var raw = cns_file_info()
-        guard cns_fstat(descriptor, &raw) == 0 else { throw RootedFileError(errno: errno) }
-        return FileInfo(raw)
+        try Self.attempt { () throws(SystemCallError) in try descriptor.info() }
     }
 
     /// The bytes and metadata of the regular file `name`: `.link` for a symbolic link,
@@ -81,23 +82,26 @@ public final class RootedFolder {
     /// `.changed` if it shrinks while being read.
     public func read(_ name: String, maximumBytes: Int) throws(RootedFileError) -> (bytes: [UInt8], info: FileInfo) {
         guard RootedFiles.isPlainName(name) else { throw RootedFileError(.missing) }
-        let fd = openat(descriptor, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else { throw RootedFileError(errno: errno) }
-        defer { close(fd) }
-        var raw = cns_file_info()
-        guard cns_fstat(fd, &raw) == 0 else { throw RootedFileError(errno: errno) }
-        let info = FileInfo(raw)
+        let fd = try Self.attempt { () throws(SystemCallError) in
+            try descriptor.open(at: name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+        }
+        defer { fd.close() }
+        let info = try Self.attempt { () throws(SystemCallError) in try fd.info() }
         guard info.isRegularFile else { throw RootedFileError(.notRegularFile) }
         guard info.size <= maximumBytes else { throw RootedFileError(.tooLarge) }
         var failure: Int32 = 0
         let bytes = [UInt8](unsafeUninitializedCapacity: info.size) { buffer, initialized in
             var done = 0
             while done < info.size {
-                let n = Glibc.read(fd, buffer.baseAddress! + done, info.size - done)
-                if n < 0 && errno == EINTR { continue }
-                if n < 0 { failure = errno }
-                if n <= 0 { break }
-                done += n
+                do throws(SystemCallError) {
+                    let n = try fd.read(into: UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[done...])),
+                                        at: done)
+                    if n == 0 { break }
+                    done += n
+                } catch {
+                    failure = error.errno
+                    break
+                }
             }
             initialized = done
         }
@@ -118,7 +122,7 @@ public final class RootedFolder {
 
     /// The names of the entries (without `.` and `..`), in directory order.
     public func names() throws(RootedFileError) -> [String] {
-        let copy = dup(descriptor)
+        let copy = dup(descriptor.rawValue)
         guard copy >= 0 else { throw RootedFileError(errno: errno) }
         guard let dir = fdopendir(copy) else {
             let code = errno

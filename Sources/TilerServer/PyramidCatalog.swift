@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ObjectStorage
+import Synchronization
 import TilerCore
 import TilerHTTP
 import TilerStorage
@@ -79,7 +80,7 @@ enum CatalogEntry: Sendable {
 /// Faults an operator must hear about (a folder, manifest or archive the server may not
 /// read or cannot use) are logged once per pyramid and change, not once per request or
 /// scan.
-final class PyramidCatalog: @unchecked Sendable {
+final class PyramidCatalog: Sendable {
     struct Snapshot: Sendable {
         var entries: [String: CatalogEntry] = [:]
         /// The servable pyramids, sorted by id: the `/images` listing.
@@ -113,19 +114,26 @@ final class PyramidCatalog: @unchecked Sendable {
     private let log: Logger
     /// Leaf directories of every archive, shared.
     let directories: DirectoryCache
-    /// Guards `current`: held only to read or swap it.
-    private let snapshotLock = NSLock()
-    private var current = Snapshot()
-    /// One writer at a time (the scan, loads on demand); guards everything below.
-    private let writer = NSLock()
-    private var nextGeneration: UInt64 = 1
-    /// Per name, the fault last logged for it, so that it is logged once.
-    private var reported: [String: String] = [:]
+    /// Held only to read or swap the snapshot.
+    private let current = Mutex(Snapshot())
+    /// One writer at a time (the scan, loads on demand). A semaphore rather than a lock
+    /// because `reopen` waits for it with a deadline.
+    private let writer = WriterTurn()
 
-    /// The background thread's state.
-    private let refresher = NSCondition()
-    private var refreshing = false
-    private var stopped = false
+    /// What the writer keeps. Only the thread holding `writer` touches it, so its Mutex
+    /// is never contended; it is there to make the sharing checked.
+    private struct WriterState {
+        var nextGeneration: UInt64 = 1
+        /// Per name, the fault last logged for it, so that it is logged once.
+        var reported: [String: String] = [:]
+    }
+
+    private let writerState = Mutex(WriterState())
+
+    /// The background thread: started once, stopped once; `stop` wakes it from its wait.
+    private let refreshing = Atomic<Bool>(false)
+    private let stopped = Atomic<Bool>(false)
+    private let stop = DispatchSemaphore(value: 0)
 
     init(configuration: ServerConfiguration, health: StorageHealth, log: Logger) {
         self.log = log
@@ -157,11 +165,11 @@ final class PyramidCatalog: @unchecked Sendable {
     var looksUpUnknownNames: Bool { bucket == nil && !S3Location.isS3(root) }
 
     /// The current snapshot (no I/O).
-    var snapshot: Snapshot { snapshotLock.withLock { current } }
+    var snapshot: Snapshot { current.withLock { $0 } }
 
     /// What the snapshot says about `name` (no I/O): nil when it is not known.
     func entry(_ name: String) -> CatalogEntry? {
-        snapshotLock.withLock { current.entries[name] }
+        current.withLock { $0.entries[name] }
     }
 
     /// Looks `id` up in a ROOT folder (may block) and records what it finds, so the next
@@ -205,8 +213,8 @@ final class PyramidCatalog: @unchecked Sendable {
         // A scan may hold the catalog for a while (opening many new archives): wait for it
         // no longer than the request may wait for storage.
         let seconds = StorageDeadline.current?.secondsLeft ?? storageTimeout
-        guard writer.lock(before: Date().addingTimeInterval(max(0, seconds))) else { return nil }
-        defer { writer.unlock() }
+        guard writer.begin(waitingAtMost: seconds) else { return nil }
+        defer { writer.end() }
         if let now = entry(stale.id.rawValue)?.pyramid, now.generation != stale.generation { return now }
         let listed: S3Object?
         do throws(S3Error) {
@@ -280,9 +288,11 @@ final class PyramidCatalog: @unchecked Sendable {
         } catch {
             report("", "root-\(error.kind)", "cannot read ROOT '\(root)': \(error); no image is served until it can")
         }
-        if reported.count > 1 || !reported.isEmpty && reported[""] == nil {
-            let present = Set(names.map { $0.hasSuffix(".pmtiles") ? String($0.dropLast(8)) : $0 } + names)
-            reported = reported.filter { $0.key.isEmpty || present.contains($0.key) }
+        writerState.withLock { w in
+            if w.reported.count > 1 || !w.reported.isEmpty && w.reported[""] == nil {
+                let present = Set(names.map { $0.hasSuffix(".pmtiles") ? String($0.dropLast(8)) : $0 } + names)
+                w.reported = w.reported.filter { $0.key.isEmpty || present.contains($0.key) }
+            }
         }
         return next
     }
@@ -317,7 +327,7 @@ final class PyramidCatalog: @unchecked Sendable {
             }
         }
         let present = Set(next.entries.keys)
-        reported = reported.filter { $0.key.isEmpty || present.contains($0.key) }
+        writerState.withLock { w in w.reported = w.reported.filter { $0.key.isEmpty || present.contains($0.key) } }
         return next
     }
 
@@ -325,10 +335,9 @@ final class PyramidCatalog: @unchecked Sendable {
     /// times as long as the last scan took, if longer), until `stopRefreshing` (or until
     /// the catalog goes away).
     func startRefreshing(every interval: Double) {
-        refresher.withLock {
-            guard !refreshing, !stopped else { return }
-            refreshing = true
-        }
+        guard !stopped.load(ordering: .acquiring),
+              refreshing.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        else { return }
         let thread = Thread { [weak self] in
             var wait = interval
             while let catalog = self, catalog.waitForNextRescan(wait) {
@@ -345,19 +354,16 @@ final class PyramidCatalog: @unchecked Sendable {
 
     /// Stops the background thread (it exits at its next wake-up, at once if waiting).
     func stopRefreshing() {
-        refresher.withLock {
-            stopped = true
-            refresher.broadcast()
-        }
+        guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        stop.signal()
     }
 
     /// Waits `interval` seconds; false once stopped.
     private func waitForNextRescan(_ interval: Double) -> Bool {
-        refresher.withLock {
-            let deadline = Date().addingTimeInterval(interval)
-            while !stopped, refresher.wait(until: deadline) {}
-            return !stopped
-        }
+        if stopped.load(ordering: .acquiring) { return false }
+        let woken = stop.wait(timeout: .now() + .milliseconds(Int(min(interval, 86_400) * 1000))) == .success
+        if woken { stop.signal() }  // leave the stop for any later wait
+        return !stopped.load(ordering: .acquiring)
     }
 
     // MARK: Loading (the one place)
@@ -511,9 +517,12 @@ final class PyramidCatalog: @unchecked Sendable {
 
     private func makePyramid(_ id: PyramidID, _ manifest: PyramidManifest, _ geometry: PyramidGeometry,
                              _ source: any PyramidSource, _ signature: SourceSignature) -> Pyramid {
-        defer { nextGeneration += 1 }
+        let generation = writerState.withLock { w in
+            defer { w.nextGeneration += 1 }
+            return w.nextGeneration
+        }
         return Pyramid(id: id, manifest: manifest, geometry: geometry, source: source, signature: signature,
-                       generation: nextGeneration)
+                       generation: generation)
     }
 
     /// Logs a failure to open something that exists but may not be read (permissions,
@@ -529,16 +538,38 @@ final class PyramidCatalog: @unchecked Sendable {
     /// Logs `message` unless the same fault (`signature`) was the last one logged for
     /// `name`. Holds `writer`.
     private func report(_ name: String, _ signature: String, _ message: @autoclosure () -> String) {
-        guard reported[name] != signature else { return }
-        reported[name] = signature
+        guard writerState.withLock({ w in
+            guard w.reported[name] != signature else { return false }
+            w.reported[name] = signature
+            return true
+        }) else { return }
         log.warning("\(message())")
     }
 
     private func clearReport(_ name: String) {
-        reported[name] = nil
+        writerState.withLock { _ = $0.reported.removeValue(forKey: name) }
     }
 
     private func publish(_ change: (inout Snapshot) -> Void) {
-        snapshotLock.withLock { change(&current) }
+        current.withLock { change(&$0) }
     }
+}
+
+/// One writer at a time, with a deadline for those that may not wait long: a binary
+/// semaphore (`Mutex` has no timed acquire).
+private struct WriterTurn: Sendable {
+    private let turn = DispatchSemaphore(value: 1)
+
+    func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        turn.wait()
+        defer { turn.signal() }
+        return try body()
+    }
+
+    /// Takes the turn within `seconds`; false if the writer holding it did not finish by then.
+    func begin(waitingAtMost seconds: Double) -> Bool {
+        turn.wait(timeout: .now() + .milliseconds(Int(max(0, min(seconds, 86_400)) * 1000))) == .success
+    }
+
+    func end() { turn.signal() }
 }

@@ -1,5 +1,6 @@
-import Foundation
+import Dispatch
 import Logging
+import Synchronization
 import TilerImaging
 
 /// The memory that drawn images (IIIF regions, small DeepZoom levels) may hold at once.
@@ -11,21 +12,46 @@ import TilerImaging
 /// larger than the whole budget is refused before it is queued (400: it can never run).
 /// When the last drawing in flight finishes, the memory they freed is handed back to the
 /// system (`RegionRenderer.releaseFreedMemory`), so RSS falls back after a burst.
-final class RenderBudget: @unchecked Sendable {
+final class RenderBudget: Sendable {
     /// Bytes all drawings in flight may hold together.
     let capacity: Int
     /// Seconds a drawing may wait for room.
     let wait: Double
 
-    private let condition = NSCondition()
-    private var inUse = 0
-    /// Tickets of the drawings waiting, first come first served.
-    private var queue: [UInt64] = []
-    private var nextTicket: UInt64 = 0
+    /// A drawing waiting for room, woken through its own semaphore once it is granted.
+    private struct Waiter {
+        let ticket: UInt64
+        let bytes: Int
+        let wake: DispatchSemaphore
+    }
+
+    private struct Ledger {
+        /// The budget (the same as `RenderBudget.capacity`).
+        let capacity: Int
+        var inUse = 0
+        /// The drawings waiting, first come first served.
+        var queue: [Waiter] = []
+        var nextTicket: UInt64 = 0
+        /// Tickets given room while they waited, not yet collected by their drawing.
+        var granted: Set<UInt64> = []
+
+        /// Gives room to the waiters at the head of the queue that fit, in order.
+        mutating func grant() {
+            while let first = queue.first, inUse + first.bytes <= capacity {
+                queue.removeFirst()
+                inUse += first.bytes
+                granted.insert(first.ticket)
+                first.wake.signal()
+            }
+        }
+    }
+
+    private let ledger: Mutex<Ledger>
 
     init(capacity: Int, wait: Double) {
         self.capacity = max(0, capacity)
         self.wait = max(0, wait)
+        ledger = Mutex(Ledger(capacity: max(0, capacity)))
     }
 
     enum Admission: Equatable {
@@ -38,44 +64,43 @@ final class RenderBudget: @unchecked Sendable {
     }
 
     /// Bytes held by drawings in flight.
-    var bytesInUse: Int { condition.withLock { inUse } }
+    var bytesInUse: Int { ledger.withLock { $0.inUse } }
     /// Drawings waiting for room.
-    var waiting: Int { condition.withLock { queue.count } }
+    var waiting: Int { ledger.withLock { $0.queue.count } }
 
     /// Takes `bytes` of the budget, waiting for room up to `wait` seconds.
     func admit(_ bytes: Int) -> Admission {
         guard bytes <= capacity else { return .tooLarge }
-        condition.lock()
-        defer { condition.unlock() }
-        if queue.isEmpty && inUse + bytes <= capacity {
-            inUse += bytes
-            return .admitted
-        }
-        let ticket = nextTicket
-        nextTicket += 1
-        queue.append(ticket)
-        let deadline = Date().addingTimeInterval(wait)
-        while !(queue.first == ticket && inUse + bytes <= capacity) {
-            if !condition.wait(until: deadline) {
-                queue.removeAll { $0 == ticket }
-                // The next in line may fit now that this one gives up.
-                condition.broadcast()
-                return .busy
+        let waiter = ledger.withLock { l -> Waiter? in
+            if l.queue.isEmpty && l.inUse + bytes <= capacity {
+                l.inUse += bytes
+                return nil
             }
+            let waiter = Waiter(ticket: l.nextTicket, bytes: bytes, wake: DispatchSemaphore(value: 0))
+            l.nextTicket += 1
+            l.queue.append(waiter)
+            return waiter
         }
-        queue.removeFirst()
-        inUse += bytes
-        condition.broadcast()
-        return .admitted
+        guard let waiter else { return .admitted }
+        let timedOut = waiter.wake.wait(timeout: .now() + .milliseconds(Int(min(wait, 86_400) * 1000))) == .timedOut
+        return ledger.withLock { l in
+            // Granted just as the wait ended: the room is this drawing's.
+            if l.granted.remove(waiter.ticket) != nil { return .admitted }
+            precondition(timedOut, "a waiting drawing woke without room")
+            l.queue.removeAll { $0.ticket == waiter.ticket }
+            // The next in line may fit now that this one gives up.
+            l.grant()
+            return .busy
+        }
     }
 
     /// Gives back what `admit` took; the last drawing out returns freed memory to the
     /// system.
     func release(_ bytes: Int) {
-        let idle = condition.withLock {
-            inUse -= bytes
-            condition.broadcast()
-            return inUse == 0
+        let idle = ledger.withLock { l in
+            l.inUse -= bytes
+            l.grant()
+            return l.inUse == 0
         }
         if idle { RegionRenderer.releaseFreedMemory() }
     }
@@ -84,11 +109,10 @@ final class RenderBudget: @unchecked Sendable {
 /// Logs each message once per key (a damaged file per pyramid generation, say), so that
 /// a fault clients keep asking for is one log line, not one per request. Remembers at
 /// most `capacity` keys, then starts afresh.
-final class OnceLog: @unchecked Sendable {
+final class OnceLog: Sendable {
     private let log: Logger
     private let capacity: Int
-    private let lock = NSLock()
-    private var seen: Set<String> = []
+    private let seen = Mutex<Set<String>>([])
 
     init(log: Logger, capacity: Int = 10_000) {
         self.log = log
@@ -96,7 +120,7 @@ final class OnceLog: @unchecked Sendable {
     }
 
     func once(_ key: String, _ message: @autoclosure () -> String) {
-        let first = lock.withLock { () -> Bool in
+        let first = seen.withLock { seen -> Bool in
             if seen.count >= capacity { seen.removeAll() }
             return seen.insert(key).inserted
         }

@@ -88,7 +88,7 @@ public enum CachedItem: Hashable, Sendable {
 /// Tiles are checked before they are served or cached: bytes that do not look like a
 /// whole image of the pyramid's format (`TileFormat.looksComplete`: empty, cut short,
 /// another format) are a 500 with a short message, not cached, and logged once.
-public final class TileStore: @unchecked Sendable {
+public final class TileStore: Sendable {
     public let configuration: ServerConfiguration
     /// Prepared responses: tiles, thumbnails and JSON documents.
     public let cache: ResponseCache<CachedItem>
