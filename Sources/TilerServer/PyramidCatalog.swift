@@ -451,9 +451,11 @@ final class PyramidCatalog: Sendable {
         }
         let signature = SourceSignature.archive(info)
         if let previous, previous.signature == signature { return previous }
-        let fd = openat(root.descriptor, file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else {
-            let code = errno
+        let fd: Int32
+        do throws(SystemCallError) {
+            fd = try root.descriptor.open(at: file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK).rawValue
+        } catch {
+            let code = error.errno
             if code == EACCES || code == EPERM || code == EIO {
                 report(name, "open-\(code)-\(info.entityTag)", "cannot open \(path): \(String(cString: strerror(code))); image '\(name)' answers 500")
                 return .broken(message: "image '\(name)' cannot be read by the server", signature: signature)

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import TilerHTTP
 
 /// Whether object storage answers, as the server's own requests found: a read or a
@@ -13,17 +14,21 @@ import TilerHTTP
 /// The catalog's listing (every rescan interval) tries it too. Cached tiles, manifests
 /// and `/images` never need storage, so they keep serving. `/healthz` stays 200 and
 /// reports the state. Storage going down and coming back is logged once each.
-final class StorageHealth: @unchecked Sendable {
-    private let lock = NSLock()
+final class StorageHealth: Sendable {
     private let log: Logger
     /// Seconds after which a request trying the store is presumed gone (its client left
     /// before a thread took it), so that another may try.
     private let retryAfter: Double
-    private var downSince: Date?
-    private var lastError = ""
-    private var trying: Date?
-    /// No request tries the store again before this (a second after the last try failed).
-    private var nextTry: Date?
+
+    private struct State {
+        var downSince: Date?
+        var lastError = ""
+        var trying: Date?
+        /// No request tries the store again before this (a second after the last try failed).
+        var nextTry: Date?
+    }
+
+    private let state = Mutex(State())
     /// Seconds between tries while storage is down.
     static let tryInterval = 1.0
 
@@ -35,42 +40,42 @@ final class StorageHealth: @unchecked Sendable {
     /// nil: go ahead (storage is up, or this request is the one that tries it); else the
     /// 503 to answer.
     func admit() -> HTTPError? {
-        lock.withLock {
-            guard let since = downSince else { return nil }
+        state.withLock { s -> HTTPError? in
+            guard let since = s.downSince else { return nil }
             let now = Date()
-            let busy = trying.map { now.timeIntervalSince($0) < retryAfter } ?? false
-            if busy || nextTry.map({ now < $0 }) ?? false {
+            let busy = s.trying.map { now.timeIntervalSince($0) < retryAfter } ?? false
+            if busy || s.nextTry.map({ now < $0 }) ?? false {
                 let seconds = Int(now.timeIntervalSince(since).rounded())
                 return HTTPError(503, "object storage has been unavailable for \(seconds) s; retry later")
             }
-            trying = now
+            s.trying = now
             return nil
         }
     }
 
     /// A request to storage was answered.
     func succeeded() {
-        let back: Double? = lock.withLock {
+        let back: Double? = state.withLock { s in
             defer {
-                downSince = nil
-                trying = nil
-                nextTry = nil
+                s.downSince = nil
+                s.trying = nil
+                s.nextTry = nil
             }
-            return downSince.map { Date().timeIntervalSince($0) }
+            return s.downSince.map { Date().timeIntervalSince($0) }
         }
         if let back { log.notice("object storage answers again after \(String(format: "%.1f", back)) s down") }
     }
 
     /// A request to storage failed as unavailable (`why` names it).
     func failed(_ why: String) {
-        let first = lock.withLock {
+        let first = state.withLock { s in
             defer {
-                lastError = why
-                trying = nil
-                nextTry = Date().addingTimeInterval(Self.tryInterval)
+                s.lastError = why
+                s.trying = nil
+                s.nextTry = Date().addingTimeInterval(Self.tryInterval)
             }
-            guard downSince == nil else { return false }
-            downSince = Date()
+            guard s.downSince == nil else { return false }
+            s.downSince = Date()
             return true
         }
         if first {
@@ -80,6 +85,6 @@ final class StorageHealth: @unchecked Sendable {
 
     /// For `/healthz`: nil while up; else how long it has been down and the last error.
     var outage: (seconds: Double, error: String)? {
-        lock.withLock { downSince.map { (Date().timeIntervalSince($0), lastError) } }
+        state.withLock { s in s.downSince.map { (Date().timeIntervalSince($0), s.lastError) } }
     }
 }

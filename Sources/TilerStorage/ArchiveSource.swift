@@ -1,6 +1,7 @@
 import CStorageShims
 import Foundation
 import PMTiles
+import Synchronization
 
 /// Where an archive's bytes come from: positioned reads of a known total size. A local
 /// file reads with `pread` (``FileArchiveSource``); an object in a bucket will read with
@@ -128,16 +129,15 @@ public enum PageCacheProbe: Sendable, Hashable {
     case residency
     case none
 
-    private static let lock = NSLock()
-    nonisolated(unsafe) private static var byDevice: [UInt64: PageCacheProbe] = [:]
+    private static let byDevice = Mutex<[UInt64: PageCacheProbe]>([:])
 
     /// The probe used for files on `device`.
     public static func probe(for device: UInt64) -> PageCacheProbe {
-        lock.withLock { byDevice[device] ?? .readWithoutWaiting }
+        byDevice.withLock { $0[device] ?? .readWithoutWaiting }
     }
 
     static func set(_ probe: PageCacheProbe, for device: UInt64) {
-        lock.withLock { byDevice[device] = probe }
+        byDevice.withLock { $0[device] = probe }
     }
 }
 
