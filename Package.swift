@@ -23,7 +23,9 @@ let package = Package(
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // Fixed-arity wrappers for the libvips calls Swift cannot make (C varargs).
-        .target(name: "CTilerShims", dependencies: ["CVips", "CPNG"]),
+        // Also JPEG and WebP tiles straight from strip rows with libjpeg and libwebp.
+        .target(name: "CTilerShims", dependencies: ["CVips", "CPNG"],
+                linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("webp")]),
         // epoll, accept4 and friends, which Glibc's Swift module does not expose.
         .target(name: "CNetShims"),
         // renameat2 (exchange, no-replace), which Glibc's Swift module does not expose.

@@ -1,9 +1,11 @@
 import CTilerShims
-import CVips
+import Glibc
 import TilerCore
 
 /// Turns a rectangle of 8-bit pixels into the bytes of one tile file: PNG through
-/// libpng, JPEG and WebP through libvips' save-to-buffer.
+/// libpng, JPEG through libjpeg and WebP through libwebp, each straight from the strip's
+/// rows (no copy). JPEG and WebP use the settings of libvips' `jpegsave` and `webpsave`
+/// with `Q` and `strip`, and give the same bytes.
 public struct TileEncoder: Sendable {
     /// JPEG quality when `--quality` is not given.
     public static let defaultJPEGQuality = 85
@@ -43,37 +45,28 @@ public struct TileEncoder: Sendable {
 
     private func encode<R>(pixels: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int, bands: Int,
                            _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var buffer: UnsafeMutablePointer<UInt8>?
+        var length = 0
+        var message = [CChar](repeating: 0, count: 256)
+        let library: String
+        let status: Int32
         switch format {
         case .png:
             return try png.withEncoded(pixels: pixels, stride: stride, width: width, height: height, bands: bands, body)
-        case .jpeg, .webp:
-            let rowBytes = width * bands
-            if stride == rowBytes {
-                return try encodeWithVips(pixels, width: width, height: height, bands: bands, body)
-            }
-            // libvips wants contiguous rows: gather the tile first.
-            let gathered = UnsafeMutablePointer<UInt8>.allocate(capacity: rowBytes * height)
-            defer { gathered.deallocate() }
-            for y in 0..<height {
-                (gathered + y * rowBytes).update(from: pixels + y * stride, count: rowBytes)
-            }
-            return try encodeWithVips(gathered, width: width, height: height, bands: bands, body)
+        case .jpeg:
+            library = "libjpeg"
+            status = tiler_jpeg_encode(pixels, stride, Int32(width), Int32(height), Int32(bands), Int32(quality ?? 0),
+                                       &buffer, &length, &message, message.count)
+        case .webp:
+            library = "libwebp"
+            status = tiler_webp_encode(pixels, stride, Int32(width), Int32(height), Int32(bands), Int32(quality ?? 0),
+                                       &buffer, &length, &message, message.count)
         }
-    }
-
-    private func encodeWithVips<R>(_ pixels: UnsafePointer<UInt8>, width: Int, height: Int, bands: Int,
-                                   _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        let quality = Int32(self.quality ?? 0)
-        let format = self.format
-        var buffer: UnsafeMutableRawPointer?
-        var length = 0
-        try VipsImageHandle.withBorrowed(pixels: pixels, width: width, height: height, bands: bands) { image throws(ImagingError) in
-            let status = format == .jpeg
-                ? tiler_vips_jpegsave_buffer(image.pointer, quality, &buffer, &length)
-                : tiler_vips_webpsave_buffer(image.pointer, quality, &buffer, &length)
-            guard status == 0, buffer != nil else { throw .encoding(Vips.takeError()) }
+        guard status == 0, let buffer else {
+            let text = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            throw ImagingError.encoding(text.isEmpty ? "\(library) failed" : text)
         }
-        defer { g_free(buffer) }
+        defer { free(buffer) }
         return try body(UnsafeRawBufferPointer(start: buffer, count: length))
     }
 }

@@ -94,6 +94,21 @@ int tiler_vips_pixels(VipsImage *in, uint8_t **pixels, size_t *length);
 int tiler_vips_jpegsave_buffer(VipsImage *in, int quality, void **buffer, size_t *length);
 int tiler_vips_webpsave_buffer(VipsImage *in, int quality, void **buffer, size_t *length);
 
+/* Encodes 8-bit rows (row y at pixels + y * stride) as one JPEG with libjpeg, the way
+   tiler_vips_jpegsave_buffer does (same library, same settings, same bytes: baseline,
+   Annex K tables scaled to `quality` 1-100, 4:2:0 chroma below Q 90 and 4:4:4 from
+   Q 90, no JFIF header, no metadata), into a newly allocated buffer (free with free()).
+   `bands` is 1 (grey) or 3 (RGB). On failure returns -1 and copies the reason into
+   `message` (up to message_size bytes) when it is not NULL. */
+int tiler_jpeg_encode(const uint8_t *pixels, size_t stride, int width, int height, int bands, int quality,
+                      uint8_t **buffer, size_t *length, char *message, size_t message_size);
+
+/* The same for WebP with libwebp, as tiler_vips_webpsave_buffer does: lossy at `quality`
+   0-100, the default preset, effort 4, alpha at quality 100; 1-4 bands (grey is written
+   as RGB). */
+int tiler_webp_encode(const uint8_t *pixels, size_t stride, int width, int height, int bands, int quality,
+                      uint8_t **buffer, size_t *length, char *message, size_t message_size);
+
 /* Encodes 8-bit pixels (1 grey, 2 grey+alpha, 3 RGB, 4 RGBA bands) as a PNG with libpng
    into a newly allocated buffer (free with free()). `filters` is a PNG_FILTER_* mask,
    `zlib_level` 0-9, `zlib_strategy` a zlib Z_* strategy. On failure returns -1 and, if
