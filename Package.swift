@@ -6,11 +6,13 @@ let package = Package(
     platforms: [.macOS(.v13)],
     products: [
         .executable(name: "tiler", targets: ["tiler"]),
-        // Libraries for out-of-tree harnesses (Fuzz/ depends on these by path).
+        // Libraries for out-of-tree harnesses (Fuzz/ and Bench/ depend on these by path).
         .library(name: "TilerCore", targets: ["TilerCore"]),
         .library(name: "TilerHTTP", targets: ["TilerHTTP"]),
         .library(name: "TilerServer", targets: ["TilerServer"]),
         .library(name: "TilerStorage", targets: ["TilerStorage"]),
+        // For Bench/ (the cut floor): the tile encoders and the 2×2 shrink.
+        .library(name: "TilerImaging", targets: ["TilerImaging"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),

@@ -3,10 +3,16 @@
 
 Run it through scripts/bench, which installs the peers first. Sections:
 
-  cut      tiler cut vs vips dzsave on a 20000x20000 noise JPEG: PNG (dzsave default and
-           compression=1) and JPEG Q85 tiles; wall, CPU, peak RSS, bytes, files.
-  scaling  tiler cut vs dzsave (PNG) on squares of 2k..40k px and on a tall strip of
-           fixed width; drawn into docs/scaling.png.
+  cut      tiler cut vs vips dzsave on a 20000x20000 noise JPEG, PNG, JPEG Q85 and WebP
+           Q80 tiles: dzsave of the newest libvips (8.18 or newer: pyvips-binary from
+           PyPI, in a virtual environment under OUT) and of Debian's libvips 8.14 (PNG
+           at its default and at compression=1, JPEG); wall, CPU, peak RSS, bytes, files.
+  floor    each piece of that cut alone (Bench/'s cut-floor): the JPEG decode, the 2x2
+           shrinks, the encoding of every tile per format (and with libspng and
+           libdeflate), the creation of every file.
+  scaling  tiler cut vs both dzsaves (PNG) on squares of 2k..40k px and on a tall strip
+           of fixed width, drawn into docs/scaling.png; at 40k also JPEG and WebP
+           against dzsave 8.18.
   serve    wrk, uniformly random tiles, against tiler serve, nginx (static files) and
            iipsrv (FastCGI behind nginx, DeepZoom on a pyramidal TIFF); tiler's
            visible endpoint; time from start to the first answered request.
@@ -21,8 +27,10 @@ Run it through scripts/bench, which installs the peers first. Sections:
            cold-cache latency of a fresh server reading from S3.
 
 Tools are alternated within each round (tiler first in even rounds, last in odd ones)
-so that a drift in the machine's load hits both. Every tiler leg that fails is reported
-as an error and its targets as MISS; the script then exits 1.
+so that a drift in the machine's load hits both. No pyramid is deleted before the end
+of the run (see Tools.discard: on this machine's journal-less ext4, deleting thousands
+of files makes creating files nearby slow for minutes). Every tiler leg that fails is
+reported as an error and its targets as MISS; the script then exits 1.
 """
 
 import argparse
@@ -46,6 +54,17 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMAGE_ID = "noise"
 TILE = 256
+# tiler's default qualities (TileEncoder), used for both tools.
+JPEG_Q = 85
+WEBP_Q = 80
+EXTENSIONS = {"png": ".png", "png-c1": ".png", "jpeg": ".jpg", "webp": ".webp"}
+# A format "FMT-archive" is the pyramid in one file: tiler cut --archive (PMTiles), dzsave
+# container=zip (tiles stored).
+ARCHIVE = "-archive"
+# The tools: tiler, the system's `vips dzsave` (Debian's libvips 8.14) and dzsave of the
+# newest libvips (pyvips-binary from PyPI, in a virtual environment under OUT).
+TOOLS = {"tiler": "tiler", "dzsave": "dzsave 8.14", "dzsave818": "dzsave 8.18"}
+NEWEST_VIPS = (8, 18)
 
 
 def log(msg):
@@ -161,6 +180,47 @@ class Tools:
         self.args, self.out = args, out
         self.tiler = None
         self.tiler_error = None
+        self.newest = None      # the virtual environment's python, once checked
+        self.newest_info = {}
+        self.legs = 0
+        # Every pyramid a leg wrote is moved here and only deleted at the end of the run.
+        self.trash = os.path.join(out, "trash")
+
+    # ---- the newest libvips
+    def setup_newest_vips(self):
+        """Makes OUT/pyvips-venv with pyvips and pyvips-binary from PyPI and checks that
+        it loads the wheel's libvips, 8.18 or newer; exits the bench loudly otherwise."""
+        venv = os.path.join(self.out, "pyvips-venv")
+        py = os.path.join(venv, "bin", "python")
+        if not os.path.exists(py):
+            log(f"making {os.path.relpath(venv, ROOT)} for the newest libvips")
+            run([sys.executable, "-m", "venv", venv], capture_output=True)
+        log("pip install --upgrade pyvips pyvips-binary")
+        p = run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--upgrade", "pyvips",
+                 "pyvips-binary"], check=False, capture_output=True)
+        if p.returncode == 0:
+            # With libvips-dev on the machine, installing pyvips builds its own _libvips
+            # against the system's libvips (8.14) over the wheel's; put the wheel's back.
+            p = run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--force-reinstall",
+                     "--no-deps", "pyvips-binary"], check=False, capture_output=True)
+        if p.returncode != 0:
+            log("pip failed (offline?): " + (p.stderr or p.stdout).strip()[-300:] + "; checking what is installed")
+        probe = run([py, "-c", NEWEST_PROBE], check=False, capture_output=True)
+        try:
+            info = json.loads(probe.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            sys.exit(f"bench: the pyvips environment {venv} does not load: {probe.stderr.strip()[-500:]}")
+        version = tuple(info["version"])
+        wheel = [l for l in info["libvips"] if "pyvips_binary.libs" in l]
+        if version[:2] < NEWEST_VIPS or not wheel or len(info["libvips"]) != 1:
+            sys.exit(f"bench: the pyvips environment {venv} loads libvips {'.'.join(map(str, version))} from "
+                     f"{info['libvips']}; dzsave 8.18 legs need pyvips-binary's libvips, "
+                     f"{NEWEST_VIPS[0]}.{NEWEST_VIPS[1]} or newer. Delete {venv} and run again.")
+        self.newest, self.newest_info = py, info
+        log(f"newest libvips: {'.'.join(map(str, version))} (pyvips {info['pyvips']}, pyvips-binary "
+            f"{info['pyvips_binary']}), {wheel[0]}")
+        # What the interpreter and the library cost before dzsave does anything.
+        self.newest_info["baseline"] = timed([py, "-c", "import pyvips; pyvips.Image.black(1, 1).avg()"], self.out)
 
     # ---- tiler build
     def build_tiler(self):
@@ -239,40 +299,91 @@ class Tools:
             if self.tiler_error:
                 raise TilerError(self.tiler_error)
             cmd = [self.tiler, "cut", src, "--output", dest, "--name", name, "--quiet", "--force"]
-            cmd += ["--format", "png"] if fmt.startswith("png") else ["--format", "jpeg", "--quality", "85"]
-            return cmd
-        suffix = {"png": ".png", "png-c1": ".png[compression=1]", "jpeg": ".jpg[Q=85]"}[fmt]
+            cmd += ["--archive"] if fmt.endswith(ARCHIVE) else []
+            return cmd + {"png": ["--format", "png"], "jpeg": ["--format", "jpeg", "--quality", str(JPEG_Q)],
+                          "webp": ["--format", "webp", "--quality", str(WEBP_Q)]}[fmt.split("-")[0]]
+        suffix = {"png": ".png", "png-c1": ".png[compression=1]", "jpeg": f".jpg[Q={JPEG_Q}]",
+                  "webp": f".webp[Q={WEBP_Q}]"}[fmt.removesuffix(ARCHIVE)]
+        if tool == "dzsave818":
+            return [self.newest, os.path.join(ROOT, "scripts", "pyvips-dzsave"), src, os.path.join(dest, name), suffix] + \
+                (["--zip"] if fmt.endswith(ARCHIVE) else [])
         return ["vips", "dzsave", src, os.path.join(dest, name), "--layout", "google",
                 "--tile-size", "256", "--overlap", "0", "--suffix", suffix]
 
+    def discard(self, path):
+        """Moves a pyramid out of the way, to be deleted at the end of the run.
+
+        This machine's root file system is ext4 without a journal. There, a new inode is
+        never one that was freed recently (ext4's recently_deleted(): 60 s, 360 s while
+        its inode table block is dirty), and each new file scans past all of them: after
+        a pyramid of 8 380 files is deleted, writing the next one nearby costs seconds of
+        kernel time (measured: 0.2 s to create 8 380 files of 11 KB in a quiet place,
+        3 to 12 s right after deleting the same number next to it, even 6 minutes
+        later). Deleting each leg's output before the next leg would hand that cost to
+        whichever tool comes next, so nothing is deleted until every leg has run."""
+        if os.path.exists(path):
+            os.makedirs(self.trash, exist_ok=True)
+            os.rename(path, os.path.join(self.trash, f"{len(os.listdir(self.trash))}-{os.path.basename(path)}"))
+
+    def empty_trash(self):
+        if os.path.exists(self.trash):
+            log("deleting this run's pyramids")
+            shutil.rmtree(self.trash)
+
     def measure_cut(self, tool, fmt, src, w, h, keep=None, name=IMAGE_ID):
-        dest = os.path.join(self.out, "cut-" + tool)
-        clear(dest)
+        self.legs += 1
+        dest = os.path.join(self.out, "legs", f"{self.legs}-{tool}-{fmt}")
+        self.discard(dest)
         os.makedirs(dest)
         run(["sync"])
         try:
             r = timed(self.cut_cmd(tool, fmt, src, dest, name), self.out)
         except TilerError as e:
-            clear(dest)
+            self.discard(dest)
             if tool != "tiler":
                 raise
-            log(f"  {tool:6} {fmt:7} {w}x{h}: ERROR {e}")
+            log(f"  {tool:9} {fmt:6} {w}x{h}: ERROR {e}")
             return {"error": str(e)}
         r["bytes"], r["files"] = tree_size(dest)
-        r["tiles"] = self.check_pyramid(tool, fmt, os.path.join(dest, name), w, h)
-        log(f"  {tool:6} {fmt:7} {w}x{h}: {r['wall']:.2f} s wall, {r['cpu']:.2f} s CPU, "
+        r["tiles"] = (self.check_archive(tool, fmt, dest, name, w, h) if fmt.endswith(ARCHIVE)
+                      else self.check_pyramid(tool, fmt, os.path.join(dest, name), w, h))
+        if fmt == "jpeg":
+            r["jpeg_tables"] = jpeg_tables(tile_path(os.path.join(dest, name), w, h, fmt))
+        log(f"  {tool:9} {fmt:6} {w}x{h}: {r['wall']:.2f} s wall, {r['cpu']:.2f} s CPU, "
             f"{r['rss_mb']:.0f} MB RSS, {r['bytes'] / 1e6:.0f} MB in {r['files']} files")
-        if keep:   # move the pyramid folder itself to `keep`
-            clear(keep)
+        if keep and not fmt.endswith(ARCHIVE):   # move the pyramid folder itself to `keep`
+            self.discard(keep)
             os.makedirs(os.path.dirname(keep), exist_ok=True)
             os.rename(os.path.join(dest, name), keep)
-        clear(dest)
+        self.discard(dest)
         return r
 
+    def check_archive(self, tool, fmt, dest, name, w, h):
+        """An archive leg must leave one file holding every tile: tiler's PMTiles header
+        counts them (addressed tiles, bytes 80-87), dzsave's zip lists them."""
+        files = os.listdir(dest)
+        want = tile_count(w, h)
+        if tool == "tiler":
+            if files != [name + ".pmtiles"]:
+                raise TilerError(f"cut --archive left {files} in {dest}")
+            with open(os.path.join(dest, files[0]), "rb") as f:
+                head = f.read(127)
+            n = int.from_bytes(head[80:88], "little") if head[:7] == b"PMTiles" else -1
+        else:
+            import zipfile
+            if files != [name + ".zip"]:
+                raise TilerError(f"dzsave container=zip left {files} in {dest}")
+            ext = EXTENSIONS[fmt.removesuffix(ARCHIVE)]
+            with zipfile.ZipFile(os.path.join(dest, files[0])) as z:
+                n = sum(1 for x in z.namelist() if x.endswith(ext) and os.path.basename(x)[0].isdigit())
+        if n != want:
+            raise TilerError(f"{tool} archived {n} tiles, the pyramid has {want}")
+        return n
+
     def check_pyramid(self, tool, fmt, d, w, h):
-        """Both tools must have written every tile of the pyramid; a deepest-level tile is
+        """Every tool must have written every tile of the pyramid; a deepest-level tile is
         decoded to prove it is an image of the right size."""
-        ext = ".png" if fmt.startswith("png") else ".jpg"
+        ext = EXTENSIONS[fmt]
         n = 0
         for dd, _, names in os.walk(d):
             n += sum(1 for x in names if x.endswith(ext) and x[0].isdigit())
@@ -280,12 +391,47 @@ class Tools:
         if n != want:
             raise TilerError(f"{tool} wrote {n} tiles, the pyramid has {want}")
         top = len(levels_for(w, h)) - 1
-        hdr = out_of(["vipsheader", os.path.join(d, str(top), "0", "0" + ext)])
+        hdr = out_of(["vipsheader", tile_path(d, w, h, fmt)])
         if "256x256" not in hdr:
             raise TilerError(f"{tool}: tile {top}/0/0{ext} is not a 256x256 image: {hdr}")
         if tool == "tiler" and not os.path.exists(os.path.join(d, "pyramid.json")):
             raise TilerError("tiler wrote no pyramid.json")
         return n
+
+
+NEWEST_PROBE = """
+import json, importlib.metadata as m, pyvips
+pyvips.Image.black(1, 1).avg()
+maps = open("/proc/self/maps").read().splitlines()
+libs = sorted({l.split()[-1] for l in maps if l.rsplit("/", 1)[-1].startswith("libvips") and "/" in l})
+print(json.dumps({"version": [pyvips.version(i) for i in range(3)], "pyvips": m.version("pyvips"),
+                  "pyvips_binary": m.version("pyvips-binary"), "libvips": libs}))
+"""
+
+
+def tile_path(d, w, h, fmt):
+    """The first full-resolution tile: LEVEL/0/0.EXT of the deepest level."""
+    return os.path.join(d, str(len(levels_for(w, h)) - 1), "0", "0" + EXTENSIONS[fmt])
+
+
+def jpeg_tables(path):
+    """The quantisation tables (DQT) and each component's sampling factors (SOF) of a
+    JPEG file: equal for two encoders means equal quality settings (same Q, same
+    tables, same chroma subsampling), whatever else differs."""
+    with open(path, "rb") as f:
+        b = f.read()
+    tables, sampling, i = [], [], 2
+    while i + 4 <= len(b) and b[i] == 0xFF:
+        marker, size = b[i + 1], int.from_bytes(b[i + 2:i + 4], "big")
+        if marker == 0xDB:
+            tables.append(b[i + 4:i + 2 + size].hex())
+        elif marker in (0xC0, 0xC1, 0xC2):
+            n = b[i + 9]
+            sampling = [f"{b[i + 11 + 3 * k] >> 4}x{b[i + 11 + 3 * k] & 15}" for k in range(n)]
+        elif marker == 0xDA:
+            break
+        i += 2 + size
+    return {"dqt": tables, "sampling": sampling}
 
 
 def median_of(rounds, key):
@@ -299,24 +445,34 @@ def summarise(rounds):
         return {"error": rounds[0]["error"] if rounds else "not run", "rounds": rounds}
     s = {k: median_of(ok, k) for k in ("wall", "cpu", "user", "sys", "rss_mb")}
     s.update({"bytes": ok[0]["bytes"], "files": ok[0]["files"], "tiles": ok[0]["tiles"], "rounds": rounds})
+    if "jpeg_tables" in ok[0]:
+        s["jpeg_tables"] = ok[0]["jpeg_tables"]
     return s
 
 
 # --------------------------------------------------------------------------- sections
 
+CUT_LEGS = [("tiler", "png"), ("dzsave818", "png"), ("dzsave", "png"), ("dzsave", "png-c1"),
+            ("tiler", "jpeg"), ("dzsave818", "jpeg"), ("dzsave", "jpeg"),
+            ("tiler", "webp"), ("dzsave818", "webp"),
+            ("tiler", "png-archive"), ("dzsave818", "png-archive"), ("tiler", "jpeg-archive"),
+            ("dzsave818", "jpeg-archive"), ("tiler", "webp-archive"), ("dzsave818", "webp-archive")]
+
+
 def section_cut(t, res, args):
     side = args.cut_side
     src = t.image(side, side)
-    legs = [("tiler", "png"), ("dzsave", "png"), ("dzsave", "png-c1"), ("tiler", "jpeg"), ("dzsave", "jpeg")]
+    legs = CUT_LEGS
     rounds = {f"{a}/{b}": [] for a, b in legs}
-    clear(os.path.join(t.out, "pyramids"))   # only this run's pyramids may be served
+    t.discard(os.path.join(t.out, "pyramids"))   # only this run's pyramids may be served
     for r in range(args.cut_rounds):
         order = legs if r % 2 == 0 else list(reversed(legs))
         log(f"cut round {r + 1}/{args.cut_rounds} ({side}x{side})")
         for tool, fmt in order:
-            name = f"{IMAGE_ID}-{'png' if fmt.startswith('png') else 'jpeg'}"
-            # The last round's tiler pyramids are kept for the serve section.
-            keep = os.path.join(t.out, "pyramids", name) if tool == "tiler" and r == args.cut_rounds - 1 else None
+            name = f"{IMAGE_ID}-{fmt.split('-')[0]}"
+            # The last round's tiler PNG and JPEG pyramids are kept for the serve section.
+            keep = (os.path.join(t.out, "pyramids", name)
+                    if tool == "tiler" and fmt in ("png", "jpeg") and r == args.cut_rounds - 1 else None)
             rounds[f"{tool}/{fmt}"].append(t.measure_cut(tool, fmt, src, side, side, keep=keep, name=name))
     res["cut"] = {"image": f"{side}x{side}", "input_bytes": os.path.getsize(src),
                   "legs": {k: summarise(v) for k, v in rounds.items()}}
@@ -335,8 +491,8 @@ def section_archive(t, res, args):
         order = legs if r % 2 == 0 else list(reversed(legs))
         log(f"archive round {r + 1}/{args.cut_rounds} ({side}x{side})")
         for layout, fmt in order:
-            dest = os.path.join(work, f"{layout}-{fmt}")
-            clear(dest)
+            dest = os.path.join(work, f"{r}-{layout}-{fmt}")
+            t.discard(dest)
             os.makedirs(dest)
             run(["sync"])
             cmd = t.cut_cmd("tiler", fmt, src, dest) + (["--archive"] if layout == "archive" else [])
@@ -352,18 +508,63 @@ def section_archive(t, res, args):
         out["legs"][k] = {key: statistics.median(x[key] for x in v) for key in ("wall", "cpu", "rss_mb")}
         out["legs"][k].update({"bytes": v[-1]["bytes"], "files": v[-1]["files"], "rounds": v})
     # pack and unpack of the last round's PNG pyramid, each into a fresh root.
-    folder = os.path.join(work, "folder-png", IMAGE_ID)
+    last = args.cut_rounds - 1
+    folder = os.path.join(work, f"{last}-folder-png", IMAGE_ID)
     m = timed([t.tiler, "pack", folder, "--force"], t.out)
     out["pack"] = m
     unpack_root = os.path.join(work, "unpack")
-    clear(unpack_root)
+    t.discard(unpack_root)
     os.makedirs(unpack_root)
-    shutil.copy(os.path.join(work, "archive-png", IMAGE_ID + ".pmtiles"), unpack_root)
+    shutil.copy(os.path.join(work, f"{last}-archive-png", IMAGE_ID + ".pmtiles"), unpack_root)
     run(["sync"])
     out["unpack"] = timed([t.tiler, "unpack", os.path.join(unpack_root, IMAGE_ID + ".pmtiles")], t.out)
     log(f"  pack {out['pack']['wall']:.2f} s, unpack {out['unpack']['wall']:.2f} s")
-    clear(work)
+    t.discard(work)
     res["archive"] = out
+
+
+def section_floor(t, res, args):
+    """Each piece of a cut alone, on the cut section's image: Bench/'s cut-floor decodes
+    it (libjpeg, one thread), makes every level with tiler's 2×2 shrink (one thread),
+    encodes every tile with each encoder (all cores) and writes every file (all cores)."""
+    side = args.cut_side
+    src = t.image(side, side)
+    log("floor: building Bench/ (cut-floor)")
+    build = ["swift", "build", "-c", "release", "--package-path", "Bench", "--scratch-path", "Bench/.build"]
+    p = run(build + ["--product", "cut-floor"], check=False, cwd=ROOT, capture_output=True)
+    if p.returncode != 0:
+        raise TilerError("cut-floor does not build: " + (p.stderr or p.stdout).strip()[-300:])
+    binary = os.path.join(run(build + ["--show-bin-path"], cwd=ROOT, capture_output=True).stdout.strip(), "cut-floor")
+    work = os.path.join(t.out, "floor")
+    t.discard(work)
+    run(["sync"])
+    tf = os.path.join(t.out, ".time-floor")
+    p = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", tf, binary, src, work], text=True, capture_output=True)
+    if p.returncode != 0:
+        raise TilerError("cut-floor failed: " + p.stderr.strip()[-300:])
+    floor = json.loads(p.stdout)
+    with open(tf) as f:
+        floor["rss_mb"] = round(int(f.read().split()[-1]) / 1024, 1)
+    os.unlink(tf)
+    floor["image"]["name"] = f"{side}x{side}"
+    t.discard(work)
+    for name, x in floor["encode"].items():
+        log(f"  encode {name:17}: {x['wall']:6.2f} s wall, {x['cpu']:6.2f} s CPU, {x['bytes'] / 1e6:6.0f} MB")
+    log(f"  decode {floor['decode']['wall']:.2f} s, shrink {floor['shrink']['wall']:.2f} s, files png "
+        f"{floor['files']['png']['wall']:.2f} s")
+    res["floor"] = floor
+
+
+def floor_estimate(floor, fmt, cores):
+    """The shortest a cut to `fmt` tiles can take here: all its pieces' CPU time spread
+    over every core, but never less than the decode, which runs on one."""
+    pieces = [floor["decode"], floor["shrink"], floor["encode"][fmt], floor["files"][fmt]]
+    return max(floor["decode"]["cpu"], sum(p["cpu"] for p in pieces) / cores)
+
+
+SCALING_TOOLS = ("tiler", "dzsave818", "dzsave")
+# At the largest square the JPEG and WebP legs are timed too, against dzsave 8.18.
+BIG_FORMAT_LEGS = [("tiler", "jpeg"), ("dzsave818", "jpeg"), ("dzsave818", "webp"), ("tiler", "webp")]
 
 
 def section_scaling(t, res, args):
@@ -374,20 +575,22 @@ def section_scaling(t, res, args):
     out = {"square": [], "strip": [], "skipped": []}
     res["scaling"] = out
 
-    def point(kind, w, h):
+    def point(kind, w, h, formats=False):
         row = {"width": w, "height": h, "mpx": round(w * h / 1e6, 2)}
         cut = res.get("cut", {})
         if kind == "square" and cut.get("image") == f"{w}x{h}" and "legs" in cut:
-            # The same two commands on the same image were just timed by the cut section:
-            # its first round is this point (saves the longest pair of cuts at 20k).
-            for tool in ("tiler", "dzsave"):
+            # The same commands on the same image were just timed by the cut section:
+            # its first round is this point (saves the longest cuts at 20k).
+            for tool in SCALING_TOOLS:
                 row[tool] = dict(cut["legs"][f"{tool}/png"]["rounds"][0], reused="cut round 1")
             log(f"  {w}x{h}: the cut section's first round")
         else:
             src = t.image(w, h)
-            order = ["tiler", "dzsave"] if len(out[kind]) % 2 == 0 else ["dzsave", "tiler"]
+            order = list(SCALING_TOOLS) if len(out[kind]) % 2 == 0 else list(reversed(SCALING_TOOLS))
             for tool in order:
                 row[tool] = t.measure_cut(tool, "png", src, w, h)
+            if formats:
+                row["formats"] = {f"{tool}/{fmt}": t.measure_cut(tool, fmt, src, w, h) for tool, fmt in BIG_FORMAT_LEGS}
         out[kind].append(row)
         if kind == "square":
             out["square"].sort(key=lambda p: p["mpx"])
@@ -400,21 +603,25 @@ def section_scaling(t, res, args):
     for kind, w, h in pts:
         point(kind, w, h)
     for s in big:
+        cut = res.get("cut", {}).get("legs", {})
         ref = next((p for p in out["square"] if p["width"] == 20000), None) or (out["square"][-1] if out["square"] else None)
         if ref:
             k = (s * s) / (ref["width"] * ref["height"])
-            secs = sum(ref[x].get("wall", ref["dzsave"]["wall"]) for x in ("tiler", "dzsave")) * k * 1.1
-            disk = max(ref[x].get("bytes", 0) for x in ("tiler", "dzsave")) * k
+            # Every leg's 20k figures, or the PNG leg's where a format was not measured.
+            legs = [ref[x] for x in SCALING_TOOLS] + [cut.get(f"{a}/{b}") or ref[a] for a, b in BIG_FORMAT_LEGS]
+            secs = sum(l.get("wall", ref["dzsave"].get("wall", 0)) for l in legs) * k * 1.1
+            # Nothing is deleted before the end of the run: all the point's pyramids at once.
+            disk = sum(l.get("bytes", 0) for l in legs) * k
             have = free_disk(t.out)
-            log(f"  {s}x{s}: estimated {secs:.0f} s for both cuts and {disk / 1e9:.1f} GB per pyramid; "
+            log(f"  {s}x{s}: estimated {secs:.0f} s for its {len(legs)} cuts and {disk / 1e9:.1f} GB of pyramids; "
                 f"{have / 1e9:.0f} GB free")
-            if disk * 1.5 + 5e9 > have:
+            if disk * 1.2 + 5e9 > have:
                 out["skipped"].append({"side": s, "reason": f"disk: needs ~{disk / 1e9:.1f} GB, {have / 1e9:.0f} GB free"})
                 continue
             if secs > args.max_point_seconds:
                 out["skipped"].append({"side": s, "reason": f"time: estimated {secs:.0f} s > --max-point-seconds {args.max_point_seconds}"})
                 continue
-        point("square", s, s)
+        point("square", s, s, formats=True)
     plot_scaling(out, args.plot)
     log(f"plot written to {os.path.relpath(args.plot, ROOT)}")
 
@@ -424,19 +631,21 @@ def plot_scaling(sc, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(1, 3, figsize=(12, 3.6), dpi=90)
-    styles = {"tiler": dict(color="#1f77b4", marker="o"), "dzsave": dict(color="#d62728", marker="s")}
-    for tool in ("tiler", "dzsave"):
-        pts = [p for p in sc["square"] if "error" not in p[tool]]
+    styles = {"tiler": dict(color="#1f77b4", marker="o"), "dzsave": dict(color="#d62728", marker="s"),
+              "dzsave818": dict(color="#ff7f0e", marker="^")}
+    for tool in SCALING_TOOLS:
+        label = TOOLS[tool]
+        pts = [p for p in sc["square"] if tool in p and "error" not in p[tool]]
         if pts:
             x = [p["mpx"] for p in pts]
-            ax[0].plot(x, [p[tool]["wall"] for p in pts], label=f"{tool} wall", **styles[tool])
-            ax[0].plot(x, [p[tool]["cpu"] for p in pts], label=f"{tool} CPU", linestyle="--", alpha=.6,
+            ax[0].plot(x, [p[tool]["wall"] for p in pts], label=f"{label} wall", **styles[tool])
+            ax[0].plot(x, [p[tool]["cpu"] for p in pts], label=f"{label} CPU", linestyle="--", alpha=.6,
                        **styles[tool])
-            ax[1].plot(x, [p[tool]["rss_mb"] for p in pts], label=tool, **styles[tool])
-        strip = [p for p in sc["strip"] if "error" not in p[tool]]
+            ax[1].plot(x, [p[tool]["rss_mb"] for p in pts], label=label, **styles[tool])
+        strip = [p for p in sc["strip"] if tool in p and "error" not in p[tool]]
         if strip:
             ax[2].plot([p["height"] / 1000 for p in strip], [p[tool]["rss_mb"] for p in strip],
-                       label=tool, **styles[tool])
+                       label=label, **styles[tool])
     ax[0].set(title="cut time, PNG tiles (squares)", xlabel="megapixels", ylabel="seconds")
     ax[1].set(title="peak RSS (squares)", xlabel="megapixels", ylabel="MB")
     w = sc["strip"][0]["width"] if sc["strip"] else 0
@@ -1055,20 +1264,51 @@ def targets(res):
     def leg(sec, name):
         return res.get(sec, {}).get("legs", {}).get(name, {})
 
-    if "cut" in res:
+    def ratio(a, b, key, limit, label, within=False):
+        """a/b <= limit, or with `within` |a/b - 1| <= limit."""
+        if a is None or b is None or "error" in a or "error" in b or a.get(key) is None or b.get(key) is None:
+            why = (a or {}).get("error") or (b or {}).get("error") or "not measured"
+            tg.append((label, "error: " + why, None, False))
+            return
+        r = a[key] / b[key]
+        unit = {"wall": ("s", 1), "bytes": ("MB", 1e6), "rss_mb": ("MB", 1)}[key]
+        digits = 2 if key == "wall" else 0
+        val = f"{a[key] / unit[1]:.{digits}f} vs {b[key] / unit[1]:.{digits}f} {unit[0]}"
+        tg.append((label, val, round(r, 3), abs(r - 1) <= limit if within else r <= limit))
+
+    def against_newest(get, where):
+        """The issue's targets against dzsave 8.18, for one image size."""
+        tp, dp = get("tiler/png"), get("dzsave818/png")
+        ratio(tp, dp, "wall", 0.5, f"cut PNG wall <= 0.5x dzsave 8.18{where}")
+        ratio(tp, dp, "bytes", 1.0, f"cut PNG bytes <= dzsave 8.18{where}")
+        ratio(tp, dp, "rss_mb", 1.0, f"cut PNG peak RSS <= dzsave 8.18{where}")
+        for fmt in ("jpeg", "webp"):
+            a, b = get(f"tiler/{fmt}"), get(f"dzsave818/{fmt}")
+            ratio(a, b, "wall", 0.5, f"cut {fmt.upper()} wall <= 0.5x dzsave 8.18{where}")
+            ratio(a, b, "bytes", 0.05, f"cut {fmt.upper()} bytes within 5% of dzsave 8.18{where}", within=True)
+        a, b = get("tiler/jpeg"), get("dzsave818/jpeg")
+        if a and b and "jpeg_tables" in a and "jpeg_tables" in b:
+            same = a["jpeg_tables"] == b["jpeg_tables"]
+            tg.append((f"cut JPEG: dzsave 8.18's quantisation tables and chroma subsampling{where}",
+                       f"sampling {','.join(a['jpeg_tables']['sampling'])} vs {','.join(b['jpeg_tables']['sampling'])}, "
+                       f"DQT {'equal' if same else 'different'}", None, same))
+
+    if "cut" in res and "legs" in res["cut"]:
+        against_newest(lambda k: leg("cut", k) or None, "")
+        # One file per pyramid: tiler cut --archive (PMTiles) against dzsave container=zip.
+        against_newest(lambda k: leg("cut", k + ARCHIVE) or None, ", archives (PMTiles vs zip)")
+        # The targets against Debian's libvips 8.14, as before.
         tp, dp, tj, dj = (leg("cut", k) for k in ("tiler/png", "dzsave/png", "tiler/jpeg", "dzsave/jpeg"))
-        def ratio(a, b, key, limit, label):
-            if "error" in a or "error" in b or a.get(key) is None or b.get(key) is None:
-                tg.append((label, "error: " + (a.get("error") or b.get("error") or "not measured"), None, False))
-            else:
-                r = a[key] / b[key]
-                unit = {"wall": ("s", 1), "bytes": ("MB", 1e6), "rss_mb": ("MB", 1)}[key]
-                val = f"{a[key] / unit[1]:.{2 if key == 'wall' else 0}f} vs {b[key] / unit[1]:.{2 if key == 'wall' else 0}f} {unit[0]}"
-                tg.append((label, val, round(r, 3), r <= limit))
-        ratio(tp, dp, "wall", 0.5, "cut PNG wall <= 0.5x dzsave default")
-        ratio(tp, dp, "bytes", 1.0, "cut PNG bytes <= dzsave default")
-        ratio(tp, dp, "rss_mb", 1.0, "cut PNG peak RSS <= dzsave default")
-        ratio(tj, dj, "wall", 0.8, "cut JPEG wall <= 0.8x dzsave")
+        ratio(tp, dp, "wall", 0.5, "cut PNG wall <= 0.5x dzsave 8.14 default")
+        ratio(tp, dp, "bytes", 1.0, "cut PNG bytes <= dzsave 8.14 default")
+        ratio(tp, dp, "rss_mb", 1.0, "cut PNG peak RSS <= dzsave 8.14 default")
+        ratio(tj, dj, "wall", 0.8, "cut JPEG wall <= 0.8x dzsave 8.14")
+    big = [p for p in res.get("scaling", {}).get("square", []) if "formats" in p]
+    for p in big:
+        legs = dict(p["formats"], **{f"{tool}/png": p[tool] for tool in SCALING_TOOLS if tool in p})
+        against_newest(lambda k: legs.get(k), f" at {p['width']}x{p['height']}")
+    for sk in res.get("scaling", {}).get("skipped", []):
+        tg.append((f"cut targets at {sk['side']}x{sk['side']}", "skipped: " + sk["reason"], None, False))
     if "archive" in res and "legs" in res["archive"]:
         lg = res["archive"]["legs"]
         for fmt in ("png", "jpeg"):
@@ -1119,12 +1359,37 @@ def targets(res):
     return tg
 
 
-def fmt_cut_row(name, leg, ref=None):
-    if "error" in leg:
-        return f"| {name} | error: {leg['error']} | | | | | |"
-    ratio = f" ({leg['wall'] / ref['wall']:.2f}×)" if ref and "error" not in ref else ""
+def fmt_cut_row(name, leg, refs=()):
+    """A cut leg's row; `refs` are (label, leg) whose wall times it is compared with."""
+    if not leg or "error" in leg:
+        return f"| {name} | error: {(leg or {}).get('error', 'not run')} | | | | | |"
+    ratios = [f"{leg['wall'] / r['wall']:.2f}× {label}" for label, r in refs if r and "error" not in r]
+    ratio = f" ({', '.join(ratios)})" if ratios else ""
+    rounds = len(leg["rounds"]) if "rounds" in leg else 1
     return (f"| {name} | {leg['wall']:.2f}{ratio} | {leg['cpu']:.1f} | {leg['rss_mb']:.0f} | "
-            f"{leg['bytes'] / 1e6:.0f} | {leg['files']} | {len(leg['rounds'])} |")
+            f"{leg['bytes'] / 1e6:.0f} | {leg['files']} | {rounds} |")
+
+
+CUT_LABELS = {"png": "PNG", "png-c1": "PNG compression=1", "jpeg": f"JPEG Q{JPEG_Q}", "webp": f"WebP Q{WEBP_Q}",
+              "png-archive": "PNG, one file", "jpeg-archive": f"JPEG Q{JPEG_Q}, one file",
+              "webp-archive": f"WebP Q{WEBP_Q}, one file"}
+
+
+def cut_rows(get):
+    """The cut table's rows for legs found by `get(tool/fmt)`: tiler first, each compared
+    with both dzsaves."""
+    L = []
+    for fmt in ("png", "png-c1", "jpeg", "webp", "png-archive", "jpeg-archive", "webp-archive"):
+        for tool in ("tiler", "dzsave818", "dzsave"):
+            x = get(f"{tool}/{fmt}")
+            if x is None:
+                continue
+            name = f"{TOOLS[tool]} {CUT_LABELS[fmt]}" + (" (default, compression 6)" if tool != "tiler" and fmt == "png" else "")
+            if fmt.endswith(ARCHIVE):
+                name += " (--archive, PMTiles)" if tool == "tiler" else " (container=zip)"
+            refs = [("8.18", get(f"dzsave818/{fmt}")), ("8.14", get(f"dzsave/{fmt}"))] if tool == "tiler" else []
+            L.append(fmt_cut_row(name, x, refs))
+    return L
 
 
 def report_md(res):
@@ -1133,19 +1398,23 @@ def report_md(res):
          f"Machine: {m['nproc']} × {m['cpu']}, {m['memory_gb']} GB, Linux {m['kernel']}. "
          f"Load before: {' '.join(f'{x:.2f}' for x in m['load_start'])}; after: "
          f"{' '.join(f'{x:.2f}' for x in m.get('load_end', []))}.",
-         f"tiler {m['branch']}@{m['git']}, {m['swift']}; {m['vips']}; {m['nginx']}; {m['wrk']}; iipsrv {m['iipsrv']}.",
+         f"tiler {m['branch']}@{m['git']}, {m['swift']}; {m['vips']}; {m['nginx']}; {m['wrk']}; iipsrv {m['iipsrv']}."
+         + (f" Newest libvips: {'.'.join(map(str, res['newest_vips']['version']))} (pyvips "
+            f"{res['newest_vips']['pyvips']}, pyvips-binary {res['newest_vips']['pyvips_binary']})."
+            if res.get("newest_vips") else ""),
          f"Command: `{res['command']}` ({res['elapsed_s']:.0f} s).", ""]
     if "cut" in res:
         c = res["cut"]
         L += [f"## Cut, {c['image']} noise JPEG ({c['input_bytes'] / 1e6:.0f} MB), median of rounds", "",
               "| leg | wall s | CPU s | peak RSS MB | MB written | files | rounds |", "|---|---|---|---|---|---|---|"]
         lg = c["legs"]
-        L.append(fmt_cut_row("tiler PNG", lg["tiler/png"], lg["dzsave/png"]))
-        L.append(fmt_cut_row("dzsave PNG (default, compression 6)", lg["dzsave/png"]))
-        L.append(fmt_cut_row("dzsave PNG compression=1", lg["dzsave/png-c1"]))
-        L.append(fmt_cut_row("tiler JPEG Q85", lg["tiler/jpeg"], lg["dzsave/jpeg"]))
-        L.append(fmt_cut_row("dzsave JPEG Q85", lg["dzsave/jpeg"]))
+        L += cut_rows(lg.get)
         L.append("")
+        base = res.get("newest_vips", {}).get("baseline")
+        if base:
+            L += [f"dzsave 8.18 runs in Python (pyvips): the interpreter with pyvips and libvips loaded and a 1×1 "
+                  f"image computed costs {base['wall']:.2f} s wall, {base['cpu']:.2f} s CPU and {base['rss_mb']:.0f} MB "
+                  f"peak RSS, included in its legs.", ""]
         tp, c1 = lg["tiler/png"], lg["dzsave/png-c1"]
         if "error" not in tp and "error" not in c1:
             L += [f"tiler PNG against dzsave `compression=1`: wall {tp['wall'] / c1['wall']:.2f}×, "
@@ -1153,16 +1422,58 @@ def report_md(res):
     if "scaling" in res:
         sc = res["scaling"]
         L += ["## Scaling (PNG tiles, one round)", "",
-              "| image | Mpx | tiler wall s | tiler RSS MB | dzsave wall s | dzsave RSS MB |", "|---|---|---|---|---|---|"]
+              "| image | Mpx | tiler wall s | tiler RSS MB | dzsave 8.18 wall s | dzsave 8.18 RSS MB | "
+              "dzsave 8.14 wall s | dzsave 8.14 RSS MB |", "|---|---|---|---|---|---|---|---|"]
         for p in sc["square"] + sc["strip"]:
-            t, d = p["tiler"], p["dzsave"]
-            ts = f"{t['wall']:.2f} | {t['rss_mb']:.0f}" if "error" not in t else "error | "
-            note = f" ({d['reused']})" if d.get("reused") else ""
-            ds = f"{d['wall']:.2f} | {d['rss_mb']:.0f}" if "error" not in d else "error | "
-            L.append(f"| {p['width']}×{p['height']}{note} | {p['mpx']} | {ts} | {ds} |")
+            cells = []
+            for tool in SCALING_TOOLS:
+                x = p.get(tool, {"error": "not run"})
+                cells.append(f"{x['wall']:.2f} | {x['rss_mb']:.0f}" if "error" not in x else "error | ")
+            note = f" ({p['tiler']['reused']})" if p.get("tiler", {}).get("reused") else ""
+            L.append(f"| {p['width']}×{p['height']}{note} | {p['mpx']} | {' | '.join(cells)} |")
         for s in sc["skipped"]:
-            L.append(f"| {s['side']}×{s['side']} | skipped: {s['reason']} | | | | |")
+            L.append(f"| {s['side']}×{s['side']} | skipped: {s['reason']} | | | | | | |")
         L.append("")
+        for p in sc["square"]:
+            if "formats" not in p:
+                continue
+            legs = dict(p["formats"], **{f"{tool}/png": p[tool] for tool in SCALING_TOOLS if tool in p})
+            L += [f"### Cut, {p['width']}x{p['height']} noise JPEG, one round", "",
+                  "| leg | wall s | CPU s | peak RSS MB | MB written | files | rounds |", "|---|---|---|---|---|---|---|"]
+            L += cut_rows(legs.get) + [""]
+    if "floor" in res and "encode" in res["floor"]:
+        f = res["floor"]
+        cores = m["nproc"] or 2
+        L += [f"## The floor: each piece of a {f['image']['name']} cut alone ({f['image']['tiles']} tiles)", "",
+              "| piece | threads | wall s | CPU s | MB |", "|---|---|---|---|---|",
+              f"| decode (libjpeg, the decoder libvips calls) | 1 | {f['decode']['wall']:.2f} | {f['decode']['cpu']:.2f} | |",
+              f"| 2×2 shrinks of every level (tiler's AreaAverage) | 1 | {f['shrink']['wall']:.2f} | {f['shrink']['cpu']:.2f} | |"]
+        names = {"png": "encode PNG (tiler: libpng, Paeth, zlib Z_RLE)", "jpeg": f"encode JPEG Q{JPEG_Q} (tiler: libjpeg)",
+                 "webp": f"encode WebP Q{WEBP_Q} (tiler: libwebp, effort 4)",
+                 "png-libspng": "encode PNG with libspng (Paeth, zlib Z_RLE, as tiler)",
+                 "png-libdeflate-1": "encode PNG with libdeflate level 1 (Paeth, own PNG writer)",
+                 "png-libdeflate-6": "encode PNG with libdeflate level 6 (Paeth, own PNG writer)"}
+        for name, x in f["encode"].items():
+            L.append(f"| {names.get(name, name)} | {cores} | {x['wall']:.2f} | {x['cpu']:.2f} | {x['bytes'] / 1e6:.0f} |")
+        for name, x in f["files"].items():
+            L.append(f"| create the {name.upper()} pyramid's {x['count']} files | {cores} | {x['wall']:.2f} | "
+                     f"{x['cpu']:.2f} | {x['bytes'] / 1e6:.0f} |")
+        L.append("")
+        cut = res.get("cut", {}).get("legs", {})
+        rows = []
+        for fmt in ("png", "jpeg", "webp"):
+            if fmt not in f["encode"] or fmt not in f["files"]:
+                continue
+            est = floor_estimate(f, fmt, cores)
+            cells = [f"{fmt.upper()}", f"{est:.2f}"]
+            for tool in ("tiler", "dzsave818", "dzsave"):
+                leg = cut.get(f"{tool}/{fmt}")
+                cells.append(f"{leg['wall']:.2f} ({leg['wall'] / est:.1f}×)" if leg and "error" not in leg else "")
+            rows.append("| " + " | ".join(cells) + " |")
+        if rows:
+            L += [f"Floor of a cut = the larger of the decode and all pieces' CPU time over {cores} cores:", "",
+                  "| tiles | floor s | tiler wall s (× floor) | dzsave 8.18 wall s (× floor) | dzsave 8.14 wall s (× floor) |",
+                  "|---|---|---|---|---|"] + rows + [""]
     if "serve" in res and "legs" in res["serve"]:
         s = res["serve"]
         L += [f"## Serve, {s['image']} pyramids ({s['tiles']} tiles each; {s['pyramid']}), wrk {s['wrk']}, "
@@ -1244,14 +1555,14 @@ def report_md(res):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small images, one round, 3 s wrk runs: a smoke run")
-    ap.add_argument("--only", default="cut,archive,scaling,serve,serve-archives,profile",
-                    help="sections, comma separated (default all): cut,archive,scaling,serve,serve-archives,profile")
+    ap.add_argument("--only", default="cut,floor,archive,scaling,serve,serve-archives,profile",
+                    help="sections, comma separated (default all): cut,floor,archive,scaling,serve,serve-archives,profile")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench-out"), help="working folder (default bench-out/)")
     ap.add_argument("--plot", help="where the scaling plot goes (default docs/scaling.png; OUT/scaling.png with --quick)")
     ap.add_argument("--tiler", help="use this tiler binary instead of building one")
     ap.add_argument("--rounds", type=int, help="rounds for cut and serve (default 2; 1 with --quick)")
-    ap.add_argument("--max-point-seconds", type=float, default=480,
-                    help="skip a scaling point above 20k whose estimated time for both cuts exceeds this (default 480)")
+    ap.add_argument("--max-point-seconds", type=float, default=1800,
+                    help="skip a scaling point above 20k whose estimated time for all its cuts exceeds this (default 1800)")
     ap.add_argument("--iip-compression", default="jpeg", choices=["jpeg", "deflate"])
     ap.add_argument("--iip-procs", type=int, default=os.cpu_count() or 2, help="iipsrv processes (default nproc)")
     args = ap.parse_args()
@@ -1271,7 +1582,7 @@ def main():
     # With profile, tiler serve is also perf-recorded under wrk, after its measured runs.
     args.profile_serve = "profile" in sections and perf_works()
     for s in sections:
-        if s not in ("cut", "archive", "scaling", "serve", "serve-archives", "profile"):
+        if s not in ("cut", "floor", "archive", "scaling", "serve", "serve-archives", "profile"):
             ap.error(f"unknown section '{s}'")
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
@@ -1288,13 +1599,20 @@ def main():
     log(f"machine: {res['machine']['nproc']} × {res['machine']['cpu']}, {res['machine']['memory_gb']} GB; "
         f"{res['machine']['uptime_start']}")
     t = Tools(args, out)
+    if os.path.exists(t.trash):
+        log("deleting the pyramids an interrupted run left in the trash (the first legs may pay for it: "
+            "see Tools.discard)")
+        t.empty_trash()
     t.build_tiler()
-    fns = {"cut": section_cut, "archive": section_archive, "scaling": section_scaling, "serve": section_serve,
-           "serve-archives": section_serve_archives, "profile": section_profile}
+    if "cut" in sections or "scaling" in sections:
+        t.setup_newest_vips()
+        res["newest_vips"] = t.newest_info
+    fns = {"cut": section_cut, "floor": section_floor, "archive": section_archive, "scaling": section_scaling,
+           "serve": section_serve, "serve-archives": section_serve_archives, "profile": section_profile}
     # Scaling goes last: it is the longest and its 40k point is optional, so everything
     # else is on disk (results are saved after each section and scaling point) if a run
     # has to be stopped during it.
-    order = [s for s in ("cut", "archive", "serve", "serve-archives", "profile", "scaling") if s in sections]
+    order = [s for s in ("cut", "floor", "archive", "serve", "serve-archives", "profile", "scaling") if s in sections]
     res["sections"] = order
 
     def save():
@@ -1307,13 +1625,16 @@ def main():
         with open(os.path.join(out, "results.md"), "w") as f:
             f.write(report_md(res) + "\n")
     args.save = save
-    for s in order:
-        try:
-            fns[s](t, res, args)
-        except TilerError as e:
-            log(f"section {s} failed: {e}")
-            res[s] = {"error": str(e)}
-        save()
+    try:
+        for s in order:
+            try:
+                fns[s](t, res, args)
+            except TilerError as e:
+                log(f"section {s} failed: {e}")
+                res[s] = {"error": str(e)}
+            save()
+    finally:
+        t.empty_trash()
     md = report_md(res)
     print(md)
     print()
