@@ -1507,7 +1507,7 @@ def report_md(res):
         for fmt, label in (("png", "PNG"), ("jpeg", "JPEG Q85")):
             f, x = a["legs"][f"folder/{fmt}"], a["legs"][f"archive/{fmt}"]
             L.append(fmt_cut_row(f"tiler cut, {label}, folder", f))
-            L.append(fmt_cut_row(f"tiler cut --archive, {label}", x, f))
+            L.append(fmt_cut_row(f"tiler cut --archive, {label}", x, [("folder", f)]))
         L += ["", f"tiler pack (PNG folder → archive): {a['pack']['wall']:.2f} s wall, {a['pack']['rss_mb']:.0f} MB RSS; "
               f"tiler unpack (archive → folder): {a['unpack']['wall']:.2f} s wall, {a['unpack']['rss_mb']:.0f} MB RSS.", ""]
     if "serve-archives" in res and "legs" in res["serve-archives"]:
