@@ -1,3 +1,5 @@
+import CTilerShims
+
 /// The 2×2 box filter that makes each pyramid level from the level above.
 ///
 /// Every output pixel is the rounded mean of the input pixels its 2×2 block holds. On the
@@ -7,48 +9,13 @@
 /// Rounding is half up: `(sum + n/2) / n`, as libvips' `shrink` does for 8-bit images.
 public enum AreaAverage {
     /// Shrinks one pair of rows, or a lone last row when `lower` is nil, of `width`
-    /// pixels with `bands` 8-bit bands each, into one row of `(width + 1) / 2` pixels.
+    /// pixels with `bands` 8-bit bands each (1...4), into one row of `(width + 1) / 2`
+    /// pixels. The loops are C (`tiler_shrink_rows`), where they vectorise.
     @inline(__always)
     public static func shrinkRows(_ upper: UnsafePointer<UInt8>, _ lower: UnsafePointer<UInt8>?,
                                   width: Int, bands: Int, into out: UnsafeMutablePointer<UInt8>) {
-        let pairs = width / 2
-        let pairBytes = pairs * bands
-        if let lower {
-            // Whole 2×2 blocks: out[i] = (a + b + c + d + 2) / 4, band by band.
-            var o = 0
-            var i = 0
-            while o < pairBytes {
-                for band in 0..<bands {
-                    let sum = UInt16(upper[i &+ band]) &+ UInt16(upper[i &+ bands &+ band])
-                        &+ UInt16(lower[i &+ band]) &+ UInt16(lower[i &+ bands &+ band]) &+ 2
-                    out[o &+ band] = UInt8(truncatingIfNeeded: sum &>> 2)
-                }
-                o &+= bands
-                i &+= 2 &* bands
-            }
-            if width % 2 == 1 {
-                // Last column of an odd width: a 1×2 block.
-                for band in 0..<bands {
-                    let sum = UInt16(upper[i &+ band]) &+ UInt16(lower[i &+ band]) &+ 1
-                    out[o &+ band] = UInt8(truncatingIfNeeded: sum &>> 1)
-                }
-            }
-        } else {
-            // Last row of an odd height: 2×1 blocks, and a lone corner pixel.
-            var o = 0
-            var i = 0
-            while o < pairBytes {
-                for band in 0..<bands {
-                    let sum = UInt16(upper[i &+ band]) &+ UInt16(upper[i &+ bands &+ band]) &+ 1
-                    out[o &+ band] = UInt8(truncatingIfNeeded: sum &>> 1)
-                }
-                o &+= bands
-                i &+= 2 &* bands
-            }
-            if width % 2 == 1 {
-                for band in 0..<bands { out[o &+ band] = upper[i &+ band] }
-            }
-        }
+        precondition((1...4).contains(bands), "\(bands) bands")
+        tiler_shrink_rows(upper, lower, Int32(width), Int32(bands), out)
     }
 
     /// Shrinks a whole image held as rows of `width * bands` bytes: the same filter as

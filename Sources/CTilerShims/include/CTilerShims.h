@@ -88,6 +88,14 @@ int tiler_vips_thumbnail_image(VipsImage *in, int size, VipsImage **out);
 /* Reads a whole (small) image into a newly allocated buffer of rows (free with g_free). */
 int tiler_vips_pixels(VipsImage *in, uint8_t **pixels, size_t *length);
 
+/* ---- the 2×2 shrink ----------------------------------------------------------------- */
+
+/* One row of the level below from two rows of `width` pixels of 1-4 8-bit bands (or from
+   one, the last row of an odd height, when `lower` is NULL): each output pixel is the
+   mean of its 2×2 block rounded half up, (a+b+c+d+2)/4, over the 1 or 2 pixels that
+   exist at an odd right or bottom edge. `out` holds (width + 1) / 2 pixels. */
+void tiler_shrink_rows(const uint8_t *upper, const uint8_t *lower, int width, int bands, uint8_t *out);
+
 /* ---- encoding ------------------------------------------------------------------- */
 
 /* JPEG and WebP into a newly allocated buffer (free with g_free), metadata stripped. */
