@@ -1235,18 +1235,20 @@ def section_profile(t, res, args):
     side = 4000
     src = t.image(side, side)
     out = {"image": f"{side}x{side}", "format": "png", "how": "perf record -e cpu-clock -F 999 -g"}
-    for tool in ("tiler", "dzsave"):
+    for tool in ("tiler", "dzsave818", "dzsave"):
         if tool == "tiler" and t.tiler_error:
             out[tool] = {"error": t.tiler_error}
             continue
+        if tool == "dzsave818" and not t.newest:
+            continue
         dest = os.path.join(t.out, "profile-" + tool)
-        clear(dest)
+        t.discard(dest)
         os.makedirs(dest)
         data = os.path.join(t.out, f"cut-{tool}.perf")
         cmd = t.cut_cmd(tool, "png", src, dest)
         p = run(["perf", "record", "-e", "cpu-clock", "-F", "999", "-g", "-o", data, "--"] + cmd,
                 check=False, capture_output=True)
-        clear(dest)
+        t.discard(dest)
         if p.returncode != 0:
             out[tool] = {"error": p.stderr[-300:]}
             continue
@@ -1532,9 +1534,11 @@ def report_md(res):
     elif "profile" in res:
         pf = res["profile"]
         L += [f"## Where the time goes: `tiler cut` and `vips dzsave`, {pf.get('image')} PNG ({pf.get('how')})", ""]
-        for tool in ("tiler", "dzsave"):
+        for tool in ("tiler", "dzsave818", "dzsave"):
+            if tool not in pf:
+                continue
             x = pf.get(tool, {})
-            L += [f"{tool}:", "", "```"] + (x.get("dso", []) + [""] + x.get("symbol", [])[:15]
+            L += [f"{TOOLS[tool]}:", "", "```"] + (x.get("dso", []) + [""] + x.get("symbol", [])[:15]
                                               if "error" not in x else [x["error"]]) + ["```", ""]
     if "profile" in res.get("serve", {}):
         x = res["serve"]["profile"]
@@ -1604,7 +1608,7 @@ def main():
             "see Tools.discard)")
         t.empty_trash()
     t.build_tiler()
-    if "cut" in sections or "scaling" in sections:
+    if {"cut", "scaling", "profile"} & set(sections):
         t.setup_newest_vips()
         res["newest_vips"] = t.newest_info
     fns = {"cut": section_cut, "floor": section_floor, "archive": section_archive, "scaling": section_scaling,
