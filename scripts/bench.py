@@ -1452,6 +1452,8 @@ def report_md(res):
               f"| 2×2 shrinks of every level (tiler's AreaAverage) | 1 | {f['shrink']['wall']:.2f} | {f['shrink']['cpu']:.2f} | |"]
         names = {"png": "encode PNG (tiler: libpng, Paeth, zlib Z_RLE)", "jpeg": f"encode JPEG Q{JPEG_Q} (tiler: libjpeg)",
                  "webp": f"encode WebP Q{WEBP_Q} (tiler: libwebp, effort 4)",
+                 "png-average": "encode PNG, tiler's encoder with the Average filter instead of Paeth",
+                 "png-up": "encode PNG, tiler's encoder with the Up filter instead of Paeth",
                  "png-libspng": "encode PNG with libspng (Paeth, zlib Z_RLE, as tiler)",
                  "png-libdeflate-1": "encode PNG with libdeflate level 1 (Paeth, own PNG writer)",
                  "png-libdeflate-6": "encode PNG with libdeflate level 6 (Paeth, own PNG writer)"}

@@ -1,6 +1,6 @@
 // cut-floor: each piece of `tiler cut` timed alone, on this machine, for one JPEG input.
 //
-//   cut-floor INPUT.jpg WORK [--encoders png,jpeg,webp,png-libspng,png-libdeflate-1,png-libdeflate-6]
+//   cut-floor INPUT.jpg WORK [--encoders png,jpeg,webp,png-average,png-up,png-libspng,png-libdeflate-1,png-libdeflate-6]
 //
 // 1. decode: the whole JPEG with libjpeg (the decoder libvips calls) into memory, on
 //    one thread (a baseline JPEG cannot be decoded in parallel);
@@ -8,9 +8,10 @@
 //    (AreaAverage.shrinkRows), on one thread, as the cutter does;
 // 3. encode: every tile of every level with each encoder, on all cores
 //    (DispatchQueue.concurrentPerform), bytes counted and dropped: tiler's TileEncoder
-//    (PNG with its settings, JPEG Q85, WebP Q80), and two PNG encoders tiler does not
-//    use: libspng with tiler's filter and zlib settings, and libdeflate behind a PNG
-//    writer of this tool (Paeth, one IDAT) at levels 1 and 6;
+//    (PNG with its settings, JPEG Q85, WebP Q80; PNG also with the Average and Up row
+//    filters instead of Paeth), and two PNG encoders tiler does not use: libspng with
+//    tiler's filter and zlib settings, and libdeflate behind a PNG writer of this tool
+//    (Paeth, one IDAT) at levels 1 and 6;
 // 4. files: the pyramid's folders and files under WORK/files-FORMAT, each file as
 //    large as that format's tile, written on all cores as the cutter writes them
 //    (open, one write, close); the caller deletes WORK.
@@ -87,7 +88,7 @@ guard arguments.count >= 3 else {
     exit(2)
 }
 let input = arguments[1], work = arguments[2]
-var encoderNames = ["png", "jpeg", "webp", "png-libspng", "png-libdeflate-1", "png-libdeflate-6"]
+var encoderNames = ["png", "jpeg", "webp", "png-average", "png-up", "png-libspng", "png-libdeflate-1", "png-libdeflate-6"]
 if let i = arguments.firstIndex(of: "--encoders"), i + 1 < arguments.count {
     encoderNames = arguments[i + 1].split(separator: ",").map(String.init)
 }
@@ -167,6 +168,11 @@ do {
     let rle: Int32 = 3  // Z_RLE, as tiler's PNGSettings.tiles
     let encoders: [String: (Encode, Bool)] = [
         "png": (tiler(TileEncoder(format: .png)), true),
+        // tiler's PNG encoder with a cheaper row filter than Paeth (same zlib settings).
+        "png-average": (tiler(TileEncoder(format: .png, png: PNGSettings(zlibLevel: PNGSettings.tiles.zlibLevel,
+                                                                         filter: .average, strategy: PNGSettings.tiles.strategy))), true),
+        "png-up": (tiler(TileEncoder(format: .png, png: PNGSettings(zlibLevel: PNGSettings.tiles.zlibLevel, filter: .up,
+                                                                    strategy: PNGSettings.tiles.strategy))), true),
         "jpeg": (tiler(TileEncoder(format: .jpeg)), false),
         "webp": (tiler(TileEncoder(format: .webp)), false),
         "png-libspng": (c { floor_spng_encode($0.pixels, $0.stride, Int32($0.width), Int32($0.height), Int32(bandCount),
