@@ -18,8 +18,10 @@ public enum PyramidConversion {
         public var seconds: Double
     }
 
-    /// Packs the folder `folder` (`ROOT/ID`) into `ROOT/ID.pmtiles`.
-    public static func pack(folder: String, replace: Bool,
+    /// Packs the folder `folder` (`ROOT/ID`) into `ROOT/ID.pmtiles`, or into `output`
+    /// (another folder's `OUTPUT/ID.pmtiles`, or `s3://BUCKET/PREFIX/ID.pmtiles`, uploaded
+    /// whole once complete, as a cut's archive is).
+    public static func pack(folder: String, output: (any PyramidOutput)? = nil, replace: Bool,
                             isCancelled: () -> Bool = { false }) throws(StorageError) -> Result {
         let started = DispatchTime.now()
         let (root, name) = split(folder)
@@ -44,10 +46,11 @@ public enum PyramidConversion {
         guard manifest.id == id else {
             throw .invalid(path: manifestPath, reason: "the manifest is for '\(manifest.id)', not '\(id)'")
         }
-        let destination = PyramidLayout.archive.path(of: id, in: root)
-        if !replace, FileManager.default.fileExists(atPath: destination) { throw .exists(path: destination) }
+        let output = output ?? FolderOutput(root: root)
+        let destination = output.destination(of: id, layout: .archive)
+        if !replace, try output.exists(id, layout: .archive) { throw .exists(path: destination) }
         let tileLimit = 4 * geometry.tileSize * geometry.tileSize + (64 << 10)
-        let sink = try ArchiveSink(root: root, id: id, geometry: geometry, format: manifest.format)
+        let sink = try output.makeSink(id: id, layout: .archive, geometry: geometry, format: manifest.format)
         do throws(StorageError) {
             var tiles = 0
             for level in geometry.levels {

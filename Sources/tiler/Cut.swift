@@ -163,26 +163,7 @@ extension Tiler {
         /// The folder ROOT, or the bucket prefix with its client, checked by listing it
         /// once (a missing bucket or refused credentials are reported before any cutting).
         func pyramidOutput(environment: [String: String], isCancelled: @escaping @Sendable () -> Bool) throws -> any PyramidOutput {
-            let output = root
-            guard S3Location.isS3(output) else { return FolderOutput(root: output) }
-            let location: S3Location
-            let configuration: S3Configuration
-            do {
-                location = try S3Location(parsing: output)
-                configuration = try S3Configuration(environment: environment, endpoint: s3Endpoint)
-            } catch {
-                throw ValidationError(error.message)
-            }
-            let staging = environment["TILER_S3_STAGING"].flatMap { $0.isEmpty ? nil : $0 } ?? NSTemporaryDirectory()
-            let bucket = BucketOutput(client: S3Client(configuration: configuration), location: location, staging: staging,
-                                      isCancelled: isCancelled)
-            do {
-                try bucket.check()
-            } catch {
-                FileHandle.standardError.write(Data("tiler: cut: \(error)\n".utf8))
-                throw ExitCode(1)
-            }
-            return bucket
+            try OutputRoot.make(root, s3Endpoint: s3Endpoint, environment: environment, verb: "cut", isCancelled: isCancelled)
         }
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ObjectStorage
 import TilerImaging
 import TilerStorage
 
@@ -10,20 +11,57 @@ extension Tiler {
             abstract: "Pack pyramid folders into PMTiles archives.",
             discussion: """
             Each ROOT/ID folder (as `tiler cut` writes it) becomes ROOT/ID.pmtiles, a PMTiles \
-            v3 archive holding the same tile bytes, the thumbnail and pyramid.json. The \
-            archive appears only when complete; the folder is left as it is. A folder that \
-            cannot be packed gets one line on stderr, and the exit status is 1.
+            v3 archive holding the same tile bytes, the thumbnail and pyramid.json; with \
+            --output, OUTPUT/ID.pmtiles in another folder, or s3://BUCKET/PREFIX/ID.pmtiles in \
+            a bucket (staged locally, then uploaded; credentials and endpoint from \
+            AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION and \
+            AWS_ENDPOINT_URL, or --s3-endpoint). The archive appears only when complete; the \
+            folder is left as it is. A folder that cannot be packed gets one line on stderr, \
+            and the exit status is 1.
             """
         )
 
         @Argument(help: ArgumentHelp("Pyramid folders, ROOT/ID.", valueName: "folder"))
         var folders: [String]
 
+        @Option(name: .shortAndLong, help: ArgumentHelp("Where the archives go: a folder (made if missing) or s3://BUCKET/PREFIX (default: beside each folder, ROOT/ID.pmtiles).", valueName: "ROOT"))
+        var output: String?
+
+        @Option(name: .customLong("s3-endpoint"), help: ArgumentHelp("S3-compatible server for an s3:// --output, addressed path-style (default: AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS itself).", valueName: "URL"))
+        var s3Endpoint: String?
+
         @OptionGroup var options: ConversionOptions
 
+        func validate() throws {
+            if let output, S3Location.isS3(output) {
+                do { _ = try S3Location(parsing: output) } catch { throw ValidationError("--output: \(error.message)") }
+            } else if s3Endpoint != nil {
+                throw ValidationError("--s3-endpoint applies to an s3://BUCKET/PREFIX --output only.")
+            } else if let output {
+                var isFolder: ObjCBool = false
+                if FileManager.default.fileExists(atPath: output, isDirectory: &isFolder), !isFolder.boolValue {
+                    throw ValidationError("--output \(output): not a directory (a file of that name exists); name a folder, which is made if missing.")
+                }
+            }
+        }
+
         func run() throws {
-            try options.run(folders, verb: "pack") { folder, isCancelled throws(StorageError) in
-                try PyramidConversion.pack(folder: folder, replace: options.force, isCancelled: isCancelled)
+            let interrupts = InterruptSignals.install(program: "tiler: pack")
+            var destination: (any PyramidOutput)?
+            if let output {
+                if !S3Location.isS3(output) {
+                    do {
+                        try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
+                    } catch {
+                        FileHandle.standardError.write(Data("tiler: pack: \(output): cannot create the folder: \(error.localizedDescription)\n".utf8))
+                        throw ExitCode(1)
+                    }
+                }
+                destination = try OutputRoot.make(output, s3Endpoint: s3Endpoint, environment: ProcessInfo.processInfo.environment,
+                                                  verb: "pack", isCancelled: { interrupts.isInterrupted })
+            }
+            try options.run(folders, verb: "pack", interrupts: interrupts) { folder, isCancelled throws(StorageError) in
+                try PyramidConversion.pack(folder: folder, output: destination, replace: options.force, isCancelled: isCancelled)
             }
         }
     }
@@ -59,9 +97,10 @@ struct ConversionOptions: ParsableArguments {
 
     /// Converts each input in turn, reporting failures on stderr as
     /// `tiler: VERB: REASON` (the reason names the file) and going on with the next.
-    func run(_ inputs: [String], verb: String,
+    /// `interrupts`: the handler the command installed already (else one is installed).
+    func run(_ inputs: [String], verb: String, interrupts: InterruptSignals? = nil,
              convert: (String, () -> Bool) throws(StorageError) -> PyramidConversion.Result) throws {
-        let interrupts = InterruptSignals.install(program: "tiler: \(verb)")
+        let interrupts = interrupts ?? InterruptSignals.install(program: "tiler: \(verb)")
         var reports: [Report] = []
         for input in inputs {
             if interrupts.isInterrupted { break }

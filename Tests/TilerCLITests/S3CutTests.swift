@@ -179,4 +179,42 @@ import TilerCore
         #expect(left == "0 0\n")
         #expect(ArchiveCommandTests.entries(scratch.path("staging")).isEmpty, "staging holds \(ArchiveCommandTests.entries(scratch.path("staging")))")
     }
+
+    /// `tiler pack FOLDER --output s3://…` uploads the folder as one archive that the
+    /// official reader finds equal to the folder, tile for tile; an existing key needs
+    /// --force; `--output` also names another local folder.
+    @Test func aFolderPackedIntoABucketIsTheFolder() throws {
+        let scratch = try Scratch("s3-pack")
+        defer { scratch.cleanUp() }
+        let input = scratch.path("photo.png")
+        try CutCommandTests.makeImage(input, width: 3001, height: 1999, bands: 3, scratch: scratch)
+        let tiler = try tilerBinary()
+        #expect(try run(tiler, ["cut", input, "-o", scratch.path("folders"), "--format", "webp", "--quiet"]).status == 0)
+        let arguments = ["pack", scratch.path("folders/photo"), "--output", "s3://tiles/\(prefix)/packed"]
+        let pack = try run(tiler, arguments + ["--json"], environment: environment(scratch))
+        #expect(pack.status == 0, "\(pack.stderr)")
+        let summary = try #require(try JSONSerialization.jsonObject(with: Data(pack.stdout.utf8)) as? [String: Any])
+        let report = try #require((summary["pyramids"] as? [[String: Any]])?.first)
+        #expect(report["output"] as? String == "s3://tiles/\(prefix)/packed/photo.pmtiles")
+        #expect(ArchiveCommandTests.entries(scratch.path("staging")).isEmpty)
+        try download("\(prefix)/packed/photo.pmtiles", to: scratch.path("photo.pmtiles"))
+        #expect(report["bytes"] as? Int == (try FileManager.default.attributesOfItem(atPath: scratch.path("photo.pmtiles"))[.size] as? Int))
+        let check = try ArchiveCommandTests.checkWithPMTilesReader(scratch.path("photo.pmtiles"), against: scratch.path("folders/photo"),
+                                                                  ignoring: [])
+        #expect(check.status == 0, "\(check.stderr)")
+
+        let again = try run(tiler, arguments, environment: environment(scratch))
+        #expect(again.status == 1)
+        #expect(again.stderr.contains("s3://tiles/\(prefix)/packed/photo.pmtiles") && again.stderr.contains("already exists"), "\(again.stderr)")
+        #expect(try run(tiler, arguments + ["--force"], environment: environment(scratch)).status == 0)
+
+        let local = try run(tiler, ["pack", scratch.path("folders/photo"), "-o", scratch.path("elsewhere/archives")])
+        #expect(local.status == 0, "\(local.stderr)")
+        #expect(FileManager.default.fileExists(atPath: scratch.path("elsewhere/archives/photo.pmtiles")))
+        #expect(!FileManager.default.fileExists(atPath: scratch.path("folders/photo.pmtiles")))
+        let endpointAlone = try run(tiler, ["pack", scratch.path("folders/photo"), "--s3-endpoint", server.endpoint])
+        #expect(endpointAlone.status == 64 && endpointAlone.stderr.contains("--s3-endpoint applies to"), "\(endpointAlone.stderr)")
+        let noBucket = try run(tiler, ["pack", scratch.path("folders/photo"), "-o", "s3://no-such-bucket/x"], environment: environment(scratch))
+        #expect(noBucket.status == 1 && noBucket.stderr.hasPrefix("tiler: pack: s3://no-such-bucket"), "\(noBucket.stderr)")
+    }
 }
