@@ -29,8 +29,21 @@ static gboolean tiler_is_vector_loader(const char *nickname) {
            g_str_has_prefix(nickname, "magickload");
 }
 
+static int tiler_open(int fd, int random_access, int allow_vector, const char *option, int value,
+                      VipsImage **out, const char **loader);
+
 int tiler_vips_open_descriptor(int fd, int random_access, int allow_vector, VipsImage **out,
                                const char **loader) {
+    return tiler_open(fd, random_access, allow_vector, NULL, 0, out, loader);
+}
+
+int tiler_source_open(int fd, int allow_vector, const char *option, int value, VipsImage **out,
+                      const char **loader) {
+    return tiler_open(fd, 1, allow_vector, option, value, out, loader);
+}
+
+static int tiler_open(int fd, int random_access, int allow_vector, const char *option, int value,
+                      VipsImage **out, const char **loader) {
     *out = NULL;
     *loader = NULL;
     /* A file source named /proc/self/fd/N reopens this very file (never another one
@@ -63,9 +76,15 @@ int tiler_vips_open_descriptor(int fd, int random_access, int allow_vector, Vips
        warning and pads with grey, so JPEG fails on warnings; other loaders on
        truncation (libpng, libtiff and friends warn about harmless things). */
     VipsFailOn fail_on = g_str_has_prefix(*loader, "jpegload") ? VIPS_FAIL_ON_WARNING : VIPS_FAIL_ON_TRUNCATED;
-    int result = by_name
-        ? vips_call(operation, path, out, "access", access_mode, "fail_on", fail_on, NULL)
-        : vips_call(operation, source, out, "access", access_mode, "fail_on", fail_on, NULL);
+    int result;
+    if (option)
+        result = by_name
+            ? vips_call(operation, path, out, "access", access_mode, "fail_on", fail_on, option, value, NULL)
+            : vips_call(operation, source, out, "access", access_mode, "fail_on", fail_on, option, value, NULL);
+    else
+        result = by_name
+            ? vips_call(operation, path, out, "access", access_mode, "fail_on", fail_on, NULL)
+            : vips_call(operation, source, out, "access", access_mode, "fail_on", fail_on, NULL);
     g_object_unref(source);
     if (result != 0) {
         *out = NULL;

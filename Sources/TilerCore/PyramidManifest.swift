@@ -162,6 +162,10 @@ public struct PyramidManifest: Sendable, Hashable, Codable {
     public var source: Source?
     /// The tiler version that cut it.
     public var tilerVersion: String?
+    /// Only some tiles are stored: the folder holds the tiles `tiler serve --sources --keep`
+    /// made on demand from `source`, and a source of the same id wins over it while served.
+    /// nil or false: every tile is there.
+    public var partial: Bool?
 
     /// The input of a cut: its file name (without folders) and size in bytes.
     public struct Source: Sendable, Hashable, Codable {

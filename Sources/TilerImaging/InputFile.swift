@@ -11,11 +11,14 @@ final class InputFile {
     let descriptor: Int32
     /// Bytes, from `fstat`.
     let size: Int
+    /// Last modification, seconds since 1970, from `fstat`.
+    let modificationSeconds: Int
 
-    private init(path: String, descriptor: Int32, size: Int) {
+    private init(path: String, descriptor: Int32, size: Int, modificationSeconds: Int) {
         self.path = path
         self.descriptor = descriptor
         self.size = size
+        self.modificationSeconds = modificationSeconds
     }
 
     deinit { close(descriptor) }
@@ -43,7 +46,7 @@ final class InputFile {
         }
         let flags = fcntl(fd, F_GETFL)
         if flags >= 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
-        return InputFile(path: path, descriptor: fd, size: Int(info.st_size))
+        return InputFile(path: path, descriptor: fd, size: Int(info.st_size), modificationSeconds: Int(info.st_mtim.tv_sec))
     }
 
     /// libvips' message with the descriptor's stand-in name (`/proc/self/fd/N`) replaced

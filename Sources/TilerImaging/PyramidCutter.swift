@@ -58,6 +58,17 @@ public struct CutOptions: Sendable {
         self.layout = layout
     }
 
+    /// How input pixels become tile pixels (profile, alpha flattened or added), for
+    /// `tiler_vips_to_tile_pixels`: the cut and the sources served on the fly share it.
+    var tilePixelSettings: tiler_tile_pixels {
+        let background = self.background ?? .white
+        return tiler_tile_pixels(
+            convert_profile: convertProfile ? 1 : 0,
+            flatten_alpha: format == .jpeg ? 1 : 0,
+            add_alpha: pad && !paddingColour.isOpaque ? 1 : 0,
+            background: (Double(background.red), Double(background.green), Double(background.blue)))
+    }
+
     /// The padding colour `--pad` uses: `background`, else transparent where the tile
     /// format has alpha (PNG, WebP) and white for JPEG.
     public var paddingColour: BackgroundColour {
@@ -268,14 +279,8 @@ public struct PyramidCutter: Sendable {
         } catch {
             throw .notAnImage(file.scrub("\(error)"))
         }
-        let background = options.background ?? .white
-        let settings = tiler_tile_pixels(
-            convert_profile: options.convertProfile ? 1 : 0,
-            flatten_alpha: options.format == .jpeg ? 1 : 0,
-            add_alpha: options.pad && !options.paddingColour.isOpaque ? 1 : 0,
-            background: (Double(background.red), Double(background.green), Double(background.blue)))
         do {
-            return try image.tilePixels(settings)
+            return try image.tilePixels(options.tilePixelSettings)
         } catch {
             throw .notAnImage(file.scrub(error.description))
         }

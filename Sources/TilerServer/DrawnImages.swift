@@ -41,7 +41,9 @@ func drawnResponse(_ name: String, of pyramid: Pyramid, store: TileStore, conten
         let bytes: [UInt8]
         do {
             defer { budget.release(estimate) }
-            bytes = try renderer.render(job, maximumBytes: budget.capacity)
+            bytes = try RenderBudget.holding { () throws(RenderError) -> [UInt8] in
+                try renderer.render(job, maximumBytes: budget.capacity)
+            }
         } catch let RenderError.unavailable(_, timedOut) {
             // Storage is down or slow (already logged by StorageHealth): try again later.
             let error = timedOut

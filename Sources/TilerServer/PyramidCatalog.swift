@@ -4,6 +4,7 @@ import ObjectStorage
 import Synchronization
 import TilerCore
 import TilerHTTP
+import TilerImaging
 import TilerStorage
 
 /// What the catalog compares to tell whether a stored pyramid changed since it was
@@ -13,6 +14,8 @@ enum SourceSignature: Sendable, Hashable {
     case folder(manifest: FileInfo)
     case archive(FileInfo)
     case object(key: String, size: UInt64, etag: String)
+    /// An image file in the `--sources` folder, as `lstat` saw it.
+    case sourceFile(name: String, FileInfo)
 
     init(_ object: S3Object) {
         self = .object(key: object.key, size: object.size, etag: object.etag)
@@ -114,6 +117,11 @@ final class PyramidCatalog: Sendable {
     private let log: Logger
     /// Leaf directories of every archive, shared.
     let directories: DirectoryCache
+    /// `--sources`: image files served on the fly, and what they share.
+    private let sources: ServerConfiguration.SourceSettings?
+    private let pixelCache: PixelCache
+    private let renderBudget: RenderBudget
+    private let keeper: KeptTiles?
     /// Held only to read or swap the snapshot.
     private let current = Mutex(Snapshot())
     /// One writer at a time (the scan, loads on demand). A semaphore rather than a lock
@@ -135,9 +143,14 @@ final class PyramidCatalog: Sendable {
     private let stopped = Atomic<Bool>(false)
     private let stop = DispatchSemaphore(value: 0)
 
-    init(configuration: ServerConfiguration, health: StorageHealth, log: Logger) {
+    init(configuration: ServerConfiguration, health: StorageHealth, renderBudget: RenderBudget, log: Logger) {
         self.log = log
         self.health = health
+        self.renderBudget = renderBudget
+        sources = configuration.sources
+        pixelCache = PixelCache(capacity: configuration.sources?.pixelCacheBytes ?? 0)
+        keeper = configuration.sources?.keep == true && !S3Location.isS3(configuration.root)
+            ? KeptTiles(root: configuration.root, faults: OnceLog(log: log)) : nil
         storageTimeout = configuration.storageTimeout
         directories = DirectoryCache(capacity: configuration.directoryCacheEntries)
         if S3Location.isS3(configuration.root) {
@@ -236,7 +249,8 @@ final class PyramidCatalog: Sendable {
     func rescan() {
         writer.withLock {
             let old = snapshot
-            guard let next = bucket == nil ? scanFolder(old) : scanBucket(old) else { return }
+            guard var next = bucket == nil ? scanFolder(old) : scanBucket(old) else { return }
+            scanSources(&next, old)
             var unchanged = next.entries.count == old.entries.count
             if unchanged {
                 for (name, entry) in next.entries where !entry.isSame(as: old.entries[name]) {
@@ -291,7 +305,7 @@ final class PyramidCatalog: Sendable {
         writerState.withLock { w in
             if w.reported.count > 1 || !w.reported.isEmpty && w.reported[""] == nil {
                 let present = Set(names.map { $0.hasSuffix(".pmtiles") ? String($0.dropLast(8)) : $0 } + names)
-                w.reported = w.reported.filter { $0.key.isEmpty || present.contains($0.key) }
+                w.reported = w.reported.filter { $0.key.isEmpty || $0.key.hasPrefix("source:") || present.contains($0.key) }
             }
         }
         return next
@@ -327,8 +341,59 @@ final class PyramidCatalog: Sendable {
             }
         }
         let present = Set(next.entries.keys)
-        writerState.withLock { w in w.reported = w.reported.filter { $0.key.isEmpty || present.contains($0.key) } }
+        writerState.withLock { w in w.reported = w.reported.filter { $0.key.isEmpty || $0.key.hasPrefix("source:") || present.contains($0.key) } }
         return next
+    }
+
+    /// The image files of the `--sources` folder: each regular file a libvips loader
+    /// recognises, under the id `tiler cut` would give it, unless ROOT has a pyramid of
+    /// that id (a cut pyramid wins; a folder kept by `--keep` does not). New and changed
+    /// files (another inode, size or modification time) are opened (headers only) as a
+    /// new generation; others keep theirs. Holds `writer`.
+    private func scanSources(_ next: inout Snapshot, _ old: Snapshot) {
+        guard let sources else { return }
+        let names: [String]
+        let folder: RootedFolder
+        do throws(RootedFileError) {
+            folder = try RootedFolder(root: sources.directory)
+            names = try folder.names().sorted()
+            clearReport("source:")
+        } catch {
+            report("source:", "sources-\(error.kind)", "cannot read the --sources folder '\(sources.directory)': \(error); no source is served until it can")
+            return
+        }
+        var claimed: [String: String] = [:]
+        for name in names where !name.hasPrefix(".") {
+            guard let id = PyramidID(deriving: name) else { continue }
+            if let existing = next.entries[id.rawValue], existing.pyramid?.manifest.partial != true { continue }
+            if let other = claimed[id.rawValue] {
+                report("source:" + name, "duplicate-\(other)",
+                       "\(sources.directory)/\(name) would be image '\(id)', which \(other) already is; it is not served (rename it)")
+                continue
+            }
+            guard let info = try? folder.info(name), info.isRegularFile else { continue }
+            let signature = SourceSignature.sourceFile(name: name, info)
+            if let previous = old.entries[id.rawValue], previous.signature == signature {
+                claimed[id.rawValue] = name
+                next.entries[id.rawValue] = previous
+                continue
+            }
+            let path = "\(sources.directory)/\(name)"
+            do throws(CutError) {
+                let pyramid = try SourcePyramid(path: path, id: id, options: sources.cutOptions, cache: pixelCache)
+                claimed[id.rawValue] = name
+                clearReport("source:" + name)
+                let source = SourceFileSource(pyramid: pyramid, info: info, location: path, budget: renderBudget, keeper: keeper)
+                next.entries[id.rawValue] = .pyramid(makePyramid(id, pyramid.manifest, pyramid.geometry, source, signature))
+            } catch {
+                if case let .notAnImage(why) = error, why == SourcePyramid.unrecognised { continue }
+                claimed[id.rawValue] = name
+                report("source:" + name, "open-\(info.entityTag)", "\(path): \(error); image '\(id)' answers 500")
+                next.entries[id.rawValue] = .broken(message: "image '\(id)' cannot be served from its source file", signature: signature)
+            }
+        }
+        let present = Set(names.map { "source:" + $0 })
+        writerState.withLock { w in w.reported = w.reported.filter { !$0.key.hasPrefix("source:") || $0.key == "source:" || present.contains($0.key) } }
     }
 
     /// Starts the background thread that calls `rescan` every `interval` seconds (or four

@@ -111,11 +111,14 @@ public enum SourceError: Error, Sendable, CustomStringConvertible {
     /// The object was replaced since the source was opened (its ETag changed): nothing of
     /// the new one is mixed in; the catalog opens the new one.
     case replaced(String)
+    /// Making the part (a tile made on the fly) found no room in the render memory within
+    /// the wait: 503, retry later.
+    case busy(String)
 
     public var description: String {
         switch self {
         case .absent: "not there"
-        case let .refused(why), let .damaged(why), let .unavailable(why, _), let .replaced(why): why
+        case let .refused(why), let .damaged(why), let .unavailable(why, _), let .replaced(why), let .busy(why): why
         }
     }
 }

@@ -94,6 +94,22 @@ final class RenderBudget: Sendable {
         }
     }
 
+    /// Whether the calling thread runs inside `holding` (work admitted already): tiles
+    /// made from sources for a drawing are covered by the drawing's own admission and do
+    /// not wait for room a second time (which could wait on itself).
+    static var isHeldByThisThread: Bool { Thread.current.threadDictionary[heldKey] != nil }
+
+    /// Runs `body` marked as admitted (`isHeldByThisThread`).
+    static func holding<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        let dictionary = Thread.current.threadDictionary
+        let outer = dictionary[heldKey] != nil
+        dictionary[heldKey] = true
+        defer { if !outer { dictionary[heldKey] = nil } }
+        return try body()
+    }
+
+    private static let heldKey = "tiler.render-budget.held"
+
     /// Gives back what `admit` took; the last drawing out returns freed memory to the
     /// system.
     func release(_ bytes: Int) {

@@ -2,6 +2,7 @@ import Foundation
 import ObjectStorage
 import TilerCore
 import TilerHTTP
+import TilerImaging
 import TilerStorage
 
 /// Everything `tiler serve` can be told, with defaults: where the pyramids are, the HTTP
@@ -51,8 +52,47 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// The largest IIIF output (`maxWidth`, `maxHeight`, `maxArea` in info.json).
     public var iiifLimits = IIIFLimits.default
 
+    /// Image files served on the fly beside ROOT's pyramids (`--sources DIR`); nil for none.
+    public var sources: SourceSettings?
+
     public init(root: String) {
         self.root = root
+    }
+
+    /// How `tiler serve --sources DIR` serves the image files in DIR: each as the pyramid
+    /// `tiler cut` would make of it with these settings (`format`, `quality`, and the
+    /// cut's input limits and defaults).
+    public struct SourceSettings: Sendable, Hashable {
+        /// The folder of image files.
+        public var directory: String
+        /// The tiles' format, as `tiler cut --format`. Default png, as the cut's.
+        public var format: TileFormat = .png
+        /// JPEG or WebP quality; nil for the format's default (as the cut).
+        public var quality: Int?
+        /// Files with more pixels are refused before any pixel is decoded (`--max-pixels`).
+        public var maxPixels = CutOptions.defaultMaxPixels
+        /// Accept SVG, PDF and ImageMagick files (refused by default, as by the cut).
+        public var allowVector = false
+        /// Apply the EXIF orientation (as the cut, by default).
+        public var autorotate = true
+        /// Convert an embedded ICC profile to sRGB (as the cut, by default).
+        public var convertProfile = true
+        /// Bytes of tile pixels kept to make lower levels from (over all sources). Default 128 MiB.
+        public var pixelCacheBytes = 128 << 20
+        /// Write each tile made into ROOT/ID/ (a partial pyramid folder), atomically.
+        public var keep = false
+
+        public init(directory: String) {
+            var directory = directory
+            while directory.count > 1 && directory.hasSuffix("/") { directory.removeLast() }
+            self.directory = directory
+        }
+
+        /// The cut's options that make the same pyramid.
+        public var cutOptions: CutOptions {
+            CutOptions(format: format, quality: quality, maxPixels: maxPixels, allowVector: allowVector,
+                       autorotate: autorotate, convertProfile: convertProfile)
+        }
     }
 
     /// The accepted range of each numeric setting of this level (the HTTP ones are in
@@ -76,6 +116,8 @@ public struct ServerConfiguration: Sendable, Hashable {
         public static let storageTimeout: ClosedRange<Double> = 0.01...3600
         /// Directory entries cached, over all archives.
         public static let directoryCacheEntries = 0...(1 << 28)
+        /// MiB of source tile pixels kept, as `--sources-cache-mb` gives it.
+        public static let sourcesCacheMB = 0...(1 << 20)
     }
 
     /// Throws for the first setting outside its range, here or in `http`.
@@ -93,6 +135,10 @@ public struct ServerConfiguration: Sendable, Hashable {
         try check("renderWait", renderWait, Range.renderWait)
         try check("storageTimeout", storageTimeout, Range.storageTimeout)
         try check("directoryCacheEntries", directoryCacheEntries, Range.directoryCacheEntries)
+        if let sources {
+            try check("sources.pixelCacheBytes", sources.pixelCacheBytes, 0...(Range.sourcesCacheMB.upperBound << 20))
+            try check("sources.maxPixels", sources.maxPixels, 1...Int.max)
+        }
         try check("maximumVisibleTiles", maximumVisibleTiles, Range.visibleTiles)
         try check("maximumListLimit", maximumListLimit, Range.listLimit)
         try check("iiifLimits.maxWidth", iiifLimits.maxWidth, Range.iiifSide)

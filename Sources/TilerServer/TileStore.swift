@@ -112,7 +112,7 @@ public final class TileStore: Sendable {
         renderBudget = RenderBudget(capacity: configuration.renderMemoryBytes, wait: configuration.renderWait)
         faults = OnceLog(log: log)
         health = StorageHealth(retryAfter: configuration.storageTimeout, log: log)
-        catalog = PyramidCatalog(configuration: configuration, health: health, log: log)
+        catalog = PyramidCatalog(configuration: configuration, health: health, renderBudget: renderBudget, log: log)
         catalog.rescan()
         catalog.startRefreshing(every: configuration.rescanInterval)
     }
@@ -208,7 +208,9 @@ public final class TileStore: Sendable {
                               _ work: @escaping @Sendable () throws(HTTPError) -> HTTPResponse) throws(HTTPError) -> HTTPResponse {
         guard lane == .storage else {
             return .blocking(lane) {
-                do throws(HTTPError) { return try work() } catch { return .error(error) }
+                do throws(HTTPError) { return try work() } catch {
+                    return error.status == 503 ? Self.retryLater(error) : .error(error)
+                }
             }
         }
         if let refusal = health.admit() { return Self.retryLater(refusal) }
@@ -287,7 +289,7 @@ public final class TileStore: Sendable {
             switch error {
             case .absent: throw .missingTile("\(where_) is missing")
             case let .unavailable(why, timedOut): throw .unavailable(why, timedOut: timedOut)
-            case let .refused(why), let .damaged(why), let .replaced(why): throw .missingTile(why)
+            case let .refused(why), let .damaged(why), let .replaced(why), let .busy(why): throw .missingTile(why)
             }
         } catch {
             throw .missingTile("\(where_): \(error)")
@@ -321,6 +323,8 @@ public final class TileStore: Sendable {
             return HTTPError(503, "object storage is unavailable; retry later")
         case .replaced:
             return HTTPError(503, "image '\(pyramid.id)' is being replaced; retry later")
+        case .busy:
+            return HTTPError(503, "the server is busy making other tiles; retry later")
         }
     }
 

@@ -4,6 +4,7 @@ import Logging
 import ObjectStorage
 import TilerCore
 import TilerHTTP
+import TilerImaging
 import TilerServer
 
 extension Tiler {
@@ -28,6 +29,21 @@ extension Tiler {
 
         @Argument(help: "The folder of pyramids (folders and .pmtiles archives), as written by `tiler cut --output`, or s3://BUCKET/PREFIX (env TILER_ROOT; default: tiles, where `tiler cut` writes by default).")
         var root: String?
+
+        @Option(help: ArgumentHelp("Also serve every image file in DIR that libvips reads, without cutting it: each as the pyramid `tiler cut` would make (same id, geometry, manifest and routes), tiles made on demand and cached; a pyramid in ROOT with the same id wins (env TILER_SOURCES; default: none).", valueName: "DIR"))
+        var sources: String?
+        @Option(name: .customLong("sources-format"), help: "Tile format of images served from --sources, as `tiler cut --format` (env TILER_SOURCES_FORMAT; default: png).")
+        var sourcesFormat: TileFormat?
+        @Option(name: .customLong("sources-quality"), help: ArgumentHelp("JPEG or WebP quality of tiles from --sources, 1-100 (env TILER_SOURCES_QUALITY; default: as `tiler cut`).", valueName: "Q"))
+        var sourcesQuality: Int?
+        @Option(name: .customLong("sources-cache-mb"), help: "Memory for tile pixels made from --sources, kept to make the levels below them, MiB (env TILER_SOURCES_CACHE_MB; default: 128).")
+        var sourcesCacheMB: Int?
+        @Option(name: .customLong("max-pixels"), help: ArgumentHelp("Refuse source files with more pixels (width × height) than this, before decoding any, as `tiler cut` (env TILER_MAX_PIXELS; default: \(CutOptions.defaultMaxPixels)).", valueName: "N"))
+        var maxPixels: Int?
+        @Flag(name: .customLong("allow-vector"), help: "Serve SVG, PDF and ImageMagick files from --sources too (default: refused, as by `tiler cut`).")
+        var allowVector = false
+        @Flag(help: "Write each tile made from --sources into ROOT/ID/ (atomically; the manifest says partial), so a later `tiler serve ROOT` serves the tiles kept (env TILER_KEEP=1; default: off).")
+        var keep = false
 
         @Option(name: .customLong("s3-endpoint"), help: ArgumentHelp("S3-compatible server for an s3:// ROOT, addressed path-style (default: AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS itself).", valueName: "URL"))
         var s3Endpoint: String?
@@ -144,6 +160,15 @@ extension Tiler {
                     throw ValidationError("ROOT '\(config.root)' is not a folder; pass the --output folder of `tiler cut`")
                 }
             }
+            if let sources = config.sources {
+                var isDirectory: ObjCBool = false
+                guard FileManager.default.fileExists(atPath: sources.directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+                    throw ValidationError("--sources '\(sources.directory)' is not a folder; name the folder of image files to serve")
+                }
+                // Sources without random access (JPEG, PNG, strip-less formats) are decoded
+                // once to a temporary file that libvips reads regions of, never to memory.
+                if ProcessInfo.processInfo.environment["VIPS_DISC_THRESHOLD"] == nil { setenv("VIPS_DISC_THRESHOLD", "0", 1) }
+            }
             let logAccess = accessLog ?? Self.environmentBool("TILER_ACCESS_LOG") ?? false
             let signals = try TerminationSignals()  // before any thread starts
             let server = TileServer(configuration: config,
@@ -159,7 +184,7 @@ extension Tiler {
             let shownHost = config.http.host.contains(":") ? "[\(config.http.host)]" : config.http.host
             // Unbuffered, so a parent reading our stdout sees the URL at once.
             FileHandle.standardOutput.write(Data("tiler: serving \(config.root) at http://\(shownHost):\(server.port)/\n".utf8))
-            if config.s3 == nil, let hint = EmptyRootHint.hint(root: config.root) {
+            if config.s3 == nil, config.sources == nil, let hint = EmptyRootHint.hint(root: config.root) {
                 FileHandle.standardError.write(Data("tiler: serve: \(hint)\n".utf8))
             }
             let signal = signals.wait()
@@ -275,6 +300,35 @@ extension Tiler {
                 (iiifMaxArea, "iiif-max-area", "TILER_IIIF_MAX_AREA", \IIIFLimits.maxArea, ServerConfiguration.Range.iiifArea),
             ] {
                 if let v = try int(value, option, variable, range) { c.iiifLimits[keyPath: keyPath] = v }
+            }
+            if let directory = sources ?? env("TILER_SOURCES"), !directory.isEmpty {
+                var settings = ServerConfiguration.SourceSettings(directory: directory)
+                if let format = sourcesFormat {
+                    settings.format = format
+                } else if let text = env("TILER_SOURCES_FORMAT"), !text.isEmpty {
+                    guard let format = TileFormat(rawValue: text) else {
+                        throw ValidationError("TILER_SOURCES_FORMAT='\(text)' is not png, jpeg or webp")
+                    }
+                    settings.format = format
+                }
+                if let q = try int(sourcesQuality, "sources-quality", "TILER_SOURCES_QUALITY", 1...100) {
+                    guard settings.format != .png else {
+                        throw ValidationError("--sources-quality applies to --sources-format jpeg or webp; PNG tiles are lossless.")
+                    }
+                    settings.quality = q
+                }
+                if let mb = try int(sourcesCacheMB, "sources-cache-mb", "TILER_SOURCES_CACHE_MB", S.sourcesCacheMB) {
+                    settings.pixelCacheBytes = mb << 20
+                }
+                if let n = try int(maxPixels, "max-pixels", "TILER_MAX_PIXELS", 1...Int.max) { settings.maxPixels = n }
+                settings.allowVector = allowVector || Self.environmentBool("TILER_ALLOW_VECTOR") == true
+                settings.keep = keep || Self.environmentBool("TILER_KEEP") == true
+                if settings.keep, S3Location.isS3(c.root) {
+                    throw ValidationError("--keep writes pyramid folders into ROOT, which must then be a folder, not \(c.root).")
+                }
+                c.sources = settings
+            } else if sourcesFormat != nil || sourcesQuality != nil || sourcesCacheMB != nil || maxPixels != nil || allowVector || keep {
+                throw ValidationError("--sources-format, --sources-quality, --sources-cache-mb, --max-pixels, --allow-vector and --keep apply with --sources DIR only.")
             }
             // Every field was range-checked above; this keeps the two in step.
             do {

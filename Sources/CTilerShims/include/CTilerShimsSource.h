@@ -1,0 +1,35 @@
+#ifndef CTILERSHIMS_SOURCE_H
+#define CTILERSHIMS_SOURCE_H
+/* Fixed-arity wrappers for the libvips calls that serve a source image on the fly
+   (`tiler serve --sources`): one page or reduced level of the source opened for random
+   access, and a tile's pixels cropped out of it. Functions returning int give 0 on
+   success and -1 on failure, the reason in libvips' error buffer. */
+#include <stddef.h>
+#include <stdint.h>
+#include <vips/vips.h>
+
+/* Like tiler_vips_open_descriptor (same refusals, same fail_on rules, the file name never
+   parsed) with random access, plus one loader option when `option` is not NULL:
+   "page" or "subifd" (a level of a pyramidal TIFF), or "shrink" (JPEG shrink-on-load,
+   2, 4 or 8). */
+int tiler_source_open(int fd, int allow_vector, const char *option, int value, VipsImage **out,
+                      const char **loader);
+
+/* An integer header field (n-pages, n-subifds), or `fallback` when absent. */
+int tiler_source_get_int(VipsImage *in, const char *name, int fallback);
+
+/* Whether the image carries an embedded ICC profile. */
+int tiler_source_has_icc(VipsImage *in);
+
+/* The pixels of the rectangle (left, top, width, height) of `in` (8-bit, any bands),
+   computed into a new buffer of rows (free with g_free). The part of the rectangle past
+   the image's right or bottom edge repeats its last column or row (VIPS_EXTEND_COPY):
+   a reduced level stored one pixel smaller than the pyramid's geometry. */
+int tiler_source_region(VipsImage *in, int left, int top, int width, int height,
+                        uint8_t **pixels, size_t *length);
+
+/* A black image of the given size (never computed): its thumbnail's size is what the
+   cutter's thumbnail of a level of that size would be. */
+int tiler_source_thumbnail_size(int width, int height, int bands, int size, int *out_width, int *out_height);
+
+#endif

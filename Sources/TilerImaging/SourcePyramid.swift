@@ -1,0 +1,470 @@
+import CTilerShims
+import CVips
+import Foundation
+import TilerCore
+
+/// One image file served as the pyramid `tiler cut` would make of it, without cutting it
+/// (`tiler serve --sources`): the same geometry, manifest, tile pixels and encoder, with
+/// each tile made when asked for.
+///
+/// **How each level is made is fixed by the geometry and the file, never by what happens
+/// to be cached**, so a tile's pixels do not depend on the order of requests:
+/// - the full-resolution level is cropped from the source (libvips reads only the tiles or
+///   strips it needs from a TIFF; a JPEG, PNG or other format without random access is
+///   decoded once, by libvips, to a temporary file it then reads regions of);
+/// - a level the source stores itself (a page or sub-IFD of a pyramidal TIFF one
+///   `2^k` step down, or JPEG shrink-on-load 2, 4 or 8) whose longest side is at least
+///   four tiles is cropped from that level, its last row or column repeated when it is
+///   one pixel short of the geometry (TIFF pyramids round sizes down, the geometry
+///   rounds up);
+/// - every other level is the 2×2 area average of the level above (`AreaAverage`, the
+///   cutter's filter): each tile from its four children, which come from the pixel cache
+///   or are made the same way. Without a stored level this equals what `tiler cut`
+///   writes, pixel for pixel.
+///
+/// Concurrent requests for one tile make it once (`SingleFlight`). Tiles' pixels are kept
+/// in a shared byte-bounded `PixelCache` to make the levels below from.
+public final class SourcePyramid: @unchecked Sendable {
+    /// A level of the source as libvips opens it: the file itself (`option` nil), a TIFF
+    /// `page` or `subifd`, or a JPEG `shrink`.
+    struct StoredLevel: Sendable, Hashable {
+        let option: String?
+        let value: Int
+        let width: Int
+        let height: Int
+    }
+
+    /// The file as the user named it, for messages.
+    public let path: String
+    public let id: PyramidID
+    public let geometry: PyramidGeometry
+    /// The manifest `tiler cut` would write (same fields; `created` is the file's
+    /// modification time).
+    public let manifest: PyramidManifest
+    public let bands: Int
+    /// The libvips loader that reads the file.
+    public let loader: String
+    let options: CutOptions
+    let encoder: TileEncoder
+    let file: InputFile
+    let orientation: Int
+    /// Per level number: the stored level it is cropped from, or nil when it is made from
+    /// the level above.
+    let plan: [StoredLevel?]
+    private let cache: PixelCache
+    private let serial: UInt64
+    private let pixelFlights = SingleFlight<TileCoordinate, TilePixels>()
+    private let tileFlights = SingleFlight<TileCoordinate, [UInt8]>()
+    private let openLock = NSLock()
+    private var opened: [StoredLevel: VipsImageHandle] = [:]
+
+    private static let serials = Counter()
+
+    /// Why a file no libvips loader recognises is refused: such files in a sources folder
+    /// are not images and are skipped without a word.
+    public static let unrecognised = "no libvips loader recognises its content"
+
+    /// Opens `path` and reads its header (and the headers of its stored levels), checked
+    /// as `tiler cut` checks its inputs: a regular file, a loader that is not a vector one
+    /// unless allowed, at most `options.maxPixels` pixels. No pixel is decoded.
+    public init(path: String, id: PyramidID, options: CutOptions, cache: PixelCache) throws(CutError) {
+        self.path = path
+        self.id = id
+        self.options = options
+        self.cache = cache
+        serial = Self.serials.next()
+        file = try InputFile.open(path)
+        let base: VipsImageHandle
+        (base, loader) = try Self.open(file, option: nil, value: 0, allowVector: options.allowVector)
+        let (pixels, overflow) = base.width.multipliedReportingOverflow(by: base.height)
+        if overflow || pixels > options.maxPixels {
+            throw .tooManyPixels(width: base.width, height: base.height, limit: options.maxPixels)
+        }
+        orientation = options.autorotate ? base.orientation : 1
+        let turned = orientation >= 5 && orientation <= 8
+        let width = turned ? base.height : base.width, height = turned ? base.width : base.height
+        do {
+            geometry = try PyramidGeometry(width: width, height: height, tileSize: options.tileSize)
+        } catch {
+            throw .unsupportedSize(error.description)
+        }
+        let converted: VipsImageHandle
+        do {
+            converted = try base.tilePixels(options.tilePixelSettings)
+        } catch {
+            throw .notAnImage(file.scrub(error.description))
+        }
+        bands = converted.bands
+        var encoder = TileEncoder(format: options.format, quality: options.quality, png: options.png)
+        if options.pad { encoder.padding = TilePadding(tileSize: options.tileSize, colour: options.paddingColour) }
+        self.encoder = encoder
+
+        // The levels the file stores, matched to the geometry's levels.
+        let full = StoredLevel(option: nil, value: 0, width: base.width, height: base.height)
+        var stored: [Int: StoredLevel] = [0: full]
+        let geometry = self.geometry
+        func step(_ w: Int, _ h: Int) -> Int? {
+            let (tw, th) = turned ? (h, w) : (w, h)
+            for k in 1...max(1, geometry.maxLevel) where k <= geometry.maxLevel {
+                let level = geometry.level(geometry.maxLevel - k)
+                if abs(level.width - tw) <= 1, abs(level.height - th) <= 1 { return k }
+            }
+            return nil
+        }
+        if loader.hasPrefix("jpegload") {
+            for (k, shrink) in [(1, 2), (2, 4), (3, 8)] where k <= geometry.maxLevel {
+                if let (image, _) = try? Self.open(file, option: "shrink", value: shrink, allowVector: false),
+                   step(image.width, image.height) == k {
+                    stored[k] = StoredLevel(option: "shrink", value: shrink, width: image.width, height: image.height)
+                }
+            }
+        } else if loader.hasPrefix("tiffload") {
+            let hasICC = tiler_source_has_icc(base.pointer) != 0
+            for (option, count) in [("page", Int(tiler_source_get_int(base.pointer, "n-pages", 1))),
+                                    ("subifd", Int(tiler_source_get_int(base.pointer, "n-subifds", 0)))] {
+                let first = option == "page" ? 1 : 0
+                guard count > first else { continue }
+                for n in first..<min(count, 64) {
+                    guard let (image, _) = try? Self.open(file, option: option, value: n, allowVector: false),
+                          image.bands == base.bands, image.pointer.pointee.BandFmt == base.pointer.pointee.BandFmt,
+                          (tiler_source_has_icc(image.pointer) != 0) == hasICC,
+                          (options.autorotate ? image.orientation : 1) == orientation,
+                          let k = step(image.width, image.height), stored[k] == nil else { continue }
+                    stored[k] = StoredLevel(option: option, value: n, width: image.width, height: image.height)
+                }
+            }
+        }
+        // Small stored levels are not used: a JPEG-compressed page of a few hundred pixels
+        // differs from the area average by more than a big one (3.8 mean absolute
+        // difference at 187 px, 1.3 at 1500 px, with libvips' default quality 75), while
+        // making such a level from the one above costs a few tiles.
+        let smallest = Self.smallestStoredSide(tileSize: geometry.tileSize)
+        plan = geometry.levelNumbers.map { level in
+            let k = geometry.maxLevel - level
+            guard let found = stored[k], k == 0 || max(found.width, found.height) >= smallest else { return nil }
+            return found
+        }
+
+        let thumbnailLevel = Self.thumbnailLevel(geometry, size: options.thumbnailSize)
+        let level = geometry.level(thumbnailLevel)
+        var tw: Int32 = 0, th: Int32 = 0
+        guard tiler_source_thumbnail_size(Int32(level.width), Int32(level.height), Int32(bands),
+                                          Int32(options.thumbnailSize), &tw, &th) == 0 else {
+            throw .notAnImage(Vips.takeError())
+        }
+        var manifest = PyramidManifest(
+            id: id, geometry: geometry, format: options.format,
+            thumbnail: .init(file: "thumbnail.\(options.format.fileExtension)", width: Int(tw), height: Int(th)),
+            quality: encoder.quality, bands: bands,
+            created: ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(file.modificationSeconds))))
+        manifest.source = PyramidManifest.Source(file: (path as NSString).lastPathComponent, bytes: file.size)
+        manifest.tilerVersion = TilerVersion.current
+        if options.pad { manifest.setPadded(background: options.paddingColour.description) }
+        self.manifest = manifest
+    }
+
+    /// The longest side a stored level below full resolution must have to be used:
+    /// four tiles.
+    static func smallestStoredSide(tileSize: Int) -> Int { 4 * tileSize }
+
+    /// The level the cutter keeps whole for the thumbnail: the smallest whose longest side
+    /// is at least `size`.
+    static func thumbnailLevel(_ geometry: PyramidGeometry, size: Int) -> Int {
+        geometry.levelNumbers.first { max(geometry.level($0).width, geometry.level($0).height) >= size } ?? geometry.maxLevel
+    }
+
+    /// How each level is made, for logs and tests: `page 2`, `subifd 1`, `shrink 4`, `file`
+    /// or `from the level above`, coarsest level first.
+    public var levelSources: [String] {
+        plan.map { level in
+            guard let level else { return "from the level above" }
+            return level.option.map { "\($0) \(level.value)" } ?? "file"
+        }
+    }
+
+    private static func open(_ file: InputFile, option: String?, value: Int,
+                             allowVector: Bool) throws(CutError) -> (VipsImageHandle, String) {
+        do { try Vips.start() } catch { throw .notAnImage(error.description) }
+        vips_error_clear()
+        var out: UnsafeMutablePointer<VipsImage>?
+        var loader: UnsafePointer<CChar>?
+        let status = tiler_source_open(file.descriptor, allowVector ? 1 : 0, option, Int32(value), &out, &loader)
+        let name = loader.map { String(cString: $0) } ?? "unknown loader"
+        switch status {
+        case 0:
+            guard let out else { throw .notAnImage(Vips.takeError()) }
+            return (VipsImageHandle(taking: out, keepAlive: file), name)
+        case TILER_OPEN_UNKNOWN_FORMAT:
+            vips_error_clear()
+            throw .notAnImage(unrecognised)
+        case TILER_OPEN_VECTOR:
+            throw .vector(loader: name)
+        default:
+            throw .notAnImage(file.scrub(Vips.takeError()))
+        }
+    }
+
+    /// A stored level opened for reading pixels, once, then shared by every thread.
+    private func image(_ level: StoredLevel) throws(ImagingError) -> VipsImageHandle {
+        openLock.lock()
+        defer { openLock.unlock() }
+        if let image = opened[level] { return image }
+        do {
+            var image = try Self.open(file, option: level.option, value: level.value, allowVector: options.allowVector).0
+            if orientation != 1 { image = try image.autorotated() }
+            image = try image.tilePixels(options.tilePixelSettings)
+            guard image.bands == bands else { throw ImagingError.libvips("\(path): a stored level has \(image.bands) bands, not \(bands)") }
+            opened[level] = image
+            return image
+        } catch let error as ImagingError {
+            throw error
+        } catch {
+            throw .libvips("\(path): \(error)")
+        }
+    }
+
+    // MARK: Tiles
+
+    /// A tile's pixels: rows of `width * bands` bytes.
+    public struct TilePixels: Sendable {
+        public let bytes: [UInt8]
+        public let width: Int
+        public let height: Int
+    }
+
+    /// The encoded tile, as `tiler cut` would write it.
+    public func tile(_ t: TileCoordinate) throws(ImagingError) -> [UInt8] {
+        do {
+            return try tileFlights.run(t) {
+                let pixels = try self.pixels(t)
+                return try self.encode(pixels, with: self.encoder)
+            }
+        } catch let error as ImagingError {
+            throw error
+        } catch {
+            throw .libvips("\(error)")
+        }
+    }
+
+    /// The encoded thumbnail, as `tiler cut` would write it (from the same level, by the
+    /// same libvips call).
+    public func thumbnail() throws(ImagingError) -> [UInt8] {
+        let level = geometry.level(Self.thumbnailLevel(geometry, size: options.thumbnailSize))
+        let rowBytes = level.width * bands
+        var whole = [UInt8](repeating: 0, count: rowBytes * level.height)
+        for row in 0..<level.rows {
+            for column in 0..<level.columns {
+                let part: TilePixels
+                do {
+                    part = try pixels(TileCoordinate(level: level.level, row: row, column: column))
+                } catch let error as ImagingError {
+                    throw error
+                } catch {
+                    throw .libvips("\(error)")
+                }
+                copy(part, into: &whole, rowBytes: rowBytes, x: column * geometry.tileSize, y: row * geometry.tileSize)
+            }
+        }
+        let size = options.thumbnailSize
+        let bands = self.bands
+        let small = try whole.withUnsafeBufferPointer { buffer throws(ImagingError) in
+            try VipsImageHandle.withBorrowed(pixels: buffer.baseAddress!, width: level.width, height: level.height,
+                                             bands: bands) { image throws(ImagingError) in
+                let small = try image.thumbnail(size: size)
+                return TilePixels(bytes: try small.pixels(), width: small.width, height: small.height)
+            }
+        }
+        do {
+            return try encode(small, with: TileEncoder(format: options.format, quality: options.quality, png: options.png))
+        } catch let error as ImagingError {
+            throw error
+        } catch {
+            throw .encoding("\(error)")
+        }
+    }
+
+    /// The most memory one request for `t` (or the thumbnail, nil) holds while it is
+    /// made, estimated before it starts: the tile, four children and their 2×2 canvas per
+    /// level made from the level above, and the region libvips computes (with a strip of
+    /// the stored level's rows for its loaders' buffers).
+    public func estimatedPeakBytes(_ t: TileCoordinate?) -> Int {
+        let tileBytes = geometry.tileSize * geometry.tileSize * max(bands, 1)
+        var level = t?.level ?? Self.thumbnailLevel(geometry, size: options.thumbnailSize)
+        var derived = 0
+        while level < geometry.maxLevel, plan[level] == nil {
+            derived += 1
+            level += 1
+        }
+        let stored = plan[level] ?? StoredLevel(option: nil, value: 0, width: geometry.width, height: geometry.height)
+        let strip = stored.width * max(bands, 1) * 2 * geometry.tileSize
+        var total = tileBytes * (2 + 9 * derived) + 4 * tileBytes + strip
+        if t == nil {
+            let whole = geometry.level(Self.thumbnailLevel(geometry, size: options.thumbnailSize))
+            total += 3 * whole.width * whole.height * max(bands, 1)
+        }
+        return total
+    }
+
+    /// The tile's pixels, made by the level's fixed rule (see the type's comment).
+    func pixels(_ t: TileCoordinate) throws -> TilePixels {
+        let key = PixelCache.Key(serial: serial, level: t.level, row: t.row, column: t.column)
+        if let hit = cache.value(for: key) { return hit }
+        return try pixelFlights.run(t) {
+            if let hit = self.cache.value(for: key) { return hit }
+            let made = try self.make(t)
+            self.cache.insert(made, for: key)
+            return made
+        }
+    }
+
+    /// Tiles made so far (each tile's pixels, from the source or the level above), for tests.
+    var tilesMade: Int { madeLock.withLock { made } }
+    private let madeLock = NSLock()
+    private var made = 0
+
+    private func make(_ t: TileCoordinate) throws -> TilePixels {
+        madeLock.withLock { made += 1 }
+        let level = geometry.level(t.level)
+        let size = geometry.tileSize
+        let x = t.column * size, y = t.row * size
+        let width = min(x + size, level.width) - x, height = min(y + size, level.height) - y
+        if let stored = plan[t.level] {
+            let image = try image(stored)
+            var data: UnsafeMutablePointer<UInt8>?
+            var length = 0
+            guard tiler_source_region(image.pointer, Int32(x), Int32(y), Int32(width), Int32(height), &data, &length) == 0,
+                  let data else {
+                throw ImagingError.libvips(file.scrub(Vips.takeError()))
+            }
+            defer { g_free(data) }
+            guard length == width * height * bands else {
+                throw ImagingError.libvips("\(path): a region of \(length) bytes, not \(width)×\(height)×\(bands)")
+            }
+            return TilePixels(bytes: Array(UnsafeBufferPointer(start: data, count: length)), width: width, height: height)
+        }
+        // The 2×2 area average of the (up to) four tiles of the level above.
+        let above = geometry.level(t.level + 1)
+        let canvasWidth = min(2 * x + 2 * size, above.width) - 2 * x
+        let canvasHeight = min(2 * y + 2 * size, above.height) - 2 * y
+        let rowBytes = canvasWidth * bands
+        var canvas = [UInt8](repeating: 0, count: rowBytes * canvasHeight)
+        for dy in 0..<2 {
+            for dx in 0..<2 {
+                let child = TileCoordinate(level: t.level + 1, row: 2 * t.row + dy, column: 2 * t.column + dx)
+                guard child.row < above.rows, child.column < above.columns else { continue }
+                copy(try pixels(child), into: &canvas, rowBytes: rowBytes, x: dx * size, y: dy * size)
+            }
+        }
+        let shrunk = AreaAverage.shrink(canvas, width: canvasWidth, height: canvasHeight, bands: bands)
+        precondition(shrunk.width == width && shrunk.height == height, "2×2 of \(canvasWidth)×\(canvasHeight) is not \(width)×\(height)")
+        return TilePixels(bytes: shrunk.pixels, width: width, height: height)
+    }
+
+    private func copy(_ part: TilePixels, into canvas: inout [UInt8], rowBytes: Int, x: Int, y: Int) {
+        let partRow = part.width * bands
+        part.bytes.withUnsafeBufferPointer { source in
+            canvas.withUnsafeMutableBufferPointer { target in
+                for row in 0..<part.height {
+                    (target.baseAddress! + (y + row) * rowBytes + x * bands)
+                        .update(from: source.baseAddress! + row * partRow, count: partRow)
+                }
+            }
+        }
+    }
+
+    private func encode(_ pixels: TilePixels, with encoder: TileEncoder) throws -> [UInt8] {
+        try pixels.bytes.withUnsafeBufferPointer { buffer in
+            try encoder.withEncoded(pixels: buffer.baseAddress!, stride: pixels.width * bands, width: pixels.width,
+                                    height: pixels.height, bands: bands) { Array($0) }
+        }
+    }
+}
+
+/// Tile pixels of sources served on the fly, kept to make the levels below from: at most
+/// `capacity` bytes over all sources, least recently used dropped first.
+public final class PixelCache: @unchecked Sendable {
+    struct Key: Hashable {
+        let serial: UInt64
+        let level: Int
+        let row: Int
+        let column: Int
+    }
+
+    public let capacity: Int
+    private let lock = NSLock()
+    private var entries: [Key: (pixels: SourcePyramid.TilePixels, used: UInt64)] = [:]
+    private var clock: UInt64 = 0
+    private var bytes = 0
+
+    public init(capacity: Int) { self.capacity = max(0, capacity) }
+
+    /// Bytes held.
+    public var bytesInUse: Int { lock.withLock { bytes } }
+
+    func value(for key: Key) -> SourcePyramid.TilePixels? {
+        lock.withLock {
+            guard let entry = entries[key] else { return nil }
+            clock += 1
+            entries[key] = (entry.pixels, clock)
+            return entry.pixels
+        }
+    }
+
+    func insert(_ pixels: SourcePyramid.TilePixels, for key: Key) {
+        let size = pixels.bytes.count + 64
+        guard size <= capacity / 4 else { return }
+        lock.withLock {
+            clock += 1
+            if let old = entries.updateValue((pixels, clock), forKey: key) { bytes -= old.pixels.bytes.count + 64 }
+            bytes += size
+            if bytes > capacity {
+                // Drop the least recently used quarter at once: eviction stays rare.
+                let sorted = entries.sorted { $0.value.used < $1.value.used }
+                for (key, entry) in sorted where bytes > capacity * 3 / 4 {
+                    entries[key] = nil
+                    bytes -= entry.pixels.bytes.count + 64
+                }
+            }
+        }
+    }
+}
+
+/// Runs the work for a key once while it is under way: callers asking for the same key
+/// meanwhile wait for that result instead of doing it again.
+final class SingleFlight<Key: Hashable & Sendable, Value>: @unchecked Sendable {
+    private final class Flight {
+        let done = NSCondition()
+        var result: Result<Value, any Error>?
+    }
+
+    private let lock = NSLock()
+    private var flights: [Key: Flight] = [:]
+
+    func run(_ key: Key, _ work: () throws -> Value) throws -> Value {
+        lock.lock()
+        if let flight = flights[key] {
+            lock.unlock()
+            flight.done.lock()
+            while flight.result == nil { flight.done.wait() }
+            let result = flight.result!
+            flight.done.unlock()
+            return try result.get()
+        }
+        let flight = Flight()
+        flights[key] = flight
+        lock.unlock()
+        let result = Result { try work() }
+        lock.withLock { flights[key] = nil }
+        flight.done.withLock {
+            flight.result = result
+            flight.done.broadcast()
+        }
+        return try result.get()
+    }
+}
+
+private final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: UInt64 = 0
+    func next() -> UInt64 { lock.withLock { value += 1; return value } }
+}

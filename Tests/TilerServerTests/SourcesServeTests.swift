@@ -1,0 +1,394 @@
+import Foundation
+import Testing
+import TilerCore
+import TilerHTTP
+@testable import TilerImaging
+@testable import TilerServer
+
+/// What a `--sources` folder holds in these tests: the same picture as a pyramidal TIFF
+/// (`vips tiffsave --tile --pyramid --compression jpeg`), as a plain JPEG, or as a PNG
+/// (no stored levels: every level made from the one above).
+enum SourceKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case pyramidalTIFF
+    case jpeg
+    case png
+
+    var testDescription: String { rawValue }
+    var fileExtension: String {
+        switch self {
+        case .pyramidalTIFF: "tif"
+        case .jpeg: "jpg"
+        case .png: "png"
+        }
+    }
+}
+
+/// A folder of source images and a folder of what `tiler cut` makes of the same files, to
+/// compare the server's on-the-fly pyramids with.
+final class SourceFolder: @unchecked Sendable {
+    let sources: PyramidRoot
+    let cut: PyramidRoot
+    let vips: String
+
+    init() throws {
+        sources = try PyramidRoot()
+        cut = try PyramidRoot()
+        guard let vips = findExecutable(["vips"]) else { throw ClientError("the vips command is missing: run scripts/install-deps") }
+        self.vips = vips
+    }
+
+    /// A smooth colour picture (blurred Worley cells in warm tones: like a photograph,
+    /// its colour changes less than its brightness, which JPEG's chroma subsampling
+    /// relies on) of `width × height` written as `name.EXT` in the sources folder; returns its path.
+    @discardableResult
+    func addPicture(_ name: String, width: Int, height: Int, as kind: SourceKind, seed: Int = 1) throws -> String {
+        let work = sources.path + "/.work-\(name)"
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        _ = try runTool(vips, ["worley", "\(work)/w.v", "\(width)", "\(height)", "--cell-size", "\(96 + 16 * seed)"])
+        _ = try runTool(vips, ["gaussblur", "\(work)/w.v", "\(work)/b.v", "4"])
+        _ = try runTool(vips, ["linear", "\(work)/b.v", "\(work)/r.v", "1", "\(10 * seed)", "--uchar"])
+        _ = try runTool(vips, ["linear", "\(work)/b.v", "\(work)/g.v", "0.8", "20", "--uchar"])
+        _ = try runTool(vips, ["linear", "\(work)/b.v", "\(work)/b2.v", "0.6", "40", "--uchar"])
+        _ = try runTool(vips, ["bandjoin", "\(work)/r.v \(work)/g.v \(work)/b2.v", "\(work)/rgb.v"])
+        let file = "\(sources.path)/\(name).\(kind.fileExtension)"
+        let staged = "\(work)/out.\(kind.fileExtension)"
+        switch kind {
+        case .pyramidalTIFF:
+            _ = try runTool(vips, ["tiffsave", "\(work)/rgb.v", staged, "--tile", "--pyramid", "--compression", "jpeg",
+                               "--tile-width", "256", "--tile-height", "256"])
+        case .jpeg:
+            _ = try runTool(vips, ["jpegsave", "\(work)/rgb.v", staged])
+        case .png:
+            _ = try runTool(vips, ["pngsave", "\(work)/rgb.v", staged])
+        }
+        guard rename(staged, file) == 0 else { throw ClientError("rename \(staged): errno \(errno)") }
+        return file
+    }
+
+    /// `tiler cut`'s pyramid of a source file (PNG tiles), in the `cut` root.
+    func cutPyramid(_ file: String, as id: String) throws -> PyramidManifest {
+        try cut.cut(file, as: id)
+    }
+
+    /// The settings a server needs to serve this folder.
+    func settings(_ change: (inout ServerConfiguration.SourceSettings) -> Void = { _ in }) -> ServerConfiguration.SourceSettings {
+        var s = ServerConfiguration.SourceSettings(directory: sources.path)
+        change(&s)
+        return s
+    }
+}
+
+/// 8-bit pixels of an encoded image, decoded by libvips.
+func decodedPixels(_ bytes: [UInt8]) throws -> (pixels: [UInt8], width: Int, height: Int, bands: Int) {
+    let path = NSTemporaryDirectory() + "tiler-decode-" + UUID().uuidString
+    try Data(bytes).write(to: URL(fileURLWithPath: path))
+    defer { unlink(path) }
+    let image = try VipsImageHandle.openSequential(path: path)
+    return (try image.pixels(), image.width, image.height, image.bands)
+}
+
+/// The mean absolute difference of two decoded images of the same size, 0...255.
+func meanAbsoluteDifference(_ a: [UInt8], _ b: [UInt8]) throws -> Double {
+    let x = try decodedPixels(a), y = try decodedPixels(b)
+    guard x.width == y.width, x.height == y.height, x.bands == y.bands else {
+        throw ClientError("\(x.width)×\(x.height)×\(x.bands) vs \(y.width)×\(y.height)×\(y.bands)")
+    }
+    var sum = 0
+    for i in x.pixels.indices { sum += abs(Int(x.pixels[i]) - Int(y.pixels[i])) }
+    return Double(sum) / Double(max(1, x.pixels.count))
+}
+
+func withSourcesServer(_ folder: SourceFolder, root: PyramidRoot? = nil, log: CollectedLog? = nil,
+                       _ change: (inout ServerConfiguration) -> Void = { _ in },
+                       _ body: (TileServer) throws -> Void) throws {
+    let root = try root ?? PyramidRoot()
+    try withRunningTileServer(root, log: log, {
+        $0.sources = folder.settings()
+        $0.rescanInterval = 0.1
+        change(&$0)
+    }, body)
+}
+
+@Suite struct SourcesServeTests {
+    /// The acceptance test: every route answers for a source as for the pyramid `tiler
+    /// cut` makes of it; full-resolution tiles are the cut's bytes (same pixels, same
+    /// encoder), lower levels within a mean absolute difference of 2.
+    @Test(.timeLimit(.minutes(3)), arguments: SourceKind.allCases)
+    func aSourceIsServedAsThePyramidTheCutWouldMake(_ kind: SourceKind) throws {
+        let folder = try SourceFolder()
+        let file = try folder.addPicture("picture", width: 2600, height: 1800, as: kind)
+        let cut = try folder.cutPyramid(file, as: "picture")
+        try withSourcesServer(folder) { server in
+            let port = server.port
+            let made = try #require(server.store.pyramids.first { $0.id.rawValue == "picture" })
+            let source = try #require(made.source as? SourceFileSource)
+            switch kind {
+            case .pyramidalTIFF: #expect(source.pyramid.levelSources.contains { $0.hasPrefix("page") }, "\(source.pyramid.levelSources)")
+            case .jpeg: #expect(source.pyramid.levelSources.contains { $0.hasPrefix("shrink") }, "\(source.pyramid.levelSources)")
+            case .png: #expect(source.pyramid.levelSources.filter { $0 == "file" }.count == 1)
+            }
+            // The manifest: every field the cut wrote, but the time.
+            var expected = cut
+            expected.created = made.manifest.created
+            #expect(made.manifest == expected)
+            let listing = try fetch(port, "/images")
+            #expect(listing.status == 200 && listing.text.contains("\"id\":\"picture\""))
+            let document = try fetch(port, "/images/picture")
+            #expect(document.status == 200 && document.text.contains("\"maxLevel\":\(cut.maxLevel)"))
+
+            let geometry = try cut.geometry()
+            let c = try RawHTTPClient(port: port)
+            for level in geometry.levels {
+                for row in 0..<level.rows {
+                    for column in 0..<level.columns {
+                        let tile = TileCoordinate(level: level.level, row: row, column: column)
+                        try c.request("/images/picture/tiles/\(tile.level)/\(tile.row)/\(tile.column).png")
+                        let r = try c.readResponse()
+                        #expect(r.status == 200 && r.header("Content-Type") == "image/png")
+                        let reference = folder.cut.file("picture/" + cut.tilePath(tile))
+                        if level.level == geometry.maxLevel {
+                            #expect(r.body == reference, "full-resolution tile \(tile) differs from the cut's")
+                        } else {
+                            let mad = try meanAbsoluteDifference(r.body, reference)
+                            #expect(mad <= 2, "tile \(tile): mean absolute difference \(mad)")
+                        }
+                        #expect(r.header("ETag") != nil && r.header("Last-Modified") != nil)
+                    }
+                }
+            }
+            let thumbnail = try fetch(port, "/images/picture/thumbnail.png")
+            #expect(thumbnail.status == 200)
+            #expect(try meanAbsoluteDifference(thumbnail.body, folder.cut.file("picture/thumbnail.png")) <= 2)
+
+            // DeepZoom and IIIF over the same tiles.
+            let dzi = try fetch(port, "/images/picture.dzi")
+            #expect(dzi.status == 200 && dzi.text.contains("Width=\"2600\""))
+            let dzTop = try fetch(port, "/images/picture_files/12/0_0.png")  // ceil(log2(2600)) = 12
+            #expect(dzTop.status == 200)
+            #expect(dzTop.body == folder.cut.file("picture/\(cut.tilePath(TileCoordinate(level: geometry.maxLevel, row: 0, column: 0)))"))
+            #expect(try fetch(port, "/iiif/3/picture/info.json").status == 200)
+            #expect(try fetch(port, "/iiif/3/picture/0,0,512,512/256,/0/default.png").status == 200)
+
+            // Errors and validators as for any pyramid.
+            #expect(try fetch(port, "/images/picture/tiles/\(geometry.maxLevel + 1)/0/0.png").status == 404)
+            #expect(try fetch(port, "/images/picture/tiles/0/0/x.png").status == 400)
+            #expect(try fetch(port, "/images/picture/tiles/0/0/0.jpg").status == 404)
+            let first = try fetch(port, "/images/picture/tiles/1/0/0.png")
+            let etag = try #require(first.header("ETag"))
+            #expect(try fetch(port, "/images/picture/tiles/1/0/0.png", headers: ["If-None-Match: \(etag)"]).status == 304)
+            #expect(try fetch(port, "/images/picture/tiles/1/0/0.png", method: "HEAD").status == 200)
+        }
+    }
+
+    /// A level is made the same way whatever is cached: asking coarse levels first (made
+    /// from the source or from the level above, nothing cached) and fine levels first
+    /// (the level above cached) gives the same bytes.
+    @Test(.timeLimit(.minutes(3)), arguments: SourceKind.allCases)
+    func pixelsDoNotDependOnRequestOrder(_ kind: SourceKind) throws {
+        let folder = try SourceFolder()
+        try folder.addPicture("order", width: 1100, height: 700, as: kind)
+        func everyTile(coarseFirst: Bool) throws -> [TileCoordinate: [UInt8]] {
+            var tiles: [TileCoordinate: [UInt8]] = [:]
+            try withSourcesServer(folder, { $0.cacheBytes = 0 }) { server in
+                let geometry = try #require(server.store.pyramids.first).geometry
+                let levels = coarseFirst ? Array(geometry.levels) : geometry.levels.reversed()
+                for level in levels {
+                    for row in 0..<level.rows {
+                        for column in 0..<level.columns {
+                            let t = TileCoordinate(level: level.level, row: row, column: column)
+                            let r = try fetch(server.port, "/images/order/tiles/\(t.level)/\(t.row)/\(t.column).png")
+                            #expect(r.status == 200)
+                            tiles[t] = r.body
+                        }
+                    }
+                }
+            }
+            return tiles
+        }
+        let coarse = try everyTile(coarseFirst: true)
+        let fine = try everyTile(coarseFirst: false)
+        #expect(coarse.count == fine.count)
+        for (t, bytes) in coarse { #expect(fine[t] == bytes, "tile \(t) depends on the order of requests") }
+    }
+
+    /// 64 clients at once ask for every tile of the deepest level of one source, in
+    /// different orders: each gets the right bytes, and each tile is made once.
+    @Test(.timeLimit(.minutes(4))) func sixtyFourClientsOnTheDeepestLevelMakeEachTileOnce() throws {
+        let folder = try SourceFolder()
+        let file = try folder.addPicture("large", width: 3000, height: 2000, as: .pyramidalTIFF)
+        let cut = try folder.cutPyramid(file, as: "large")
+        let geometry = try cut.geometry()
+        let deepest = geometry.level(geometry.maxLevel)
+        let tiles = (0..<deepest.rows).flatMap { row in
+            (0..<deepest.columns).map { TileCoordinate(level: deepest.level, row: row, column: $0) }
+        }
+        try withSourcesServer(folder, { $0.http.threads = 2 }) { server in
+            let source = try #require(server.store.pyramids.first?.source as? SourceFileSource)
+            let failures = Failures()
+            DispatchQueue.concurrentPerform(iterations: 64) { client in
+                do {
+                    let c = try RawHTTPClient(port: server.port)
+                    var order = tiles
+                    var generator = SeededGenerator(seed: UInt64(client + 1))
+                    order.shuffle(using: &generator)
+                    for t in order {
+                        try c.request("/images/large/tiles/\(t.level)/\(t.row)/\(t.column).png")
+                        let r = try c.readResponse()
+                        if r.status != 200 || r.body != folder.cut.file("large/" + cut.tilePath(t)) {
+                            failures.add("client \(client): \(t): \(r.status)")
+                        }
+                    }
+                } catch {
+                    failures.add("client \(client): \(error)")
+                }
+            }
+            #expect(failures.all.isEmpty, "\(failures.all.prefix(5))")
+            #expect(source.pyramid.tilesMade == tiles.count, "\(source.pyramid.tilesMade) tiles made for \(tiles.count)")
+        }
+    }
+
+    /// A file truncated, replaced or deleted while served: no crash, no mixed pixels, the
+    /// other sources keep serving, and the catalog follows the folder.
+    @Test(.timeLimit(.minutes(3))) func sourcesTruncatedReplacedAndDeletedWhileServed() throws {
+        let folder = try SourceFolder()
+        let steady = try folder.addPicture("steady", width: 800, height: 600, as: .jpeg)
+        let changing = try folder.addPicture("changing", width: 1200, height: 800, as: .pyramidalTIFF)
+        let steadyCut = try folder.cutPyramid(steady, as: "steady")
+        let log = CollectedLog()
+        try withSourcesServer(folder, log: log, { $0.cacheBytes = 0 }) { server in
+            let port = server.port
+            let steadyTile = "/images/steady/tiles/\(steadyCut.maxLevel)/0/0.png"
+            let reference = folder.cut.file("steady/" + steadyCut.tilePath(TileCoordinate(level: steadyCut.maxLevel, row: 0, column: 0)))
+            #expect(try fetch(port, "/images/changing/tiles/0/0/0.png").status == 200)
+
+            // Truncated in place: answers are 200 (what was read before) or 500, never a
+            // crash; after the scan the image is a new generation.
+            let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: changing)))
+            let handle = try #require(FileHandle(forWritingAtPath: changing))
+            try handle.truncate(atOffset: UInt64(bytes.count / 3))
+            try handle.close()
+            for path in ["/images/changing/tiles/3/2/3.png", "/images/changing/tiles/2/1/1.png", "/images/changing/thumbnail.png"] {
+                let status = try fetch(port, path).status
+                #expect([200, 404, 500].contains(status), "\(path): \(status)")
+            }
+            #expect(try fetch(port, steadyTile).body == reference)
+
+            // Replaced by another picture (a rename): after the scan, the new one's pixels.
+            let before = try fetch(port, "/images/changing/tiles/0/0/0.png")
+            let other = try SourceFolder()
+            let replacement = try other.addPicture("changing", width: 1000, height: 1000, as: .pyramidalTIFF, seed: 3)
+            let otherCut = try other.cutPyramid(replacement, as: "changing")
+            try Data(contentsOf: URL(fileURLWithPath: replacement)).write(to: URL(fileURLWithPath: changing + ".new"))
+            #expect(rename(changing + ".new", changing) == 0)
+            #expect(try eventually { try fetch(port, "/images/changing").text.contains("\"width\":1000") })
+            let top = TileCoordinate(level: otherCut.maxLevel, row: 1, column: 1)
+            let fresh = try fetch(port, "/images/changing/tiles/\(top.level)/\(top.row)/\(top.column).png")
+            #expect(fresh.body == other.cut.file("changing/" + otherCut.tilePath(top)))
+            #expect(try fetch(port, "/images/changing/tiles/0/0/0.png").header("ETag") != before.header("ETag"))
+
+            // Deleted: 404 once the scan has seen it; the other image still serves.
+            #expect(unlink(changing) == 0)
+            #expect(try eventually { try fetch(port, "/images/changing").status == 404 })
+            #expect(try fetch(port, steadyTile).body == reference)
+        }
+    }
+
+    /// A decompression bomb (a tiny PNG that claims 60000 × 60000 pixels) is refused from
+    /// its header before any pixel is decoded: 500 for it, every other image served.
+    @Test(.timeLimit(.minutes(2))) func aDecompressionBombIsRefusedAndOthersKeepServing() throws {
+        let folder = try SourceFolder()
+        try folder.addPicture("fine", width: 600, height: 400, as: .png)
+        try Data(Self.pngClaiming(width: 60000, height: 60000)).write(to: URL(fileURLWithPath: folder.sources.path + "/bomb.png"))
+        let log = CollectedLog()
+        try withSourcesServer(folder, log: log) { server in
+            let bomb = try fetch(server.port, "/images/bomb/tiles/0/0/0.png")
+            #expect(bomb.status == 500)
+            #expect(try fetch(server.port, "/images/bomb").status == 500)
+            #expect(!(try fetch(server.port, "/images").text.contains("bomb")))
+            #expect(try fetch(server.port, "/images/fine/tiles/0/0/0.png").status == 200)
+            #expect(log.messages.filter { $0.contains("bomb.png") && $0.contains("--max-pixels") }.count == 1)
+        }
+        // A lower --max-pixels refuses a file the default accepts.
+        try withSourcesServer(folder, { $0.sources?.maxPixels = 100_000 }) { server in
+            let refused = try fetch(server.port, "/images/fine/tiles/0/0/0.png")
+            #expect(refused.status == 500)
+        }
+    }
+
+    /// The start of a PNG whose header claims `width × height` 8-bit RGB pixels, with a
+    /// few bytes of image data: all a decoder reads before it allocates.
+    static func pngClaiming(width: Int, height: Int) -> [UInt8] {
+        func crc(_ bytes: [UInt8]) -> [UInt8] {
+            var c: UInt32 = 0xFFFF_FFFF
+            for b in bytes {
+                c ^= UInt32(b)
+                for _ in 0..<8 { c = c & 1 == 1 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
+            }
+            c ^= 0xFFFF_FFFF
+            return [UInt8(c >> 24), UInt8(c >> 16 & 0xFF), UInt8(c >> 8 & 0xFF), UInt8(c & 0xFF)]
+        }
+        func chunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
+            let n = UInt32(data.count)
+            let body = Array(type.utf8) + data
+            return [UInt8(n >> 24), UInt8(n >> 16 & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)] + body + crc(body)
+        }
+        func be(_ v: Int) -> [UInt8] { [UInt8(v >> 24 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
+        let header = be(width) + be(height) + [8, 2, 0, 0, 0]
+        // zlib: one final stored block of 5 zero bytes (a fraction of the first row).
+        let data: [UInt8] = [0x78, 0x01, 0x01, 0x05, 0x00, 0xFA, 0xFF, 0, 0, 0, 0, 0]
+        return [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + chunk("IHDR", header) + chunk("IDAT", data) + chunk("IEND", [])
+    }
+
+    /// `--keep`: tiles made are written into ROOT/ID/ with a partial manifest; a later
+    /// server without `--sources` serves exactly those tiles and 404s the others. While
+    /// sources are served, the kept folder does not win over its source.
+    @Test(.timeLimit(.minutes(2))) func keptTilesAreServedWithoutTheSource() throws {
+        let folder = try SourceFolder()
+        try folder.addPicture("kept", width: 900, height: 700, as: .jpeg)
+        let root = try PyramidRoot()
+        var served: [String: [UInt8]] = [:]
+        let asked = ["/images/kept/tiles/2/0/0.png", "/images/kept/tiles/2/1/2.png", "/images/kept/tiles/0/0/0.png"]
+        try withSourcesServer(folder, root: root, { $0.sources?.keep = true }) { server in
+            for path in asked {
+                let r = try fetch(server.port, path)
+                #expect(r.status == 200)
+                served[path] = r.body
+            }
+            // The kept folder (partial) appears in ROOT, and the source still wins.
+            server.store.rescan()
+            #expect(server.store.pyramids.first { $0.id.rawValue == "kept" }?.source is SourceFileSource)
+            #expect(try fetch(server.port, "/images/kept/tiles/1/0/1.png").status == 200)
+        }
+        let manifest = try JSONDecoder().decode(PyramidManifest.self, from: Data(root.file("kept/pyramid.json")))
+        #expect(manifest.partial == true && manifest.width == 900)
+        try withTileServer(root) { port throws in
+            for path in asked { #expect(try fetch(port, path).body == served[path]) }
+            #expect(try fetch(port, "/images/kept/tiles/2/2/3.png").status == 404)
+        }
+    }
+
+    /// A cut pyramid with the same id wins over a source; files no loader reads are skipped.
+    @Test func aCutPyramidWinsAndOtherFilesAreSkipped() throws {
+        let folder = try SourceFolder()
+        let file = try folder.addPicture("both", width: 500, height: 300, as: .png)
+        try Data("not an image".utf8).write(to: URL(fileURLWithPath: folder.sources.path + "/notes.txt"))
+        let root = try PyramidRoot()
+        try root.addPyramid("both", width: 2000, height: 100)
+        _ = file
+        try withSourcesServer(folder, root: root) { server throws in
+            #expect(try fetch(server.port, "/images/both").text.contains("\"width\":2000"))
+            #expect(try fetch(server.port, "/images/notes").status == 404)
+        }
+    }
+}
+
+/// A reproducible random order.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state = state &* 6364136223846793005 &+ 1442695040888963407
+        return state ^ (state >> 29)
+    }
+}
