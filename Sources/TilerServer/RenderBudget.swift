@@ -1,4 +1,5 @@
 import Dispatch
+import Glibc
 import Logging
 import Synchronization
 import TilerImaging
@@ -97,18 +98,22 @@ final class RenderBudget: Sendable {
     /// Whether the calling thread runs inside `holding` (work admitted already): tiles
     /// made from sources for a drawing are covered by the drawing's own admission and do
     /// not wait for room a second time (which could wait on itself).
-    static var isHeldByThisThread: Bool { Thread.current.threadDictionary[heldKey] != nil }
+    static var isHeldByThisThread: Bool { pthread_getspecific(heldKey) != nil }
 
     /// Runs `body` marked as admitted (`isHeldByThisThread`).
     static func holding<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
-        let dictionary = Thread.current.threadDictionary
-        let outer = dictionary[heldKey] != nil
-        dictionary[heldKey] = true
-        defer { if !outer { dictionary[heldKey] = nil } }
+        let outer = isHeldByThisThread
+        if !outer { pthread_setspecific(heldKey, UnsafeRawPointer(bitPattern: 1)) }
+        defer { if !outer { pthread_setspecific(heldKey, nil) } }
         return try body()
     }
 
-    private static let heldKey = "tiler.render-budget.held"
+    /// A thread-specific flag: non-nil while the thread runs inside `holding`.
+    private static let heldKey: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
 
     /// Gives back what `admit` took; the last drawing out returns freed memory to the
     /// system.
