@@ -1031,6 +1031,138 @@ def section_serve(t, res, args):
     res["serve"] = out
 
 
+
+# ---- serving sources on the fly: tiler serve --sources against iipsrv, same pyramidal TIFF
+
+def start_iipsrv(sdir, tif, nprocs):
+    """iipsrv as section_serve runs it: `nprocs` FastCGI processes behind nginx, reading
+    the folder of `tif`. Returns (nginx port, {name: process})."""
+    procs = {}
+    port = free_port()
+    iip_ports = [free_port() for _ in range(nprocs)]
+    env = dict(os.environ, FILESYSTEM_PREFIX=os.path.dirname(tif) + "/", MAX_IMAGE_CACHE_SIZE="1024",
+               VERBOSITY="0", LOGFILE=os.path.join(sdir, "iipsrv.log"), JPEG_QUALITY="85")
+    for i, p in enumerate(iip_ports):
+        procs[f"iipsrv{i}"] = subprocess.Popen(
+            ["/usr/lib/iipimage-server/iipsrv.fcgi", "--bind", f"127.0.0.1:{p}", "--backlog", "1024"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ndir = os.path.join(sdir, "nginx-" + str(port))
+    os.makedirs(ndir)
+    with open(os.path.join(ndir, "nginx.conf"), "w") as f:
+        f.write(NGINX_CONF.format(d=ndir, port=free_port(), iip_port=port, locations="",
+                                  upstreams=" ".join(f"server 127.0.0.1:{p};" for p in iip_ports)))
+    procs["nginx"] = subprocess.Popen(["nginx", "-p", ndir, "-c", os.path.join(ndir, "nginx.conf")],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return port, procs
+
+
+def section_serve_sources(t, res, args):
+    """tiler serve --sources against iipsrv on the same pyramidal TIFF (JPEG Q85 inside,
+    256 px tiles), both answering DeepZoom JPEG Q85 tiles: random tiles over all levels
+    with wrk at 32 connections (warm: alternating rounds after a warm-up), then the cold
+    case (fresh servers, each tile of the pyramid asked once, 32 at a time), and each
+    server's peak RSS (iipsrv: the sum over its processes)."""
+    if t.tiler_error:
+        raise TilerError(t.tiler_error)
+    side = args.serve_side
+    src = t.image(side, side)
+    tif = t.pyramidal_tiff(src, "jpeg")
+    work = os.path.join(t.out, "serve-sources")
+    clear(work)
+    sources, root = os.path.join(work, "sources"), os.path.join(work, "root")
+    os.makedirs(sources)
+    os.makedirs(root)
+    image_id = "sources-image"
+    served = os.path.join(sources, image_id + ".tif")
+    try:
+        os.link(tif, served)
+    except OSError:
+        shutil.copyfile(tif, served)
+    levels = levels_for(side, side)
+    maxdz = math.ceil(math.log2(side))
+    offset = maxdz - (len(levels) - 1)
+    dz_iip = "/fcgi-bin/iipsrv.fcgi?DeepZoom=" + os.path.basename(served) + "_files"
+    dz_tiler = f"/images/{image_id}_files"
+    scripts = {"tiler": os.path.join(work, "tiler.lua"), "iipsrv": os.path.join(work, "iip.lua")}
+    lua_tiles(scripts["tiler"], levels, dz_tiler + "/%d/%d_%d.jpg", "l[1], col, row", level_offset=offset)
+    lua_tiles(scripts["iipsrv"], levels, dz_iip + "/%d/%d_%d.jpg", "l[1], col, row", level_offset=offset)
+    every = [(l["level"], r, c) for l in levels for r in range(l["rows"]) for c in range(l["columns"])]
+    random.Random(7).shuffle(every)
+    paths = {"tiler": [f"{dz_tiler}/{z + offset}/{c}_{r}.jpg" for z, r, c in every],
+             "iipsrv": [f"{dz_iip}/{z + offset}/{c}_{r}.jpg" for z, r, c in every]}
+    out = {"side": side, "tiff": "vips tiffsave --tile --pyramid --compression jpeg --Q 85, 256x256",
+           "tiles": len(every), "seconds": args.serve_seconds, "rounds": args.serve_rounds, "legs": {},
+           "cold": {}, "load_start": os.getloadavg()}
+
+    def start(name):
+        sdir = os.path.join(work, f"{name}-{len(os.listdir(work))}")
+        os.makedirs(sdir)
+        if name == "iipsrv":
+            port, procs = start_iipsrv(sdir, served, args.iip_procs)
+            wait_http(port, f"{dz_iip}/{offset}/0_0.jpg")
+            return port, procs
+        port = free_port()
+        pr = subprocess.Popen([t.tiler, "serve", root, "--sources", sources, "--sources-format", "jpeg",
+                               "--sources-quality", "85", "--host", "127.0.0.1", "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=open(os.path.join(sdir, "stderr"), "w"))
+        wait_http(port, f"/images/{image_id}", proc=pr)
+        return port, {"tiler": pr}
+
+    def peak(procs):
+        return round(sum(vm_hwm_mb(p.pid) or 0 for n, p in procs.items() if n != "nginx"), 1)
+
+    # ---- cold: fresh servers, each tile once
+    for name in ("tiler", "iipsrv"):
+        port, procs = start(name)
+        try:
+            c = cold_run(port, paths[name])
+            c["peak_rss_mb"] = peak(procs)
+            c.pop("failed")
+            out["cold"][name] = c
+            log(f"  cold {name:6}: {c['rps']} req/s, p50 {c['p50_ms']} ms, p99 {c['p99_ms']} ms, "
+                f"{c['errors']} errors, peak RSS {c['peak_rss_mb']} MB")
+        finally:
+            for p in procs.values():
+                stop(p)
+    # ---- warm: both running, answers checked, warm-up, alternating rounds
+    ports, procs = {}, {}
+    try:
+        for name in ("tiler", "iipsrv"):
+            ports[name], ps = start(name)
+            procs.update({f"{name}:{k}": v for k, v in ps.items()})
+        for z, r, c in every[:40]:
+            for name in ("tiler", "iipsrv"):
+                path = paths[name][every.index((z, r, c))]
+                st, ctype, body = http_get(ports[name], path)
+                if st != 200 or ctype != "image/jpeg" or not body.startswith(b"\xff\xd8"):
+                    raise TilerError(f"{name} answered {path} with {st} {ctype}")
+        for name in ("tiler", "iipsrv"):
+            wrk(ports[name], scripts[name], 2)
+        runs = {"tiler": [], "iipsrv": []}
+        for rnd in range(args.serve_rounds):
+            for name in (("tiler", "iipsrv") if rnd % 2 == 0 else ("iipsrv", "tiler")):
+                w = wrk(ports[name], scripts[name], args.serve_seconds)
+                runs[name].append(w)
+                log(f"  round {rnd + 1} {name:6}: {w['rps']:>7} req/s, p50 {w['p50_ms']:.2f} ms, "
+                    f"p99 {w['p99_ms']:.2f} ms, {w['errors']} errors")
+        for name, rs in runs.items():
+            out["legs"][name] = {"rps": statistics.median(x["rps"] for x in rs),
+                                 "p50_ms": statistics.median(x["p50_ms"] for x in rs),
+                                 "p99_ms": statistics.median(x["p99_ms"] for x in rs),
+                                 "errors": sum(x["errors"] for x in rs), "runs": rs}
+        out["legs"]["tiler"]["peak_rss_mb"] = peak({k: v for k, v in procs.items() if k.startswith("tiler:")})
+        out["legs"]["iipsrv"]["peak_rss_mb"] = peak({k.split(":")[1]: v for k, v in procs.items() if k.startswith("iipsrv:")})
+    finally:
+        for p in procs.values():
+            stop(p)
+    ti, ii = out["legs"]["tiler"], out["legs"]["iipsrv"]
+    out["ratio_rps"] = round(ti["rps"] / max(1, ii["rps"]), 2)
+    out["ratio_cold_rps"] = round(out["cold"]["tiler"]["rps"] / max(1, out["cold"]["iipsrv"]["rps"]), 2)
+    out["load_end"] = os.getloadavg()
+    log(f"  tiler --sources / iipsrv: {out['ratio_rps']}x req/s warm (p99 {ti['p99_ms']:.2f} vs {ii['p99_ms']:.2f} ms), "
+        f"{out['ratio_cold_rps']}x cold; load {out['load_start'][0]:.1f} -> {out['load_end'][0]:.1f}")
+    res["serve-sources"] = out
+
 # ---- serving archives, local and from object storage
 
 def start_s3_server():
@@ -1358,6 +1490,17 @@ def targets(res):
                 tg.append((label, f"{lg[a]['rps']:.0f} vs {lg[b]['rps']:.0f}", round(r, 3), r >= limit))
             else:
                 tg.append((label, "error: " + err, None, False))
+    if "serve-sources" in res:
+        ss = res["serve-sources"]
+        ti, ii = ss.get("legs", {}).get("tiler"), ss.get("legs", {}).get("iipsrv")
+        if ti and ii:
+            tg.append(("serve --sources req/s >= 3x iipsrv (same pyramidal TIFF)", f"{ti['rps']:.0f} vs {ii['rps']:.0f}",
+                       ss["ratio_rps"], ss["ratio_rps"] >= 3))
+            tg.append(("serve --sources p99 <= iipsrv p99", f"{ti['p99_ms']:.2f} vs {ii['p99_ms']:.2f} ms",
+                       round(ti["p99_ms"] / max(ii["p99_ms"], 1e-9), 2), ti["p99_ms"] <= ii["p99_ms"]))
+        else:
+            tg.append(("serve --sources req/s >= 3x iipsrv (same pyramidal TIFF)", "error: " + ss.get("error", "not measured"),
+                       None, False))
     return tg
 
 
@@ -1561,8 +1704,8 @@ def report_md(res):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small images, one round, 3 s wrk runs: a smoke run")
-    ap.add_argument("--only", default="cut,floor,archive,scaling,serve,serve-archives,profile",
-                    help="sections, comma separated (default all): cut,floor,archive,scaling,serve,serve-archives,profile")
+    ap.add_argument("--only", default="cut,floor,archive,scaling,serve,serve-archives,serve-sources,profile",
+                    help="sections, comma separated (default all): cut,floor,archive,scaling,serve,serve-archives,serve-sources,profile")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench-out"), help="working folder (default bench-out/)")
     ap.add_argument("--plot", help="where the scaling plot goes (default docs/scaling.png; OUT/scaling.png with --quick)")
     ap.add_argument("--tiler", help="use this tiler binary instead of building one")
@@ -1588,7 +1731,7 @@ def main():
     # With profile, tiler serve is also perf-recorded under wrk, after its measured runs.
     args.profile_serve = "profile" in sections and perf_works()
     for s in sections:
-        if s not in ("cut", "floor", "archive", "scaling", "serve", "serve-archives", "profile"):
+        if s not in ("cut", "floor", "archive", "scaling", "serve", "serve-archives", "serve-sources", "profile"):
             ap.error(f"unknown section '{s}'")
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
@@ -1614,11 +1757,13 @@ def main():
         t.setup_newest_vips()
         res["newest_vips"] = t.newest_info
     fns = {"cut": section_cut, "floor": section_floor, "archive": section_archive, "scaling": section_scaling,
-           "serve": section_serve, "serve-archives": section_serve_archives, "profile": section_profile}
+           "serve": section_serve, "serve-archives": section_serve_archives, "serve-sources": section_serve_sources,
+           "profile": section_profile}
     # Scaling goes last: it is the longest and its 40k point is optional, so everything
     # else is on disk (results are saved after each section and scaling point) if a run
     # has to be stopped during it.
-    order = [s for s in ("cut", "floor", "archive", "serve", "serve-archives", "profile", "scaling") if s in sections]
+    order = [s for s in ("cut", "floor", "archive", "serve", "serve-archives", "serve-sources", "profile", "scaling")
+             if s in sections]
     res["sections"] = order
 
     def save():

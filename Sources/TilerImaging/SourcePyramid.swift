@@ -1,6 +1,8 @@
 import CTilerShims
 import CVips
+import Dispatch
 import Foundation
+import Synchronization
 import TilerCore
 
 /// One image file served as the pyramid `tiler cut` would make of it, without cutting it
@@ -24,6 +26,8 @@ import TilerCore
 ///
 /// Concurrent requests for one tile make it once (`SingleFlight`). Tiles' pixels are kept
 /// in a shared byte-bounded `PixelCache` to make the levels below from.
+// Unchecked `Sendable`: its mutable state is under Mutexes and Atomics; the open file
+// and the libvips images are only read.
 public final class SourcePyramid: @unchecked Sendable {
     /// A level of the source as libvips opens it: the file itself (`option` nil), a TIFF
     /// `page` or `subifd`, or a JPEG `shrink`.
@@ -55,10 +59,11 @@ public final class SourcePyramid: @unchecked Sendable {
     private let serial: UInt64
     private let pixelFlights = SingleFlight<TileCoordinate, TilePixels>()
     private let tileFlights = SingleFlight<TileCoordinate, [UInt8]>()
-    private let openLock = NSLock()
-    private var opened: [StoredLevel: VipsImageHandle] = [:]
+    /// The stored levels opened so far (each opened once, under the lock).
+    private let opened = Mutex<[StoredLevel: OpenedLevel]>([:])
+    private let made = Atomic<Int>(0)
 
-    private static let serials = Counter()
+    private static let serials = Atomic<UInt64>(0)
 
     /// Why a file no libvips loader recognises is refused: such files in a sources folder
     /// are not images and are skipped without a word.
@@ -72,7 +77,7 @@ public final class SourcePyramid: @unchecked Sendable {
         self.id = id
         self.options = options
         self.cache = cache
-        serial = Self.serials.next()
+        serial = Self.serials.add(1, ordering: .relaxed).newValue
         file = try InputFile.open(path)
         let base: VipsImageHandle
         (base, loader) = try Self.open(file, option: nil, value: 0, allowVector: options.allowVector)
@@ -205,22 +210,26 @@ public final class SourcePyramid: @unchecked Sendable {
     }
 
     /// A stored level opened for reading pixels, once, then shared by every thread.
-    private func image(_ level: StoredLevel) throws(ImagingError) -> VipsImageHandle {
-        openLock.lock()
-        defer { openLock.unlock() }
-        if let image = opened[level] { return image }
-        do {
-            var image = try Self.open(file, option: level.option, value: level.value, allowVector: options.allowVector).0
-            if orientation != 1 { image = try image.autorotated() }
-            image = try image.tilePixels(options.tilePixelSettings)
-            guard image.bands == bands else { throw ImagingError.libvips("\(path): a stored level has \(image.bands) bands, not \(bands)") }
-            opened[level] = image
-            return image
-        } catch let error as ImagingError {
-            throw error
-        } catch {
-            throw .libvips("\(path): \(error)")
+    private func image(_ level: StoredLevel) throws(ImagingError) -> OpenedLevel {
+        let outcome = opened.withLock { opened -> Result<OpenedLevel, ImagingError> in
+            if let image = opened[level] { return .success(image) }
+            do {
+                var image = try Self.open(file, option: level.option, value: level.value, allowVector: options.allowVector).0
+                if orientation != 1 { image = try image.autorotated() }
+                image = try image.tilePixels(options.tilePixelSettings)
+                guard image.bands == bands else {
+                    return .failure(.libvips("\(path): a stored level has \(image.bands) bands, not \(bands)"))
+                }
+                let made = OpenedLevel(image: image)
+                opened[level] = made
+                return .success(made)
+            } catch let error as ImagingError {
+                return .failure(error)
+            } catch {
+                return .failure(.libvips("\(path): \(error)"))
+            }
         }
+        return try outcome.get()
     }
 
     // MARK: Tiles
@@ -318,18 +327,16 @@ public final class SourcePyramid: @unchecked Sendable {
     }
 
     /// Tiles made so far (each tile's pixels, from the source or the level above), for tests.
-    var tilesMade: Int { madeLock.withLock { made } }
-    private let madeLock = NSLock()
-    private var made = 0
+    var tilesMade: Int { made.load(ordering: .relaxed) }
 
     private func make(_ t: TileCoordinate) throws -> TilePixels {
-        madeLock.withLock { made += 1 }
+        made.add(1, ordering: .relaxed)
         let level = geometry.level(t.level)
         let size = geometry.tileSize
         let x = t.column * size, y = t.row * size
         let width = min(x + size, level.width) - x, height = min(y + size, level.height) - y
         if let stored = plan[t.level] {
-            let image = try image(stored)
+            let image = try image(stored).image
             var data: UnsafeMutablePointer<UInt8>?
             var length = 0
             guard tiler_source_region(image.pointer, Int32(x), Int32(y), Int32(width), Int32(height), &data, &length) == 0,
@@ -382,7 +389,7 @@ public final class SourcePyramid: @unchecked Sendable {
 
 /// Tile pixels of sources served on the fly, kept to make the levels below from: at most
 /// `capacity` bytes over all sources, least recently used dropped first.
-public final class PixelCache: @unchecked Sendable {
+public final class PixelCache: Sendable {
     struct Key: Hashable {
         let serial: UInt64
         let level: Int
@@ -390,22 +397,25 @@ public final class PixelCache: @unchecked Sendable {
         let column: Int
     }
 
+    private struct State {
+        var entries: [Key: (pixels: SourcePyramid.TilePixels, used: UInt64)] = [:]
+        var clock: UInt64 = 0
+        var bytes = 0
+    }
+
     public let capacity: Int
-    private let lock = NSLock()
-    private var entries: [Key: (pixels: SourcePyramid.TilePixels, used: UInt64)] = [:]
-    private var clock: UInt64 = 0
-    private var bytes = 0
+    private let state = Mutex(State())
 
     public init(capacity: Int) { self.capacity = max(0, capacity) }
 
     /// Bytes held.
-    public var bytesInUse: Int { lock.withLock { bytes } }
+    public var bytesInUse: Int { state.withLock { $0.bytes } }
 
     func value(for key: Key) -> SourcePyramid.TilePixels? {
-        lock.withLock {
-            guard let entry = entries[key] else { return nil }
-            clock += 1
-            entries[key] = (entry.pixels, clock)
+        state.withLock { s in
+            guard let entry = s.entries[key] else { return nil }
+            s.clock += 1
+            s.entries[key] = (entry.pixels, s.clock)
             return entry.pixels
         }
     }
@@ -413,16 +423,17 @@ public final class PixelCache: @unchecked Sendable {
     func insert(_ pixels: SourcePyramid.TilePixels, for key: Key) {
         let size = pixels.bytes.count + 64
         guard size <= capacity / 4 else { return }
-        lock.withLock {
-            clock += 1
-            if let old = entries.updateValue((pixels, clock), forKey: key) { bytes -= old.pixels.bytes.count + 64 }
-            bytes += size
-            if bytes > capacity {
+        let capacity = self.capacity
+        state.withLock { s in
+            s.clock += 1
+            if let old = s.entries.updateValue((pixels, s.clock), forKey: key) { s.bytes -= old.pixels.bytes.count + 64 }
+            s.bytes += size
+            if s.bytes > capacity {
                 // Drop the least recently used quarter at once: eviction stays rare.
-                let sorted = entries.sorted { $0.value.used < $1.value.used }
-                for (key, entry) in sorted where bytes > capacity * 3 / 4 {
-                    entries[key] = nil
-                    bytes -= entry.pixels.bytes.count + 64
+                let sorted = s.entries.sorted { $0.value.used < $1.value.used }
+                for (key, entry) in sorted where s.bytes > capacity * 3 / 4 {
+                    s.entries[key] = nil
+                    s.bytes -= entry.pixels.bytes.count + 64
                 }
             }
         }
@@ -430,41 +441,48 @@ public final class PixelCache: @unchecked Sendable {
 }
 
 /// Runs the work for a key once while it is under way: callers asking for the same key
-/// meanwhile wait for that result instead of doing it again.
-final class SingleFlight<Key: Hashable & Sendable, Value>: @unchecked Sendable {
-    private final class Flight {
-        let done = NSCondition()
+/// meanwhile wait (each on the flight's semaphore) for that result instead of doing it
+/// again.
+final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+    /// One piece of work under way. `result` is written once, before the waiters are
+    /// woken, and read only after their semaphore wait; `waiters` is guarded by `flights`.
+    private final class Flight: @unchecked Sendable {
+        let wake = DispatchSemaphore(value: 0)
+        var waiters = 0
         var result: Result<Value, any Error>?
     }
 
-    private let lock = NSLock()
-    private var flights: [Key: Flight] = [:]
+    private let flights = Mutex<[Key: Flight]>([:])
 
     func run(_ key: Key, _ work: () throws -> Value) throws -> Value {
-        lock.lock()
-        if let flight = flights[key] {
-            lock.unlock()
-            flight.done.lock()
-            while flight.result == nil { flight.done.wait() }
-            let result = flight.result!
-            flight.done.unlock()
-            return try result.get()
+        let (flight, leads) = flights.withLock { flights -> (Flight, Bool) in
+            if let existing = flights[key] {
+                existing.waiters += 1
+                return (existing, false)
+            }
+            let flight = Flight()
+            flights[key] = flight
+            return (flight, true)
         }
-        let flight = Flight()
-        flights[key] = flight
-        lock.unlock()
+        if !leads {
+            flight.wake.wait()
+            return try flight.result!.get()
+        }
         let result = Result { try work() }
-        lock.withLock { flights[key] = nil }
-        flight.done.withLock {
-            flight.result = result
-            flight.done.broadcast()
+        flight.result = result
+        let waiters = flights.withLock { flights -> Int in
+            flights[key] = nil
+            return flight.waiters
         }
+        for _ in 0..<waiters { flight.wake.signal() }
         return try result.get()
     }
 }
 
-private final class Counter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: UInt64 = 0
-    func next() -> UInt64 { lock.withLock { value += 1; return value } }
+/// A stored level opened for reading pixels. Unchecked `Sendable`: libvips images are
+/// read from any number of threads at once (each computes its own regions), and nothing
+/// changes one after it is opened.
+final class OpenedLevel: @unchecked Sendable {
+    let image: VipsImageHandle
+    init(image: VipsImageHandle) { self.image = image }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TilerCore
 import TilerHTTP
 import TilerImaging
@@ -79,12 +80,11 @@ final class SourceFileSource: PyramidSource {
 /// and 404s the others. The manifest is written (atomically) before the first tile; a
 /// folder kept from another version of the source is replaced. Failures are logged once
 /// and never fail the request.
-final class KeptTiles: @unchecked Sendable {
+final class KeptTiles: Sendable {
     let root: String
     private let faults: OnceLog
-    private let lock = NSLock()
-    /// The manifests written, per id.
-    private var written: [PyramidID: PyramidManifest] = [:]
+    /// The manifests written, per id; held while one is written.
+    private let written = Mutex<[PyramidID: PyramidManifest]>([:])
 
     init(root: String, faults: OnceLog) {
         self.root = root
@@ -96,7 +96,7 @@ final class KeptTiles: @unchecked Sendable {
         manifest.partial = true
         let folder = "\(root)/\(pyramid.id)"
         do {
-            try lock.withLock {
+            try written.withLock { written throws in
                 guard written[pyramid.id] != manifest else { return }
                 let path = "\(folder)/\(PyramidManifest.fileName)"
                 if let old = try? JSONDecoder().decode(PyramidManifest.self, from: Data(contentsOf: URL(fileURLWithPath: path))),

@@ -79,7 +79,7 @@ extension Tiler {
                 help: "Tile reads waiting for a read thread, else 503 (env TILER_MAX_QUEUED_READS; default: 1024).")
         var maxQueuedReads: Int?
         @Option(name: .customLong("max-queued-renders"),
-                help: "Drawings waiting for a render thread, else 503 (env TILER_MAX_QUEUED_RENDERS; default: 32).")
+                help: "Drawings (and tiles made from --sources) waiting for a render thread, else 503 (env TILER_MAX_QUEUED_RENDERS; default: 32, or 1024 with --sources).")
         var maxQueuedRenders: Int?
 
         @Option(name: .customLong("cache-mb"), help: "Memory for cached tiles and documents, MiB (env TILER_CACHE_MB; default: 256).")
@@ -327,6 +327,11 @@ extension Tiler {
                     throw ValidationError("--keep writes pyramid folders into ROOT, which must then be a folder, not \(c.root).")
                 }
                 c.sources = settings
+                // Tiles made from sources share the render queue with drawings: a viewer
+                // asks for dozens of tiles at once, so the queue is longer unless set.
+                if maxQueuedRenders == nil, (env("TILER_MAX_QUEUED_RENDERS") ?? "").isEmpty {
+                    c.http.maximumQueuedRenders = max(c.http.maximumQueuedRenders, Self.sourcesQueuedRenders)
+                }
             } else if sourcesFormat != nil || sourcesQuality != nil || sourcesCacheMB != nil || maxPixels != nil || allowVector || keep {
                 throw ValidationError("--sources-format, --sources-quality, --sources-cache-mb, --max-pixels, --allow-vector and --keep apply with --sources DIR only.")
             }
@@ -369,6 +374,9 @@ extension Tiler {
                 throw ServeError(description: "cannot serve \(root): \(error)")
             }
         }
+
+        /// `--max-queued-renders` with `--sources` when not set.
+        static let sourcesQueuedRenders = 1024
 
         static func environmentBool(_ name: String) -> Bool? {
             guard let v = ProcessInfo.processInfo.environment[name]?.lowercased(), !v.isEmpty else { return nil }

@@ -134,6 +134,10 @@ import Glibc
         (["--max-queued-storage-reads", "0"], [:], "--max-queued-storage-reads"),
         (["--directory-cache-entries=-1"], [:], "--directory-cache-entries"),
         ([], ["TILER_STORAGE_TIMEOUT": "nan"], "TILER_STORAGE_TIMEOUT"),
+        (["--sources", "/tmp", "--sources-cache-mb=-1"], [:], "--sources-cache-mb"),
+        (["--sources", "/tmp", "--sources-format", "jpeg", "--sources-quality", "0"], [:], "--sources-quality"),
+        ([], ["TILER_SOURCES": "/tmp", "TILER_MAX_PIXELS": "0"], "TILER_MAX_PIXELS"),
+        (["--keep"], [:], "--keep"),
     ] as [([String], [String: String], String)])
     func outOfRangeSettingsAreUsageErrors(arguments: [String], environment: [String: String], named: String) throws {
         let root = try PyramidRoot()

@@ -223,26 +223,35 @@ func withSourcesServer(_ folder: SourceFolder, root: PyramidRoot? = nil, log: Co
         let tiles = (0..<deepest.rows).flatMap { row in
             (0..<deepest.columns).map { TileCoordinate(level: deepest.level, row: row, column: $0) }
         }
-        try withSourcesServer(folder, { $0.http.threads = 2 }) { server in
+        // As `tiler serve --sources` sets it: the 64 requests fit in the render queue.
+        try withSourcesServer(folder, { $0.http.threads = 2; $0.http.maximumQueuedRenders = 1024 }) { server in
             let source = try #require(server.store.pyramids.first?.source as? SourceFileSource)
             let failures = Failures()
-            DispatchQueue.concurrentPerform(iterations: 64) { client in
-                do {
-                    let c = try RawHTTPClient(port: server.port)
-                    var order = tiles
-                    var generator = SeededGenerator(seed: UInt64(client + 1))
-                    order.shuffle(using: &generator)
-                    for t in order {
-                        try c.request("/images/large/tiles/\(t.level)/\(t.row)/\(t.column).png")
-                        let r = try c.readResponse()
-                        if r.status != 200 || r.body != folder.cut.file("large/" + cut.tilePath(t)) {
-                            failures.add("client \(client): \(t): \(r.status)")
+            // Real threads (not GCD's pool, which other tests in this process share).
+            let group = DispatchGroup()
+            let referenceBytes = Dictionary(uniqueKeysWithValues: tiles.map { ($0, folder.cut.file("large/" + cut.tilePath($0))) })
+            for client in 0..<64 {
+                group.enter()
+                Thread {
+                    defer { group.leave() }
+                    do {
+                        let c = try RawHTTPClient(port: server.port)
+                        var order = tiles
+                        var generator = SeededGenerator(seed: UInt64(client + 1))
+                        order.shuffle(using: &generator)
+                        for t in order {
+                            try c.request("/images/large/tiles/\(t.level)/\(t.row)/\(t.column).png")
+                            let r = try c.readResponse()
+                            if r.status != 200 || r.body != referenceBytes[t] {
+                                failures.add("client \(client): \(t): \(r.status)")
+                            }
                         }
+                    } catch {
+                        failures.add("client \(client): \(error)")
                     }
-                } catch {
-                    failures.add("client \(client): \(error)")
-                }
+                }.start()
             }
+            group.wait()
             #expect(failures.all.isEmpty, "\(failures.all.prefix(5))")
             #expect(source.pyramid.tilesMade == tiles.count, "\(source.pyramid.tilesMade) tiles made for \(tiles.count)")
         }
@@ -366,6 +375,32 @@ func withSourcesServer(_ folder: SourceFolder, root: PyramidRoot? = nil, log: Co
             for path in asked { #expect(try fetch(port, path).body == served[path]) }
             #expect(try fetch(port, "/images/kept/tiles/2/2/3.png").status == 404)
         }
+    }
+
+    /// The command: `TILER_SOURCES` (or `--sources`) serves the folder, with
+    /// `--sources-format jpeg`; a `--sources` that is not a folder is refused.
+    @Test(.timeLimit(.minutes(2))) func theCommandServesTheSourcesFolder() throws {
+        let folder = try SourceFolder()
+        try folder.addPicture("by-env", width: 700, height: 500, as: .jpeg)
+        let root = try PyramidRoot()
+        let (process, port, line) = try ServeCommandTests().launch(
+            [root.path, "--port", "0", "--sources-format", "jpeg"], environment: ["TILER_SOURCES": folder.sources.path])
+        defer { process.terminate(); process.waitUntilExit() }
+        #expect(line.contains("serving"))
+        let tile = try fetch(port, "/images/by-env/tiles/2/0/0.jpg")
+        #expect(tile.status == 200 && tile.header("Content-Type") == "image/jpeg")
+        #expect(try fetch(port, "/images/by-env_files/10/0_0.jpg").status == 200)
+
+        let refused = Process()
+        refused.executableURL = URL(fileURLWithPath: try ServeCommandTests.binary)
+        refused.arguments = ["serve", root.path, "--port", "0", "--sources", root.path + "/missing"]
+        refused.standardOutput = FileHandle.nullDevice
+        let errors = Pipe()
+        refused.standardError = errors
+        try refused.run()
+        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        refused.waitUntilExit()
+        #expect(refused.terminationStatus != 0 && text.contains("is not a folder"))
     }
 
     /// A cut pyramid with the same id wins over a source; files no loader reads are skipped.
