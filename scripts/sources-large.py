@@ -14,7 +14,7 @@ Not part of the tests. Needs the vips command and a tiler binary (default: a rel
 build, `swift build -c release`). Heavy: about 10 GB of disk for the images and libvips'
 temporary files at 40000², and minutes per source on 2 cores.
 
-    scripts/sources-large.py [--side 40000] [--tiler PATH] [--out bench-out/] [--kinds jpeg,strip,pyramid]
+    scripts/sources-large.py [--side 40000] [--picture JPEG] [--tiler PATH] [--out bench-out/] [--kinds jpeg,strip,pyramid]
 """
 import argparse
 import http.client
@@ -58,11 +58,12 @@ def vm_hwm_mb(pid):
     return None
 
 
-def make_sources(side, d, kinds):
-    """The same picture (three bands of Perlin noise) as a JPEG Q85, a strip TIFF (JPEG
-    compressed, no tiles, no pyramid) and a tiled pyramidal TIFF."""
+def make_sources(side, d, kinds, picture=None):
+    """The same picture (three bands of Perlin noise, or `picture`, a JPEG of SIDE x SIDE)
+    as a JPEG Q85, a strip TIFF (JPEG compressed, no tiles, no pyramid) and a tiled
+    pyramidal TIFF."""
     os.makedirs(d, exist_ok=True)
-    base = os.path.join(d, f"base-{side}.v")
+    base = picture or os.path.join(d, f"base-{side}.v")
     files = {"jpeg": os.path.join(d, f"plain-{side}.jpg"), "strip": os.path.join(d, f"strip-{side}.tif"),
              "pyramid": os.path.join(d, f"pyramid-{side}.tif")}
     if not all(os.path.exists(files[k]) for k in kinds):
@@ -81,7 +82,9 @@ def make_sources(side, d, kinds):
                 continue
             tmp = files[kind] + ".tmp" + os.path.splitext(files[kind])[1]
             print(f"making the {kind} source", file=sys.stderr)
-            if kind == "jpeg":
+            if kind == "jpeg" and picture:
+                os.link(picture, tmp) if os.stat(picture).st_dev == os.stat(d).st_dev else shutil.copyfile(picture, tmp)
+            elif kind == "jpeg":
                 run(["vips", "jpegsave", base, tmp, "--Q", "85"])
             elif kind == "strip":
                 run(["vips", "tiffsave", base, tmp, "--compression", "jpeg", "--Q", "85"])
@@ -171,6 +174,8 @@ def main():
     ap.add_argument("--tiler")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench-out"))
     ap.add_argument("--kinds", default="jpeg,strip,pyramid")
+    ap.add_argument("--picture", help="a SIDE x SIDE JPEG to use as the plain JPEG and to make the TIFFs from "
+                                      "(default: made from Perlin noise), e.g. bench-out/images/noise-msi-40000x40000.jpg")
     args = ap.parse_args()
     tiler = args.tiler
     if not tiler:
@@ -179,7 +184,7 @@ def main():
                                                      text=True).strip(), "tiler")
     kinds = [k for k in args.kinds.split(",") if k]
     out = os.path.abspath(args.out)
-    files = make_sources(args.side, os.path.join(out, "sources-large"), kinds)
+    files = make_sources(args.side, os.path.join(out, "sources-large"), kinds, args.picture)
     load = os.getloadavg()
     results = [measure(tiler, k, files[k], args.side, os.path.join(out, "sources-large-run")) for k in kinds]
     report = {"command": "scripts/sources-large.py " + " ".join(sys.argv[1:]), "nproc": os.cpu_count(),
