@@ -208,13 +208,19 @@ import Testing
         let huge = "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-3/10\r\nContent-Length: 10\r\n\r\n0123456789"
         let lying = "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-3/10\r\nContent-Length: 99999999999999\r\n\r\n0123"
         let wrongRange = "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 4-7/10\r\nContent-Length: 4\r\n\r\n4567"
-        for (answer, expected) in [(huge, "larger than 4 bytes"), (lying, "bytes remaining"), (wrongRange, "Content-Range 'bytes 4-7/10'")] {
+        // The lying length is refused by its header or by the transfer's end, whichever
+        // the client meets first (it depends on how the bytes arrive): both are refusals.
+        let cases: [(String, [String])] = [
+            (huge, ["larger than 4 bytes"]), (lying, ["bytes remaining", "larger than 4 bytes"]),
+            (wrongRange, ["Content-Range 'bytes 4-7/10'"]),
+        ]
+        for (answer, expected) in cases {
             let server = try CannedServer(answer: answer)
             let s3 = S3Client(configuration: S3Configuration(
                 credentials: S3Credentials(accessKeyID: "a", secretAccessKey: "b"), endpoint: "http://127.0.0.1:\(server.port)",
                 connectTimeout: 1, requestTimeout: 2, retries: 0))
             let error = try #require(throws: S3Error.self) { try s3.get(bucket: bucket, key: "k", offset: 0, length: 4) }
-            #expect(error.description.contains(expected), "\(error)")
+            #expect(expected.contains { error.description.contains($0) }, "\(error)")
         }
     }
 
