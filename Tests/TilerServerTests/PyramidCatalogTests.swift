@@ -47,7 +47,7 @@ import Glibc
     }
 
     /// The background scan runs by itself every `rescanInterval` seconds.
-    @Test(.timeLimit(.minutes(1)), arguments: RootKind.allCases) func theBackgroundScanNoticesNewAndDeletedPyramids(_ kind: RootKind) throws {
+    @Test(.timeLimit(.minutes(10)), arguments: RootKind.allCases) func theBackgroundScanNoticesNewAndDeletedPyramids(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         try withTileServer(root, as: kind, { $0.rescanInterval = 0.05 }) { port in
             #expect(try ids(port).isEmpty)
@@ -65,7 +65,7 @@ import Glibc
     /// many requests and scans meet them. Before, they were listed nowhere and answered 404
     /// without a word. The server runs as another user (nobody) when the tests run as root,
     /// since root reads everything.
-    @Test(.timeLimit(.minutes(1))) func unreadablePyramidsAreLoggedOncePerChange() throws {
+    @Test(.timeLimit(.minutes(10))) func unreadablePyramidsAreLoggedOncePerChange() throws {
         let root = try PyramidRoot()
         try root.addPyramid("ok", width: 300, height: 200)
         try root.addPyramid("locked", width: 300, height: 200)
