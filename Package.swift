@@ -54,10 +54,14 @@ let package = Package(
             "CNetShims",
             .product(name: "Logging", package: "swift-log"),
         ]),
-        // Routes: tile store, cache, JSON API, DeepZoom, IIIF, viewer assets.
+        // Routes: tile store, cache, JSON API, DeepZoom, IIIF, viewer assets. The viewer's
+        // files are compiled in as byte arrays (`PackageResources`): the binary needs no
+        // bundle beside it.
         .target(name: "TilerServer", dependencies: [
             "TilerCore", "TilerHTTP", "TilerImaging", "TilerStorage", "ObjectStorage",
             .product(name: "Logging", package: "swift-log"),
+        ], resources: [
+            .embedInCode("Viewer/index.html"), .embedInCode("Viewer/viewer.css"), .embedInCode("Viewer/viewer.js"),
         ]),
         // The command line: thin, one file per subcommand.
         .executableTarget(name: "tiler", dependencies: [

@@ -39,6 +39,12 @@ public struct HTTPRequestHead: Sendable {
     public internal(set) var hasHost = false
     /// The raw value of `Host`, or empty when absent (IIIF builds absolute ids from it).
     public internal(set) var host: [UInt8] = []
+    /// The raw values of `Forwarded`, `X-Forwarded-Proto` and `X-Forwarded-Host`, each
+    /// repeated field joined with `,`, or empty when absent. Kept for `--trust-proxy`;
+    /// nothing believes them otherwise.
+    public internal(set) var forwarded: [UInt8] = []
+    public internal(set) var xForwardedProto: [UInt8] = []
+    public internal(set) var xForwardedHost: [UInt8] = []
 
     public init() {}
 
@@ -69,6 +75,9 @@ public struct HTTPRequestHead: Sendable {
         hasTransferEncoding = false
         hasHost = false
         host.removeAll(keepingCapacity: true)
+        forwarded.removeAll(keepingCapacity: true)
+        xForwardedProto.removeAll(keepingCapacity: true)
+        xForwardedHost.removeAll(keepingCapacity: true)
     }
 }
 
@@ -137,7 +146,8 @@ public struct HTTPRequestParser: Sendable {
     }
 
     /// Headers whose values the parser keeps.
-    private enum Field: Sendable { case other, host, connection, contentLength, transferEncoding, ifNoneMatch, ifModifiedSince }
+    private enum Field: Sendable { case other, host, connection, contentLength, transferEncoding, ifNoneMatch, ifModifiedSince
+        case forwarded, xForwardedProto, xForwardedHost }
 
     public let limits: Limits
     /// The head of the request most recently completed (valid until the next `parse`).
@@ -371,6 +381,9 @@ public struct HTTPRequestParser: Sendable {
         case 17 where name.elementsEqual("transfer-encoding".utf8): .transferEncoding
         case 13 where name.elementsEqual("if-none-match".utf8): .ifNoneMatch
         case 17 where name.elementsEqual("if-modified-since".utf8): .ifModifiedSince
+        case 9 where name.elementsEqual("forwarded".utf8): .forwarded
+        case 17 where name.elementsEqual("x-forwarded-proto".utf8): .xForwardedProto
+        case 16 where name.elementsEqual("x-forwarded-host".utf8): .xForwardedHost
         default: .other
         }
     }
@@ -410,9 +423,18 @@ public struct HTTPRequestParser: Sendable {
         case .ifModifiedSince:
             head.ifModifiedSince.removeAll(keepingCapacity: true)
             head.ifModifiedSince.append(contentsOf: value)
+        case .forwarded: appendListValue(&head.forwarded)
+        case .xForwardedProto: appendListValue(&head.xForwardedProto)
+        case .xForwardedHost: appendListValue(&head.xForwardedHost)
         }
         field = .other
         return nil
+    }
+
+    /// Appends the field's value to a list header's value (`a, b` for repeated fields).
+    private func appendListValue(_ list: inout [UInt8]) {
+        if !list.isEmpty { list.append(UInt8(ascii: ",")) }
+        list.append(contentsOf: value)
     }
 
     private mutating func finishHead() -> HTTPParseError? {

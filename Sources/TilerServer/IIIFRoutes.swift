@@ -6,7 +6,8 @@ import TilerImaging
 /// IIIF Image API 3.0 under `/iiif/3/`, compliance level 2:
 /// - `/iiif/3/ID` redirects (303) to `/iiif/3/ID/info.json`;
 /// - `/iiif/3/ID/info.json` is the Image Information document (`application/ld+json`
-///   with the IIIF 3 context as profile; its `id` is built from the `Host` header);
+///   with the IIIF 3 context as profile; its `id` starts with the base URL, or else is
+///   built per request from the `Host` header or a trusted proxy's, see `PublicAddress`);
 /// - `/iiif/3/ID/REGION/SIZE/ROTATION/QUALITY.FORMAT` is an image: the stored tile itself
 ///   when the request is exactly a tile, otherwise drawn with libvips from the coarsest
 ///   pyramid level that still has the resolution the output needs, and cached.
@@ -14,9 +15,12 @@ import TilerImaging
 /// Identifiers are percent-decoded (the request's raw path is parsed, so the id in
 /// info.json is the one the client wrote). Output size is capped by
 /// `ServerConfiguration.iiifLimits`. CORS comes from the HTTP layer, like every route.
-func iiifRoutes(store: TileStore) -> [Route] {
+func iiifRoutes(store: TileStore, address: PublicAddress) -> [Route] {
     [Route("iiif") { request throws(HTTPError) in
         guard request.segments.first == "iiif" else { return nil }
+        // `/iiif/3/collection.json` and `/iiif/3/ID/manifest.json` are the Presentation
+        // API's (`iiifPresentationRoutes`, tried first); a pyramid really named
+        // `collection.json` keeps its Image API routes.
         let target = request.head.target
         let path = String(decoding: target[0..<request.head.pathLength], as: UTF8.self)
         guard path.hasPrefix(iiifPrefix) else {
@@ -25,11 +29,13 @@ func iiifRoutes(store: TileStore) -> [Route] {
         let rest = path.dropFirst(iiifPrefix.count)
         let route = try httpError { () throws(IIIFError) in try IIIFRoute.parse(path: Substring(rest)) }
         let pyramid = try store.pyramid(named: route.identifier, for: request)
-        let base = baseURL(request.head, store.configuration.http) + iiifPrefix + rest.prefix { $0 != "/" }
+        let (publicBase, vary) = address.absoluteBase(for: request.head)
+        let base = publicBase + iiifPrefix + rest.prefix { $0 != "/" }
+        let varyHeader = vary.map { [("Vary", $0)] } ?? []
         let limits = store.configuration.iiifLimits
         switch route {
         case .base:
-            return .withHeaders([("Location", base + "/info.json")],
+            return .withHeaders([("Location", base + "/info.json")] + varyHeader,
                                 .bytes(status: 303, contentType: "application/json",
                                        body: Array(#"{"location":"\#(base)/info.json"}"#.utf8), cacheControl: "no-cache"))
         case .info:
@@ -39,15 +45,16 @@ func iiifRoutes(store: TileStore) -> [Route] {
             guard let body = try? encoder.encode(info) else {
                 throw HTTPError(500, "cannot encode info.json for '\(pyramid.id)'")
             }
-            // Not cached as a document: the id depends on the Host the client used.
-            return .bytes(status: 200, contentType: IIIF.jsonLDMediaType, body: Array(body), cacheControl: "no-cache")
+            // Not cached as a document: without --base-url the id depends on the request.
+            let response = HTTPResponse.bytes(status: 200, contentType: IIIF.jsonLDMediaType, body: Array(body), cacheControl: "no-cache")
+            return varyHeader.isEmpty ? response : .withHeaders(varyHeader, response)
         case let .image(request):
             let plan = try httpError { () throws(IIIFError) in
                 try IIIFImagePlan(request, geometry: pyramid.geometry, limits: limits)
             }
             let canonical = canonicalParameters(plan, pyramid.geometry)
             // One Link field with both links: some clients read only the first field.
-            let links = [("Link", "<\(IIIF.profileURI)>;rel=\"profile\", <\(base)/\(canonical)>;rel=\"canonical\"")]
+            let links = [("Link", "<\(IIIF.profileURI)>;rel=\"profile\", <\(base)/\(canonical)>;rel=\"canonical\"")] + varyHeader
             if let tile = plan.exactTile(in: pyramid.geometry, format: pyramid.manifest.format) {
                 return .withHeaders(links, try clippedTileResponse(tile, of: pyramid, store: store))
             }
@@ -66,19 +73,6 @@ private func httpError<T>(_ body: () throws(IIIFError) -> T) throws(HTTPError) -
     } catch {
         throw HTTPError(error.status, error.description)
     }
-}
-
-/// `http://` and the request's `Host` when it is a plausible authority, else the address
-/// the server was told to listen on (HTTP/1.0 clients may send no Host).
-func baseURL(_ head: HTTPRequestHead, _ configuration: HTTPConfiguration) -> String {
-    let host = head.host
-    if !host.isEmpty, host.count <= 255,
-       host.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "\\")
-           && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "<") && $0 != UInt8(ascii: ">") && $0 != UInt8(ascii: "@") }) {
-        return "http://" + String(decoding: host, as: UTF8.self)
-    }
-    let listen = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
-    return "http://\(listen):\(configuration.port)"
 }
 
 /// The canonical form of a request (region `full` or `x,y,w,h`; size `max`, `w,h` or

@@ -25,15 +25,18 @@ func healthRoutes(store: TileStore) -> [Route] {
 }
 
 /// The image API: `/images`, `/images/ID`, `/images/ID/tiles/L/R/C.EXT`,
-/// `/images/ID/thumbnail.EXT` and `/images/ID/visible`.
-func imageRoutes(store: TileStore) -> [Route] {
-    [Route("images") { request throws(HTTPError) in
+/// `/images/ID/thumbnail.EXT` and `/images/ID/visible`. Every URL in their documents
+/// starts with `address.linkPrefix` (the base URL, or nothing for root-relative paths),
+/// which is the same for every request, so the documents are cached as they are.
+func imageRoutes(store: TileStore, address: PublicAddress) -> [Route] {
+    let links = Links(prefix: address.linkPrefix)
+    return [Route("images") { request throws(HTTPError) in
         let s = request.segments
         guard s.first == "images" else { return nil }
         switch s.count {
-        case 1: return try listImages(request, store)
-        case 2: return try manifest(request, s[1], store)
-        case 3 where s[2] == "visible": return try visible(request, s[1], store)
+        case 1: return try listImages(request, store, links)
+        case 2: return try manifest(request, s[1], store, links)
+        case 3 where s[2] == "visible": return try visible(request, s[1], store, links)
         case 3 where s[2].hasPrefix("thumbnail."): return try thumbnail(request, s[1], s[2], store)
         case 6 where s[2] == "tiles": return try tile(request, s, store)
         default: return nil
@@ -81,13 +84,33 @@ private func thumbnail(_ request: Request, _ name: String, _ fileName: String, _
     return try store.thumbnailResponse(of: pyramid, contentType: format.mimeType)
 }
 
-private func manifest(_ request: Request, _ name: String, _ store: TileStore) throws(HTTPError) -> HTTPResponse {
+private func manifest(_ request: Request, _ name: String, _ store: TileStore, _ links: Links) throws(HTTPError) -> HTTPResponse {
     let pyramid = try store.pyramid(named: name, for: request)
-    return .prepared(store.document("manifest", of: pyramid, contentType: "application/json", make: manifestDocument))
+    return .prepared(store.document("manifest", of: pyramid, contentType: "application/json") { manifestDocument($0, links) })
+}
+
+/// The start of every link in the image API's documents: the base URL or nothing.
+struct Links: Sendable {
+    /// `https://example.org/tiles` or `""`.
+    let prefix: String
+    /// The same, JSON-escaped, for documents written byte by byte.
+    let escapedPrefix: [UInt8]
+
+    init(prefix: String) {
+        self.prefix = prefix
+        var json = JSONWriter(capacity: prefix.utf8.count + 8)
+        json.value(prefix)
+        escapedPrefix = Array(json.bytes.dropFirst().dropLast())
+    }
+
+    /// `PREFIX/images/ID`.
+    func image(_ p: Pyramid) -> String { "\(prefix)/images/\(p.id)" }
+    /// `PREFIX/images/ID/thumbnail.EXT`.
+    func thumbnail(_ p: Pyramid) -> String { "\(prefix)/images/\(p.id)/thumbnail.\(thumbnailExtension(p))" }
 }
 
 /// `url`, `thumbnail` and the fields every image listing carries.
-private func writeSummary(_ p: Pyramid, _ json: inout JSONWriter) {
+private func writeSummary(_ p: Pyramid, _ links: Links, _ json: inout JSONWriter) {
     let m = p.manifest
     json.field("id", p.id.rawValue)
     json.field("width", m.width)
@@ -99,16 +122,16 @@ private func writeSummary(_ p: Pyramid, _ json: inout JSONWriter) {
         json.key("padded")
         json.value(true)
     }
-    json.field("url", "/images/\(p.id)")
+    json.field("url", links.image(p))
     json.key("thumbnail")
     json.beginObject()
-    json.field("url", "/images/\(p.id)/thumbnail.\(thumbnailExtension(p))")
+    json.field("url", links.thumbnail(p))
     json.field("width", m.thumbnail.width)
     json.field("height", m.thumbnail.height)
     json.endObject()
 }
 
-private func thumbnailExtension(_ p: Pyramid) -> String {
+func thumbnailExtension(_ p: Pyramid) -> String {
     if let file = p.thumbnailFile, let ext = file.split(separator: ".").last, TileFormat(fileExtension: String(ext)) != nil {
         return String(ext)
     }
@@ -116,11 +139,11 @@ private func thumbnailExtension(_ p: Pyramid) -> String {
 }
 
 /// The `/images/ID` document: the summary, `levels` and the `tiles` URL template.
-func manifestDocument(_ p: Pyramid) -> [UInt8] {
+func manifestDocument(_ p: Pyramid, _ links: Links) -> [UInt8] {
     var json = JSONWriter(capacity: 1024)
     json.beginObject()
-    writeSummary(p, &json)
-    json.field("tiles", "/images/\(p.id)/tiles/{level}/{row}/{column}.\(p.manifest.format.fileExtension)")
+    writeSummary(p, links, &json)
+    json.field("tiles", "\(links.image(p))/tiles/{level}/{row}/{column}.\(p.manifest.format.fileExtension)")
     json.key("levels")
     json.beginArray()
     for l in p.geometry.levels {
@@ -141,7 +164,7 @@ func manifestDocument(_ p: Pyramid) -> [UInt8] {
     return json.bytes
 }
 
-private func listImages(_ request: Request, _ store: TileStore) throws(HTTPError) -> HTTPResponse {
+private func listImages(_ request: Request, _ store: TileStore, _ links: Links) throws(HTTPError) -> HTTPResponse {
     var offset = 0, limit = 50
     let maximum = store.configuration.maximumListLimit
     for (name, value) in try request.queryItems() {
@@ -168,7 +191,7 @@ private func listImages(_ request: Request, _ store: TileStore) throws(HTTPError
     if offset < all.count {
         for p in all[offset..<min(all.count, offset + limit)] {
             json.beginObject()
-            writeSummary(p, &json)
+            writeSummary(p, links, &json)
             json.endObject()
         }
     }
@@ -180,7 +203,7 @@ private func listImages(_ request: Request, _ store: TileStore) throws(HTTPError
     return .json(json.bytes)
 }
 
-private func visible(_ request: Request, _ name: String, _ store: TileStore) throws(HTTPError) -> HTTPResponse {
+private func visible(_ request: Request, _ name: String, _ store: TileStore, _ links: Links) throws(HTTPError) -> HTTPResponse {
     let pyramid = try store.pyramid(named: name, for: request)
     let answer: VisibleTiles
     do {
@@ -194,5 +217,5 @@ private func visible(_ request: Request, _ name: String, _ store: TileStore) thr
     } catch {
         throw HTTPError(400, "\(error)")
     }
-    return .json(visibleDocument(answer, of: pyramid), cacheControl: store.configuration.cacheControl.isEmpty ? nil : store.configuration.cacheControl)
+    return .json(visibleDocument(answer, of: pyramid, linkPrefix: links.escapedPrefix), cacheControl: store.configuration.cacheControl.isEmpty ? nil : store.configuration.cacheControl)
 }

@@ -142,9 +142,9 @@ public struct Route: Sendable {
 ///
 /// ## Adding routes
 /// Routes are listed in `Router.standardRoutes(store:)` below, in the order they are
-/// tried. To add one (the viewer, DeepZoom, IIIF), write a function returning `[Route]`
-/// in its own file of this module, e.g. `func deepZoomRoutes(store: TileStore) -> [Route]`,
-/// and add it to that list. A route matches on `request.segments`, returns nil when the
+/// tried. To add one, write a function returning `[Route]` in its own file of this
+/// module, e.g. `func deepZoomRoutes(store: TileStore) -> [Route]`, and add it to that
+/// list; a route that writes URLs takes the `PublicAddress` and builds them with it. A route matches on `request.segments`, returns nil when the
 /// request is not its own, and uses `TileStore` for pyramids and files (never building
 /// paths from request text itself). Put routes whose paths overlap the image API (such
 /// as `/images/ID.dzi`, where `ID.dzi` is also a valid image id) *before* `imageRoutes`.
@@ -157,13 +157,17 @@ public final class Router: HTTPHandler {
         self.routes = routes ?? Router.standardRoutes(store: store)
     }
 
-    /// Every route the server answers, in the order tried.
+    /// Every route the server answers, in the order tried. The URLs they write come from
+    /// one `PublicAddress` (`--base-url`, `--trust-proxy`).
     public static func standardRoutes(store: TileStore) -> [Route] {
+        let c = store.configuration
+        let address = PublicAddress(base: c.baseURL, trustProxy: c.trustProxy, http: c.http)
         var routes: [Route] = []
         routes += healthRoutes(store: store)
-        // Add the viewer (`/`), DeepZoom and IIIF routes here, before the image API.
-        routes += viewerRoutes() + deepZoomRoutes(store: store) + iiifRoutes(store: store)
-        routes += imageRoutes(store: store)
+        // Before the image API: `/images/ID.dzi` is also a valid image id.
+        routes += viewerRoutes(address: address) + deepZoomRoutes(store: store)
+        routes += iiifPresentationRoutes(store: store, address: address) + iiifRoutes(store: store, address: address)
+        routes += imageRoutes(store: store, address: address)
         return routes
     }
 

@@ -51,6 +51,13 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var maximumListLimit = 1000
     /// The largest IIIF output (`maxWidth`, `maxHeight`, `maxArea` in info.json).
     public var iiifLimits = IIIFLimits.default
+    /// The public address every URL the server writes starts with (`--base-url`), for a
+    /// server behind a reverse proxy, possibly under a path prefix. Default nil: links in
+    /// the image API are root-relative and IIIF ids start with `http://` and the `Host`.
+    public var baseURL: BaseURL?
+    /// Whether `Forwarded`, `X-Forwarded-Proto` and `X-Forwarded-Host` are believed when
+    /// building absolute URLs (`--trust-proxy`); only without `baseURL`. Default false.
+    public var trustProxy = false
 
     /// Image files served on the fly beside ROOT's pyramids (`--sources DIR`); nil for none.
     public var sources: SourceSettings?

@@ -1,12 +1,18 @@
+import Foundation
 import TilerHTTP
 
-/// The web viewer: `/` (the page), `/viewer/viewer.css` and `/viewer/viewer.js`, all
-/// compiled in (`ViewerAssets`). They revalidate on every load (`no-cache` with an ETag)
-/// so a new binary's viewer is picked up at once.
-func viewerRoutes() -> [Route] {
-    let page = asset(ViewerAssets.indexHTML, "text/html; charset=utf-8")
-    let css = asset(ViewerAssets.css, "text/css; charset=utf-8")
-    let js = asset(ViewerAssets.javaScript, "text/javascript; charset=utf-8")
+/// The web viewer: `/` (the page), `/viewer/viewer.css` and `/viewer/viewer.js`, from the
+/// files in `Viewer/` compiled into the binary (`PackageResources`, SwiftPM's
+/// `.embedInCode`). They revalidate on every load (`no-cache` with an ETag) so a new
+/// binary's viewer is picked up at once.
+///
+/// The page asks for everything by relative URL, so it works under any path prefix;
+/// with `--base-url` the page also carries `<base href="BASE/">`, so that it resolves
+/// them against the public address whatever URL it was reached by.
+func viewerRoutes(address: PublicAddress) -> [Route] {
+    let page = asset(viewerPage(base: address.base), "text/html; charset=utf-8")
+    let css = asset(PackageResources.viewer_css, "text/css; charset=utf-8")
+    let js = asset(PackageResources.viewer_js, "text/javascript; charset=utf-8")
     return [Route("viewer") { request in
         switch request.segments {
         case [], ["index.html"]: page
@@ -17,11 +23,30 @@ func viewerRoutes() -> [Route] {
     }]
 }
 
-private func asset(_ text: String, _ contentType: String) -> HTTPResponse {
-    let body = Array(text.utf8)
-    // FNV-1a of the bytes: the ETag changes exactly when the asset does.
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for b in body { hash = (hash ^ UInt64(b)) &* 0x100_0000_01b3 }
-    return .prepared(PreparedResponse(body: body, contentType: contentType, etag: "\"v-\(String(hash, radix: 16))\"",
-                                      lastModified: nil, cacheControl: "no-cache"))
+/// `index.html` with its `<!--tiler:base-->` marker replaced by a `<base>` element for
+/// `base`, or removed.
+func viewerPage(base: BaseURL?) -> [UInt8] {
+    let html = String(decoding: PackageResources.index_html, as: UTF8.self)
+    let element = base.map { #"<base href="\#(htmlEscaped($0.description + "/"))">"# } ?? ""
+    return Array(html.replacingOccurrences(of: "<!--tiler:base-->", with: element).utf8)
+}
+
+private func htmlEscaped(_ s: String) -> String {
+    var out = ""
+    for c in s {
+        switch c {
+        case "&": out += "&amp;"
+        case "\"": out += "&quot;"
+        case "'": out += "&#39;"
+        case "<": out += "&lt;"
+        case ">": out += "&gt;"
+        default: out.append(c)
+        }
+    }
+    return out
+}
+
+private func asset(_ body: [UInt8], _ contentType: String) -> HTTPResponse {
+    .prepared(PreparedResponse(body: body, contentType: contentType, etag: "\"v-\(String(fnv1a(body), radix: 16))\"",
+                               lastModified: nil, cacheControl: "no-cache"))
 }

@@ -10,7 +10,10 @@ import TilerHTTP
 /// is formatted in place. There is no per-byte capacity or uniqueness check, and no
 /// `String` is created. The bytes are the same as `JSONWriter` would produce for the
 /// same fields in the same order.
-func visibleDocument(_ answer: VisibleTiles, of pyramid: Pyramid) -> [UInt8] {
+///
+/// `linkPrefix` is what every tile URL starts with, JSON-escaped: the base URL
+/// (`--base-url`) or nothing, for root-relative URLs (`PublicAddress.linkPrefix`).
+func visibleDocument(_ answer: VisibleTiles, of pyramid: Pyramid, linkPrefix: [UInt8] = []) -> [UInt8] {
     // Everything but the tiles depends only on the pyramid and the level: made once per
     // pyramid (`VisiblePieces`), so an answer formats nothing but its tiles' numbers.
     let pieces = pyramid.visiblePieces
@@ -19,7 +22,8 @@ func visibleDocument(_ answer: VisibleTiles, of pyramid: Pyramid) -> [UInt8] {
     let span = pieces.spanDigits[answer.level.level]
     let urlStart = pieces.urlStart, urlEnd = pieces.urlEnd
 
-    let fixed = Piece.level.count + Piece.row.count + Piece.column.count + urlStart.count + 2 + urlEnd.count
+    let fixed = Piece.level.count + Piece.row.count + Piece.column.count + Piece.url.count + linkPrefix.count
+        + urlStart.count + 2 + urlEnd.count
         + Piece.y.count + Piece.width.count + Piece.height.count + 2
     // 10 integers per tile (3 in the URL), each at most 20 bytes.
     let perTile = fixed + 10 * 20
@@ -32,6 +36,7 @@ func visibleDocument(_ answer: VisibleTiles, of pyramid: Pyramid) -> [UInt8] {
         let base = buffer.baseAddress!
         var p = base
         p.put(head)
+        linkPrefix.withUnsafeBufferPointer { linkPrefix in
         urlStart.withUnsafeBufferPointer { urlStart in
             urlEnd.withUnsafeBufferPointer { urlEnd in
                 level.withUnsafeBufferPointer { level in
@@ -49,6 +54,8 @@ func visibleDocument(_ answer: VisibleTiles, of pyramid: Pyramid) -> [UInt8] {
                                 let column = p
                                 p.putDecimal(t.coordinate.column)
                                 let columnCount = p - column
+                                p.put(Piece.url)
+                                if linkPrefix.count > 0 { p.put(linkPrefix) }
                                 p.put(urlStart)
                                 p.put(level); p.put(UInt8(ascii: "/"))
                                 p.copy(from: row, count: rowCount); p.put(UInt8(ascii: "/"))
@@ -66,6 +73,7 @@ func visibleDocument(_ answer: VisibleTiles, of pyramid: Pyramid) -> [UInt8] {
                 }
             }
         }
+        }
         p.put(UInt8(ascii: "]"))
         p.put(UInt8(ascii: "}"))
         initialized = p - base
@@ -81,7 +89,8 @@ struct VisiblePieces: Sendable {
     /// Per level: the level number, and the full tile span in image pixels, in decimal.
     let levelDigits: [[UInt8]]
     let spanDigits: [[UInt8]]
-    /// `,"url":"/images/ID/tiles/` and `.EXT","x":`.
+    /// `/images/ID/tiles/` (JSON-escaped, after `,"url":"` and the link prefix) and
+    /// `.EXT","x":`.
     let urlStart: [UInt8]
     let urlEnd: [UInt8]
 
@@ -107,7 +116,7 @@ struct VisiblePieces: Sendable {
         spanDigits = spans
         var prefix = JSONWriter(capacity: 64)
         prefix.stringValue { $0.appendEscaped("/images/\(id)/tiles/") }
-        urlStart = Array(#","url":""#.utf8) + prefix.bytes.dropFirst().dropLast()
+        urlStart = Array(prefix.bytes.dropFirst().dropLast())
         var ext = JSONWriter(capacity: 16)
         ext.stringValue { $0.appendEscaped("." + format.fileExtension) }
         urlEnd = Array(ext.bytes.dropFirst()) + Array(#","x":"#.utf8)
@@ -125,6 +134,7 @@ private enum Piece {
     static let level: StaticString = #"{"level":"#
     static let row: StaticString = #","row":"#
     static let column: StaticString = #","column":"#
+    static let url: StaticString = #","url":""#
     static let y: StaticString = #","y":"#
     static let width: StaticString = #","width":"#
     static let height: StaticString = #","height":"#

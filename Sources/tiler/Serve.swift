@@ -11,8 +11,15 @@ extension Tiler {
     /// `tiler serve [ROOT]`: serve every pyramid under ROOT over HTTP until SIGTERM/SIGINT.
     struct Serve: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Serve the pyramids under ROOT over HTTP (tiles, manifests, visible tiles).",
+            abstract: "Serve the pyramids under ROOT over HTTP: tiles, manifests, visible tiles, DeepZoom, IIIF and a web viewer.",
             discussion: """
+            Routes: the image API (/images, /images/ID, /images/ID/tiles/L/R/C.EXT, \
+            /images/ID/visible); DeepZoom for OpenSeadragon (/images/ID.dzi); IIIF Image API 3.0 \
+            (/iiif/3/ID/info.json); IIIF Presentation API 3.0 for Mirador and Universal Viewer \
+            (/iiif/3/ID/manifest.json, /iiif/3/collection.json); and a web viewer at / (an album \
+            of every image and a deep-zoom view of one). Behind a reverse proxy, --base-url \
+            names the public address (a path prefix included).
+
             Every option can also be set by the environment variable named after it \
             (e.g. TILER_PORT, TILER_HOST, TILER_ROOT, TILER_CACHE_MB, TILER_ACCESS_LOG=1); \
             a flag wins over its variable. Pyramids cut into ROOT while the server runs are \
@@ -139,7 +146,15 @@ extension Tiler {
                 help: "Seconds between scans of ROOT for new, re-cut, replaced and deleted pyramids; for s3:// each scan is a listing (env TILER_RESCAN_INTERVAL; default: 1, or 10 for s3://).")
         var rescanInterval: Double?
 
-        @Flag(inversion: .prefixedNo, help: "Log one line per request to stderr (env TILER_ACCESS_LOG=1; default: off).")
+        @Option(name: .customLong("base-url"),
+                help: "The public address every URL the server writes starts with, e.g. https://example.org/tiles behind a reverse proxy that mounts tiler under /tiles/: http or https, no query or fragment (env TILER_BASE_URL; default: none, links are root-relative and IIIF ids use the Host header).")
+        var baseURL: String?
+
+        @Flag(name: .customLong("trust-proxy"), inversion: .prefixedNo,
+              help: "Build absolute URLs (IIIF ids, Presentation manifests) from the Forwarded, X-Forwarded-Proto and X-Forwarded-Host headers; only behind a proxy that sets them, and only without --base-url (env TILER_TRUST_PROXY=1; default: off).")
+        var trustProxy: Bool?
+
+        @Flag(inversion: .prefixedNo, help: "Log one line per request to stderr: client address, method, target, status, bytes and duration (env TILER_ACCESS_LOG=1; default: off).")
         var accessLog: Bool?
 
         /// Settings out of range are usage errors, with `tiler serve`'s usage.
@@ -183,7 +198,8 @@ extension Tiler {
             }
             let shownHost = config.http.host.contains(":") ? "[\(config.http.host)]" : config.http.host
             // Unbuffered, so a parent reading our stdout sees the URL at once.
-            FileHandle.standardOutput.write(Data("tiler: serving \(config.root) at http://\(shownHost):\(server.port)/\n".utf8))
+            let publicAddress = config.baseURL.map { " (public address \($0)/)" } ?? ""
+            FileHandle.standardOutput.write(Data("tiler: serving \(config.root) at http://\(shownHost):\(server.port)/\(publicAddress)\n".utf8))
             if config.s3 == nil, config.sources == nil, let hint = EmptyRootHint.hint(root: config.root) {
                 FileHandle.standardError.write(Data("tiler: serve: \(hint)\n".utf8))
             }
@@ -335,6 +351,14 @@ extension Tiler {
             } else if sourcesFormat != nil || sourcesQuality != nil || sourcesCacheMB != nil || maxPixels != nil || allowVector || keep {
                 throw ValidationError("--sources-format, --sources-quality, --sources-cache-mb, --max-pixels, --allow-vector and --keep apply with --sources DIR only.")
             }
+            if let text = baseURL ?? env("TILER_BASE_URL"), !text.isEmpty {
+                do {
+                    c.baseURL = try BaseURL(parsing: text)
+                } catch {
+                    throw ValidationError("\(baseURL != nil ? "--base-url" : "TILER_BASE_URL"): \(error)")
+                }
+            }
+            c.trustProxy = trustProxy ?? Self.environmentBool("TILER_TRUST_PROXY") ?? false
             // Every field was range-checked above; this keeps the two in step.
             do {
                 try c.validate()

@@ -1,191 +1,37 @@
-/// The web viewer's files, compiled into the binary: no bundle lookup, no CDN, nothing
-/// fetched at run time. Plain HTML, CSS and JavaScript (no build step); edit them here.
-enum ViewerAssets {
-    /// `/`: the page. Script errors are collected in `window.tilerErrors`.
-    static let indexHTML = #"""
-<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1, viewport-fit=cover">
-<title>tiler</title>
-<link rel="icon" href="data:,">
-<link rel="stylesheet" href="/viewer/viewer.css">
-<script>
-  // Every script error, unhandled rejection and console.error lands here, so tests
-  // (and curious people) can read window.tilerErrors.
-  window.tilerErrors = [];
-  addEventListener('error', e => { if (e.target === window || !e.target || !e.target.tagName) window.tilerErrors.push(String(e.message || e.error)); }, true);
-  addEventListener('unhandledrejection', e => window.tilerErrors.push('unhandled rejection: ' + String(e.reason && e.reason.message || e.reason)));
-  (() => { const original = console.error; console.error = (...args) => { window.tilerErrors.push(args.map(String).join(' ')); original.apply(console, args); }; })();
-</script>
-<script src="/viewer/viewer.js" defer></script>
-</head>
-<body>
-<header class="bar">
-  <a class="brand" href="#/" aria-label="tiler: all images">tiler</a>
-  <span class="status" id="status" role="status" aria-live="polite"></span>
-</header>
-
-<main id="album" class="album" aria-labelledby="album-title">
-  <h1 id="album-title" class="visually-hidden">Images</h1>
-  <div class="strip-wrap">
-    <button class="nav prev" type="button" id="album-prev" aria-label="Previous image">‹</button>
-    <ul class="strip" id="strip" aria-roledescription="carousel" aria-label="Images" tabindex="0"></ul>
-    <button class="nav next" type="button" id="album-next" aria-label="Next image">›</button>
-  </div>
-  <div class="pager">
-    <div class="dots" id="dots" role="tablist" aria-label="Choose an image"></div>
-    <span class="page-number" id="page-number" aria-live="polite"></span>
-  </div>
-  <p class="empty" id="album-empty" hidden>No pyramids yet. Cut one with <code>tiler cut IMAGE --output ROOT</code>; it appears here without a restart.</p>
-</main>
-
-<section id="viewer" class="viewer" hidden aria-label="Image viewer">
-  <div class="stage" id="stage" tabindex="0" role="application"
-       aria-roledescription="zoomable image"
-       aria-label="Image. Drag or use the arrow keys to pan; wheel, pinch, double-click, plus and minus to zoom; 0 to fit.">
-    <div class="plane" id="plane"></div>
-  </div>
-  <div class="controls" role="toolbar" aria-label="View">
-    <a class="button" href="#/" id="back" aria-label="Back to all images">☰</a>
-    <button class="button" type="button" id="zoom-in" aria-label="Zoom in">+</button>
-    <button class="button" type="button" id="zoom-out" aria-label="Zoom out">−</button>
-    <button class="button" type="button" id="zoom-fit" aria-label="Fit the image to the window">⤢</button>
-    <button class="button" type="button" id="wrap" aria-label="Repeat horizontally (panorama)" aria-pressed="false">↔</button>
-    <button class="button" type="button" id="prev-image" aria-label="Previous image">‹</button>
-    <button class="button" type="button" id="next-image" aria-label="Next image">›</button>
-  </div>
-  <div class="info" id="info" aria-live="polite"></div>
-</section>
-</body>
-</html>
-"""#
-
-    /// `/viewer/viewer.css`.
-    static let css = #"""
-:root {
-  color-scheme: dark;
-  --bg: #111317;
-  --panel: rgba(24, 27, 33, 0.86);
-  --fg: #e8eaee;
-  --dim: #9aa3b2;
-  --accent: #5fa8ff;
-  /* A page fits the window both ways: 4:3 thumbnail + caption + header + page control. */
-  --card: min(78vw, 560px, calc((100vh - 240px) * 4 / 3));
-  font: 15px/1.4 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
-}
-* { box-sizing: border-box; }
-html, body { margin: 0; height: 100%; background: var(--bg); color: var(--fg); }
-body { display: flex; flex-direction: column; overflow: hidden; }
-[hidden] { display: none !important; }
-.visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
-a { color: var(--accent); }
-:focus-visible { outline: 2px solid var(--accent); outline-offset: 2px; }
-
-.bar { display: flex; align-items: center; gap: 1rem; padding: .5rem 1rem; background: var(--panel); z-index: 3; }
-.brand { font-weight: 700; text-decoration: none; color: var(--fg); letter-spacing: .04em; }
-.status { color: var(--dim); font-size: .9rem; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
-
-/* The album: a strip of pages that snaps, one image per page, with a page control. */
-.album { flex: 1; display: flex; flex-direction: column; justify-content: center; min-height: 0; }
-.strip-wrap { position: relative; }
-.strip {
-  position: relative; list-style: none; margin: 0; padding: 1rem calc((100vw - var(--card)) / 2);
-  display: flex; gap: 1.25rem; overflow-x: auto; overflow-y: hidden;
-  scroll-snap-type: x mandatory; scroll-behavior: smooth; scrollbar-width: none;
-  overscroll-behavior-x: contain;
-}
-.strip::-webkit-scrollbar { display: none; }
-.card {
-  flex: 0 0 var(--card); scroll-snap-align: center; scroll-snap-stop: always;
-  background: #1b1f26; border-radius: 14px; overflow: hidden;
-  box-shadow: 0 8px 30px rgba(0, 0, 0, .35); transition: transform .25s, opacity .25s; opacity: .55; transform: scale(.94);
-}
-.card.current { opacity: 1; transform: none; }
-.card a { display: block; color: inherit; text-decoration: none; }
-.thumb { position: relative; aspect-ratio: 4 / 3; background: #0b0d10; display: grid; place-items: center; }
-.thumb img { position: absolute; inset: 0; width: 100%; height: 100%; object-fit: contain; opacity: 0; transition: opacity .3s; }
-.thumb img.loaded { opacity: 1; }
-.caption { padding: .6rem .9rem .8rem; display: flex; justify-content: space-between; gap: .5rem; }
-.caption .name { font-weight: 600; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
-.caption .size { color: var(--dim); white-space: nowrap; }
-.nav {
-  position: absolute; top: 50%; transform: translateY(-50%); z-index: 2;
-  width: 44px; height: 44px; border-radius: 50%; border: 0; background: var(--panel); color: var(--fg);
-  font-size: 28px; line-height: 1; cursor: pointer;
-}
-.nav.prev { left: 1rem; } .nav.next { right: 1rem; }
-.nav:disabled { opacity: .3; cursor: default; }
-.pager { display: flex; flex-direction: column; align-items: center; gap: .4rem; padding: .5rem 1rem 1.5rem; }
-.dots { display: flex; flex-wrap: wrap; justify-content: center; gap: 4px; max-width: 90vw; }
-.dots button {
-  width: 24px; height: 24px; border: 0; padding: 0; background: none; cursor: pointer; display: grid; place-items: center;
-}
-.dots button::before { content: ""; width: 8px; height: 8px; border-radius: 50%; background: #4a5260; transition: background .2s, transform .2s; }
-.dots button[aria-selected="true"]::before { background: var(--fg); transform: scale(1.25); }
-.page-number { color: var(--dim); font-variant-numeric: tabular-nums; }
-.empty { text-align: center; color: var(--dim); }
-
-/* The deep-zoom view. */
-.viewer { flex: 1; position: relative; min-height: 0; }
-.stage { position: absolute; inset: 0; overflow: hidden; touch-action: none; cursor: grab; background: #000; user-select: none; -webkit-user-select: none; }
-.stage.dragging { cursor: grabbing; }
-.plane { position: absolute; inset: 0; transform-origin: 0 0; }
-.plane img { position: absolute; left: 0; top: 0; max-width: none; pointer-events: none; -webkit-user-drag: none; }
-.plane img.backdrop { image-rendering: auto; }
-.plane img.tile { opacity: 0; transition: opacity .18s; }
-.plane img.tile.loaded { opacity: 1; }
-.plane img.tile.retiring { z-index: 0; }
-.plane img.tile:not(.retiring) { z-index: 1; }
-.controls {
-  position: absolute; right: .75rem; top: .75rem; display: flex; flex-direction: column; gap: .4rem; z-index: 2;
-}
-.button {
-  display: grid; place-items: center; width: 44px; height: 44px; border-radius: 10px; border: 0;
-  background: var(--panel); color: var(--fg); font-size: 20px; text-decoration: none; cursor: pointer;
-}
-.button[aria-pressed="true"] { background: var(--accent); color: #061224; }
-.info {
-  position: absolute; left: .75rem; bottom: .75rem; z-index: 2; padding: .3rem .6rem; border-radius: 8px;
-  background: var(--panel); color: var(--dim); font-size: .85rem; font-variant-numeric: tabular-nums;
-}
-@media (max-width: 600px) {
-  .nav { display: none; }
-  .controls { top: auto; bottom: .75rem; flex-direction: row; flex-wrap: wrap; justify-content: flex-end; left: 40%; }
-  .button { width: 40px; height: 40px; }
-  .info { bottom: auto; top: .75rem; }
-}
-@media (prefers-reduced-motion: reduce) {
-  .strip { scroll-behavior: auto; }
-  .card, .plane img.tile, .thumb img { transition: none; }
-}
-"""#
-
-    /// `/viewer/viewer.js`: the album and the deep-zoom view.
-    static let javaScript = #"""
 // tiler's viewer: an album of every pyramid and a deep-zoom view of one.
 //
-// Album (#/): a strip of pages that snaps, one image per page, thumbnails loaded only as
-// they come near the screen, more of /images fetched as the strip nears its end, and a
-// page control (dots + "n / total") kept in sync with swipes, keys and taps.
+// Every URL the page asks for is relative to the page (or to the <base> the server
+// writes for --base-url), so the viewer works under any path prefix: api('images')
+// is BASE/images. URLs the server hands back (thumbnails, tiles) are used as given.
+//
+// Album (#/): a grid of thumbnails that stays quick at any count. The listing is
+// fetched a page of /images at a time, only for the rows near the screen; only those
+// rows have elements, and cells leaving the screen are reused for the ones coming in
+// (the tiled scroll view's dequeueReusableTile). The chosen image is kept in a page
+// control of fixed size: "37 / 1000" and a scrubber.
 //
 // Deep zoom (#/image/ID?x=&y=&z=[&wrap=x]): x, y are the image pixel at the centre of the
 // window and z the scale (screen pixels per image pixel). The thumbnail is shown at once,
-// stretched over the whole image; the server's /images/ID/visible answers which tiles the
-// viewport needs (nearest first, one ring of margin), and tiles are placed at the x, y,
-// width, height it returns. Tile elements leaving the screen go back to a pool and are
-// reused for the next tiles (UIKit's dequeueReusableTile). wrap=x repeats the image
-// sideways without end (panoramas).
+// stretched over the whole image on a checkerboard (for transparent pixels); the
+// server's /images/ID/visible answers which tiles the viewport needs (nearest first,
+// one ring of margin), and tiles are placed at the x, y, width, height it returns. Tile
+// elements leaving the screen go back to a pool and are reused for the next tiles.
+// wrap=x repeats the image sideways without end (panoramas). A navigator shows where
+// the view is; a swipe at the fitted size, Page Up/Down or the arrows go to the
+// neighbouring images, as in a photo album.
 'use strict';
 (() => {
   const $ = (id) => document.getElementById(id);
+  /** A URL of the server's API, relative to the page (or the server's <base>). */
+  const api = (path) => new URL(path, document.baseURI).href;
   const stats = {
     thumbnailsLoaded: 0, tilesRequested: 0, tilesLoaded: 0, tileErrors: 0,
     tileElementsCreated: 0, tileElementsReused: 0, visibleRequests: 0, levelsLoaded: [],
+    listingPagesLoaded: 0, cellsCreated: 0, cellsReused: 0,
   };
   const levelsLoaded = new Set();
   const status = (text) => { $('status').textContent = text; };
+  const clamp = (v, lo, hi) => Math.min(hi, Math.max(lo, v));
 
   async function getJSON(url, signal) {
     const response = await fetch(url, { signal });
@@ -200,162 +46,287 @@ a { color: var(--accent); }
   }
   const isAbort = (e) => e && e.name === 'AbortError';
 
-  // ---------------------------------------------------------------- album
-  const album = {
-    images: [], total: null, loading: null, current: 0, pageSize: 50,
-    strip: $('strip'), dots: $('dots'),
-  };
-
-  const thumbObserver = new IntersectionObserver((entries) => {
-    for (const entry of entries) {
-      if (!entry.isIntersecting) continue;
-      const img = entry.target;
-      thumbObserver.unobserve(img);
-      img.src = img.dataset.src;
-    }
-  }, { root: album.strip, rootMargin: '0px 50% 0px 50%' });
-
-  const moreObserver = new IntersectionObserver((entries) => {
-    if (entries.some((e) => e.isIntersecting)) loadMoreImages();
-  }, { root: album.strip, rootMargin: '0px 100% 0px 100%' });
-
-  function loadMoreImages() {
-    if (album.loading) return album.loading;
-    if (album.total !== null && album.images.length >= album.total) return Promise.resolve();
-    album.loading = (async () => {
-      try {
-        const page = await getJSON(`/images?offset=${album.images.length}&limit=${album.pageSize}`);
-        album.total = page.total;
-        for (const image of page.images) addCard(image);
-        $('album-empty').hidden = album.total > 0;
-        updatePager();
-        const last = album.strip.lastElementChild;
-        moreObserver.disconnect();
-        if (last && album.images.length < album.total) moreObserver.observe(last);
-      } catch (e) {
-        status('Could not list the images: ' + e.message);
-      } finally {
-        album.loading = null;
-      }
-    })();
-    return album.loading;
+  function imageHash(id, params) {
+    return '#/image/' + encodeURIComponent(id) + (params ? '?' + params : '');
   }
 
-  function addCard(image) {
-    const index = album.images.length;
-    album.images.push(image);
-    const li = document.createElement('li');
-    li.className = 'card';
-    li.id = 'card-' + index;
-    li.setAttribute('role', 'group');
-    li.setAttribute('aria-roledescription', 'slide');
-    const a = document.createElement('a');
-    a.href = imageHash(image.id);
-    a.setAttribute('aria-label', `Open ${image.id}, ${image.width} by ${image.height} pixels`);
+  // ---------------------------------------------------------------- the listing
+  // /images a page at a time, kept sparse: items[i] is the i-th image by id once its
+  // page has arrived. If the total changes (pyramids cut or removed meanwhile), the pages
+  // known so far are dropped and fetched again as they are needed.
+  const listing = { total: null, items: [], pageSize: 100, pages: new Map() };
+
+  function loadPage(page) {
+    const known = listing.pages.get(page);
+    if (known) return known;
+    const promise = getJSON(api(`images?offset=${page * listing.pageSize}&limit=${listing.pageSize}`)).then((answer) => {
+      if (listing.total !== null && listing.total !== answer.total) {
+        listing.items = [];
+        listing.pages = new Map([[page, promise]]);
+      }
+      listing.total = answer.total;
+      answer.images.forEach((image, k) => { listing.items[answer.offset + k] = image; });
+      stats.listingPagesLoaded++;
+      listingChanged();
+      return answer;
+    }, (error) => {
+      listing.pages.delete(page);
+      throw error;
+    });
+    listing.pages.set(page, promise);
+    return promise;
+  }
+
+  /** The i-th image, fetching its page if need be; undefined past the end. */
+  async function itemAt(i) {
+    if (!listing.items[i]) await loadPage(Math.floor(i / listing.pageSize));
+    return listing.items[i];
+  }
+
+  /** The index of image `id` in the listing (sorted by id), or -1: a binary search over pages. */
+  async function indexOf(id) {
+    const known = listing.items.findIndex((image) => image && image.id === id);
+    if (known >= 0) return known;
+    if (listing.total === null) await loadPage(0);
+    let lo = 0, hi = Math.ceil(listing.total / listing.pageSize) - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const page = await loadPage(mid);
+      const images = page.images;
+      if (!images.length) return -1;
+      if (id < images[0].id) hi = mid - 1;
+      else if (id > images[images.length - 1].id) lo = mid + 1;
+      else {
+        const k = images.findIndex((image) => image.id === id);
+        return k < 0 ? -1 : page.offset + k;
+      }
+    }
+    return -1;
+  }
+
+  function listingChanged() {
+    $('album-empty').hidden = listing.total !== 0;
+    if (!$('album').hidden) {
+      status(`${listing.total} image${listing.total === 1 ? '' : 's'}`);
+      layoutGrid();
+    }
+    updatePager();
+    updatePosition();
+  }
+
+  // ---------------------------------------------------------------- album
+  const grid = $('grid');
+  const space = $('grid-space');
+  const scrubber = $('scrubber');
+  const album = {
+    current: 0,
+    columns: 1, cellWidth: 200, cellHeight: 180,
+    cells: new Map(),   // index → element, for the rows near the screen
+    pool: [],           // detached cells ready for reuse
+  };
+  const cellMinimum = 180, cellPadding = 6, captionHeight = 24;
+
+  /** Columns and cell size from the grid's width; the space holds every row. */
+  function layoutGrid() {
+    const width = grid.clientWidth || 1;
+    album.columns = Math.max(1, Math.floor(width / cellMinimum));
+    album.cellWidth = width / album.columns;
+    album.cellHeight = Math.round((album.cellWidth - 2 * cellPadding) * 0.75) + 2 * cellPadding + captionHeight;
+    const rows = Math.ceil((listing.total || 0) / album.columns);
+    space.style.height = rows * album.cellHeight + 'px';
+    for (const [i, el] of album.cells) placeCell(el, i);
+    renderGrid();
+  }
+
+  /** Makes cells for the rows on screen (and one more each way), reusing the others. */
+  function renderGrid() {
+    const total = listing.total || 0;
+    const { columns, cellHeight } = album;
+    const top = grid.scrollTop, height = grid.clientHeight;
+    const firstRow = Math.max(0, Math.floor(top / cellHeight) - 1);
+    const lastRow = Math.floor((top + height) / cellHeight) + 1;
+    const first = firstRow * columns, last = Math.min(total - 1, (lastRow + 1) * columns - 1);
+    for (const [i, el] of album.cells) {
+      if (i < first || i > last) { album.cells.delete(i); enqueueCell(el); }
+    }
+    const fragment = document.createDocumentFragment();
+    const missing = new Set();
+    for (let i = first; i <= last; i++) {
+      let el = album.cells.get(i);
+      if (!el) {
+        el = dequeueCell();
+        album.cells.set(i, el);
+        placeCell(el, i);
+        fragment.append(el);
+      }
+      fillCell(el, i);
+      if (!listing.items[i]) missing.add(Math.floor(i / listing.pageSize));
+    }
+    space.append(fragment);
+    for (const page of missing) loadPage(page).catch((e) => status('Could not list the images: ' + e.message));
+    grid.setAttribute('aria-activedescendant', album.cells.has(album.current) ? 'cell-' + album.current : '');
+  }
+
+  function dequeueCell() {
+    let el = album.pool.pop();
+    if (el) { stats.cellsReused++; return el; }
+    el = document.createElement('a');
+    el.className = 'cell';
+    el.setAttribute('role', 'option');
     const thumb = document.createElement('div');
     thumb.className = 'thumb';
     const img = document.createElement('img');
-    img.alt = image.id;
-    img.loading = 'lazy';
+    img.alt = '';
     img.decoding = 'async';
-    img.width = image.thumbnail.width;
-    img.height = image.thumbnail.height;
-    img.dataset.src = image.thumbnail.url;
-    img.addEventListener('load', () => { img.classList.add('loaded'); stats.thumbnailsLoaded++; });
-    img.addEventListener('error', () => { img.alt = image.id + ' (thumbnail missing)'; });
+    img.draggable = false;
+    img.addEventListener('load', () => {
+      if (!img.getAttribute('src')) return;
+      img.classList.add('loaded');
+      stats.thumbnailsLoaded++;
+    });
+    img.addEventListener('error', () => { if (img.getAttribute('src')) img.alt = (el.dataset.id || '') + ' (thumbnail missing)'; });
     thumb.append(img);
-    const caption = document.createElement('div');
-    caption.className = 'caption';
     const name = document.createElement('span');
     name.className = 'name';
-    name.textContent = image.id;
-    const size = document.createElement('span');
-    size.className = 'size';
-    size.textContent = `${image.width} × ${image.height}`;
-    caption.append(name, size);
-    a.append(thumb, caption);
-    li.append(a);
-    album.strip.append(li);
-    thumbObserver.observe(img);
+    el.append(thumb, name);
+    stats.cellsCreated++;
+    return el;
+  }
 
-    const dot = document.createElement('button');
-    dot.type = 'button';
-    dot.setAttribute('role', 'tab');
-    dot.setAttribute('aria-label', `Image ${index + 1}: ${image.id}`);
-    dot.setAttribute('aria-controls', li.id);
-    dot.addEventListener('click', () => goToCard(index));
-    album.dots.append(dot);
+  function enqueueCell(el) {
+    el.remove();
+    const img = el.querySelector('img');
+    img.removeAttribute('src');
+    img.classList.remove('loaded');
+    img.alt = '';
+    delete el.dataset.id;
+    el.removeAttribute('href');
+    album.pool.push(el);
+  }
+
+  function placeCell(el, i) {
+    const column = i % album.columns, row = Math.floor(i / album.columns);
+    el.id = 'cell-' + i;
+    el.dataset.index = String(i);
+    el.style.transform = `translate(${column * album.cellWidth}px, ${row * album.cellHeight}px)`;
+    el.style.width = album.cellWidth + 'px';
+    el.style.height = album.cellHeight + 'px';
+  }
+
+  /** Shows image i in its cell: the thumbnail fitted to the box, the name, the link. */
+  function fillCell(el, i) {
+    const image = listing.items[i];
+    const current = i === album.current;
+    el.classList.toggle('current', current);
+    el.setAttribute('aria-selected', String(current));
+    const img = el.firstChild.firstChild, name = el.lastChild;
+    if (!image) {
+      if (el.dataset.id) { delete el.dataset.id; img.removeAttribute('src'); img.classList.remove('loaded'); }
+      el.removeAttribute('href');
+      name.textContent = '';
+      return;
+    }
+    const boxWidth = album.cellWidth - 2 * cellPadding, boxHeight = album.cellHeight - 2 * cellPadding - captionHeight;
+    const s = Math.min(boxWidth / image.thumbnail.width, boxHeight / image.thumbnail.height);
+    const w = Math.max(1, Math.round(image.thumbnail.width * s)), h = Math.max(1, Math.round(image.thumbnail.height * s));
+    img.style.left = Math.round((boxWidth - w) / 2) + 'px';
+    img.style.top = Math.round((boxHeight - h) / 2) + 'px';
+    img.style.width = w + 'px';
+    img.style.height = h + 'px';
+    if (el.dataset.id === image.id) return;
+    el.dataset.id = image.id;
+    el.href = imageHash(image.id);
+    el.setAttribute('aria-label', `${image.id}, ${image.width} by ${image.height} pixels`);
+    name.textContent = image.id;
+    img.classList.remove('loaded');
+    img.alt = image.id;
+    img.src = image.thumbnail.url;
+  }
+
+  /** Chooses image `index`: the page control follows, and the grid scrolls to it. */
+  function select(index, { scroll = true } = {}) {
+    const total = listing.total || 0;
+    if (!total) return;
+    album.current = clamp(Math.round(index), 0, total - 1);
+    if (scroll) scrollToCell(album.current);
+    renderGrid();
+    updatePager();
+  }
+
+  function scrollToCell(i) {
+    const top = Math.floor(i / album.columns) * album.cellHeight, bottom = top + album.cellHeight;
+    if (top < grid.scrollTop) grid.scrollTop = top;
+    else if (bottom > grid.scrollTop + grid.clientHeight) grid.scrollTop = bottom - grid.clientHeight;
   }
 
   function updatePager() {
-    const n = album.images.length;
-    const total = album.total ?? n;
-    album.strip.querySelectorAll('.card').forEach((card, i) => {
-      card.classList.toggle('current', i === album.current);
-      card.setAttribute('aria-label', `${i + 1} of ${total}`);
-    });
-    album.dots.querySelectorAll('button').forEach((dot, i) => {
-      const selected = i === album.current;
-      dot.setAttribute('aria-selected', String(selected));
-      dot.tabIndex = selected ? 0 : -1;
-    });
-    $('page-number').textContent = n ? `${album.current + 1} / ${total}` : '';
+    const total = listing.total || 0;
+    $('page-number').textContent = total ? `${album.current + 1} / ${total}` : '';
+    scrubber.max = String(Math.max(1, total));
+    scrubber.value = String(album.current + 1);
+    scrubber.disabled = total <= 1;
+    scrubber.setAttribute('aria-valuetext', total ? `image ${album.current + 1} of ${total}` : 'no images');
     $('album-prev').disabled = album.current <= 0;
     $('album-next').disabled = album.current >= total - 1;
   }
 
-  function goToCard(index, smooth = true) {
-    if (!album.images.length) return;
-    index = Math.max(0, Math.min(index, album.images.length - 1));
-    const card = $('card-' + index);
-    const left = card.offsetLeft - (album.strip.clientWidth - card.offsetWidth) / 2;
-    album.strip.scrollTo({ left, behavior: smooth ? 'smooth' : 'instant' });
-    setCurrentCard(index);
-    if (index >= album.images.length - 2) loadMoreImages();
+  async function openCurrent() {
+    const image = await itemAt(album.current);
+    if (image) location.hash = imageHash(image.id);
   }
 
-  function setCurrentCard(index) {
-    if (index === album.current && album.strip.querySelector('.current')) return;
-    album.current = index;
-    updatePager();
-  }
-
-  let stripFrame = 0;
-  album.strip.addEventListener('scroll', () => {
-    if (stripFrame) return;
-    stripFrame = requestAnimationFrame(() => {
-      stripFrame = 0;
-      // The page is the card nearest the strip's centre.
-      const middle = album.strip.scrollLeft + album.strip.clientWidth / 2;
-      let best = 0, bestDistance = Infinity;
-      album.strip.querySelectorAll('.card').forEach((card, i) => {
-        const d = Math.abs(card.offsetLeft + card.offsetWidth / 2 - middle);
-        if (d < bestDistance) { bestDistance = d; best = i; }
-      });
-      setCurrentCard(best);
+  let gridFrame = 0;
+  grid.addEventListener('scroll', () => {
+    if (gridFrame) return;
+    gridFrame = requestAnimationFrame(() => {
+      gridFrame = 0;
+      renderGrid();
+      // Scrolled away from the chosen image (a swipe, the wheel, the scroll bar): the
+      // page control follows to the nearest image on screen, as a page control follows
+      // a carousel.
+      const total = listing.total || 0;
+      if (!total) return;
+      const row = Math.floor(album.current / album.columns);
+      const firstRow = Math.ceil(grid.scrollTop / album.cellHeight);
+      const lastRow = Math.max(firstRow, Math.floor((grid.scrollTop + grid.clientHeight) / album.cellHeight) - 1);
+      if (row < firstRow || row > lastRow) {
+        const column = album.current % album.columns;
+        select(clamp(clamp(row, firstRow, lastRow) * album.columns + column, 0, total - 1), { scroll: false });
+      }
     });
   }, { passive: true });
 
-  album.strip.addEventListener('keydown', (e) => {
-    const keys = { ArrowLeft: -1, ArrowRight: 1, PageUp: -1, PageDown: 1 };
-    if (e.key in keys) { e.preventDefault(); goToCard(album.current + keys[e.key]); }
-    else if (e.key === 'Home') { e.preventDefault(); goToCard(0); }
-    else if (e.key === 'End') { e.preventDefault(); goToCard(album.images.length - 1); }
-    else if (e.key === 'Enter' && e.target === album.strip && album.images[album.current]) {
-      location.hash = imageHash(album.images[album.current].id);
-    }
-  });
-  album.dots.addEventListener('keydown', (e) => {
-    if (e.key === 'ArrowLeft' || e.key === 'ArrowRight') {
+  grid.addEventListener('keydown', (e) => {
+    if (e.altKey || e.metaKey || e.ctrlKey) return;
+    const total = listing.total || 0;
+    const rowsOnScreen = Math.max(1, Math.floor(grid.clientHeight / album.cellHeight));
+    const moves = {
+      ArrowLeft: -1, ArrowRight: 1, ArrowUp: -album.columns, ArrowDown: album.columns,
+      PageUp: -album.columns * rowsOnScreen, PageDown: album.columns * rowsOnScreen,
+    };
+    if (e.key in moves) {
       e.preventDefault();
-      goToCard(album.current + (e.key === 'ArrowLeft' ? -1 : 1));
-      album.dots.children[album.current]?.focus();
+      const step = moves[e.key];
+      // Up and down stay in the column unless there is no row that way.
+      const next = album.current + step;
+      if (Math.abs(step) >= album.columns && (next < 0 || next >= total)) select(step < 0 ? 0 : total - 1);
+      else select(next);
+    } else if (e.key === 'Home') { e.preventDefault(); select(0); }
+    else if (e.key === 'End') { e.preventDefault(); select(total - 1); }
+    else if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); openCurrent(); }
+  });
+  grid.addEventListener('click', (e) => {
+    const cell = e.target.closest('.cell');
+    if (cell && cell.dataset.index) {
+      album.current = Number(cell.dataset.index);
+      updatePager();
     }
   });
-  $('album-prev').addEventListener('click', () => goToCard(album.current - 1));
-  $('album-next').addEventListener('click', () => goToCard(album.current + 1));
+  scrubber.addEventListener('input', () => select(Number(scrubber.value) - 1));
+  $('album-prev').addEventListener('click', () => select(album.current - 1));
+  $('album-next').addEventListener('click', () => select(album.current + 1));
+  new ResizeObserver(() => { if (!$('album').hidden) { layoutGrid(); scrollToCell(album.current); } }).observe(grid);
 
-  // ---------------------------------------------------------------- deep zoom
   const stage = $('stage');
   const plane = $('plane');
   const dpr = () => window.devicePixelRatio || 1;
@@ -371,11 +342,8 @@ a { color: var(--accent); }
     dirty: false,
     sequence: 0,
     hashTimer: 0,
+    index: null,          // the image's place in the listing, once known
   };
-
-  function imageHash(id, params) {
-    return '#/image/' + encodeURIComponent(id) + (params ? '?' + params : '');
-  }
 
   const stageSize = () => ({ w: stage.clientWidth || 1, h: stage.clientHeight || 1 });
   function fitScale() {
@@ -460,6 +428,7 @@ a { color: var(--accent); }
       entry.el.style.clipPath = t.width < full || t.height < full
         ? `inset(0 ${100 - 100 * t.width / full}% ${100 - 100 * t.height / full}% 0)` : '';
     }
+    renderNavigator(v);
     const levelText = viewer.level === null ? '' : `level ${viewer.level} · `;
     $('info').textContent = `${levelText}${Math.round(s * 1000) / 10}% · ${Math.round(viewer.cx)}, ${Math.round(viewer.cy)}`;
   }
@@ -498,7 +467,7 @@ a { color: var(--accent); }
     });
     if (viewer.wrap) query.set('wrap', 'x');
     stats.visibleRequests++;
-    getJSON(`/images/${encodeURIComponent(im.id)}/visible?${query}`, controller.signal)
+    getJSON(api(`images/${encodeURIComponent(im.id)}/visible?${query}`), controller.signal)
       .then((answer) => { if (sequence === viewer.sequence && viewer.image === im) showTiles(answer); })
       .catch((e) => { if (!isAbort(e)) status('Could not list tiles: ' + e.message); })
       .finally(() => {
@@ -625,18 +594,27 @@ a { color: var(--accent); }
   async function openImage(id, params) {
     $('album').hidden = true;
     $('viewer').hidden = false;
-    let image = album.images.find((im) => im.id === id);
+    let image = listing.items.find((im) => im && im.id === id);
     if (!viewer.image || viewer.image.id !== id) {
       clearViewer();
       viewer.image = null;
+      viewer.index = null;
+      updatePosition();
       try {
-        if (!image) image = await getJSON('/images/' + encodeURIComponent(id));
+        if (!image) image = await getJSON(api('images/' + encodeURIComponent(id)));
       } catch (e) {
         status(e.status === 404 ? `There is no image named “${id}”.` : 'Could not open the image: ' + e.message);
         return;
       }
       viewer.image = image;
       document.title = `${image.id} · tiler`;
+      showNavigatorImage(image);
+      indexOf(image.id).then((i) => {
+        if (viewer.image !== image || i < 0) return;
+        viewer.index = i;
+        album.current = i;
+        updatePosition();
+      }).catch((e) => status('Could not list the images: ' + e.message));
     }
     status(`${image.id} · ${image.width} × ${image.height}`);
     const x = parseFloat(params.get('x')), y = parseFloat(params.get('y')), z = parseFloat(params.get('z'));
@@ -651,16 +629,82 @@ a { color: var(--accent); }
     stage.focus({ preventScroll: true });
   }
 
-  function neighbour(step) {
-    if (!viewer.image) return;
-    const i = album.images.findIndex((im) => im.id === viewer.image.id);
-    const next = album.images[i + step];
-    if (i >= 0 && next) { album.current = i + step; location.hash = imageHash(next.id); }
+  /** Opens the previous (-1) or next (+1) image of the listing. */
+  async function neighbour(step) {
+    const image = viewer.image;
+    if (!image) return;
+    const i = viewer.index ?? await indexOf(image.id);
+    const j = i + step;
+    if (i < 0 || j < 0 || j >= listing.total) return;
+    const next = await itemAt(j);
+    if (!next || viewer.image !== image) return;
+    album.current = j;
+    location.hash = imageHash(next.id);
   }
+
+  function updatePosition() {
+    const known = viewer.image && viewer.index !== null && listing.total;
+    $('viewer-position').textContent = known ? `${viewer.index + 1} / ${listing.total}` : '';
+    $('prev-image').disabled = !known || viewer.index <= 0;
+    $('next-image').disabled = !known || viewer.index >= listing.total - 1;
+  }
+
+  // The navigator: the thumbnail fitted in 160 × 120 (96 × 72 on small screens) and a
+  // rectangle for the viewport; pressing or dragging on it centres the view there.
+  const navigator = $('navigator'), navigatorImage = $('navigator-image'), navigatorView = $('navigator-view');
+  function showNavigatorImage(image) {
+    const small = matchMedia('(max-width: 700px)').matches;
+    const s = Math.min((small ? 96 : 160) / image.width, (small ? 72 : 120) / image.height);
+    navigatorImage.style.width = Math.max(1, Math.round(image.width * s)) + 'px';
+    navigatorImage.style.height = Math.max(1, Math.round(image.height * s)) + 'px';
+    navigatorImage.src = image.thumbnail.url;
+  }
+  function renderNavigator(v) {
+    const im = viewer.image;
+    const w = navigatorImage.offsetWidth, h = navigatorImage.offsetHeight;
+    if (!w || !h) return;
+    let x0 = v.x, x1 = v.x + v.width;
+    if (viewer.wrap) {
+      const k = Math.floor(viewer.cx / im.width) * im.width;
+      x0 -= k; x1 -= k;
+    }
+    const sx = w / im.width, sy = h / im.height;
+    const left = clamp(x0, 0, im.width) * sx, right = clamp(x1, 0, im.width) * sx;
+    const top = clamp(v.y, 0, im.height) * sy, bottom = clamp(v.y + v.height, 0, im.height) * sy;
+    navigatorView.style.transform = `translate(${navigatorImage.offsetLeft + left}px, ${navigatorImage.offsetTop + top}px)`;
+    navigatorView.style.width = Math.max(2, right - left) + 'px';
+    navigatorView.style.height = Math.max(2, bottom - top) + 'px';
+  }
+  function centreFromNavigator(e) {
+    const im = viewer.image;
+    if (!im) return;
+    const rect = navigatorImage.getBoundingClientRect();
+    viewer.cx = clamp((e.clientX - rect.left) / rect.width, 0, 1) * im.width;
+    viewer.cy = clamp((e.clientY - rect.top) / rect.height, 0, 1) * im.height;
+    viewChanged();
+  }
+  navigator.addEventListener('pointerdown', (e) => {
+    navigator.setPointerCapture(e.pointerId);
+    centreFromNavigator(e);
+  });
+  navigator.addEventListener('pointermove', (e) => { if (navigator.hasPointerCapture(e.pointerId)) centreFromNavigator(e); });
+
+  // Full screen: the viewer alone, with its controls.
+  const fullscreenButton = $('fullscreen');
+  fullscreenButton.hidden = !document.fullscreenEnabled;
+  function toggleFullscreen() {
+    if (document.fullscreenElement) document.exitFullscreen().catch(() => {});
+    else $('viewer').requestFullscreen().catch((e) => status('Full screen is not available here: ' + e.message));
+  }
+  document.addEventListener('fullscreenchange', () => {
+    fullscreenButton.setAttribute('aria-pressed', String(Boolean(document.fullscreenElement)));
+    stage.focus({ preventScroll: true });
+  });
 
   // Pointer input: drag with one pointer, pinch with two, double-tap to zoom.
   const pointers = new Map();
   let pinch = null;
+  let swipe = null;
   let lastTap = null;
   let lastPointerType = 'mouse';
   stage.addEventListener('pointerdown', (e) => {
@@ -669,6 +713,9 @@ a { color: var(--accent); }
     stage.setPointerCapture(e.pointerId);
     pointers.set(e.pointerId, { x: e.clientX, y: e.clientY, startX: e.clientX, startY: e.clientY, time: e.timeStamp });
     stage.classList.add('dragging');
+    // A swipe to the neighbouring image is one touch at the fitted size (or smaller).
+    if (pointers.size === 1) swipe = { fitted: viewer.scale <= fitScale() * 1.02 && !viewer.wrap };
+    else swipe = null;
     if (pointers.size === 2) {
       const [a, b] = [...pointers.values()];
       pinch = { distance: Math.hypot(a.x - b.x, a.y - b.y) || 1 };
@@ -696,6 +743,13 @@ a { color: var(--accent); }
     pointers.delete(e.pointerId);
     if (pointers.size < 2) pinch = null;
     if (pointers.size === 0) stage.classList.remove('dragging');
+    const dx = e.clientX - p.startX, dy = e.clientY - p.startY;
+    if (e.type === 'pointerup' && e.pointerType !== 'mouse' && swipe && swipe.fitted && pointers.size === 0 &&
+        Math.abs(dx) > Math.min(80, stageSize().w / 5) && Math.abs(dx) > 2 * Math.abs(dy)) {
+      swipe = null;
+      neighbour(dx < 0 ? 1 : -1);
+      return;
+    }
     // A short touch that did not move is a tap; two close in time and place zoom in.
     if (e.type === 'pointerup' && e.pointerType !== 'mouse' &&
         Math.hypot(e.clientX - p.startX, e.clientY - p.startY) < 10 && e.timeStamp - p.time < 300) {
@@ -739,6 +793,7 @@ a { color: var(--accent); }
       ArrowUp: () => panBy(0, -h * step), ArrowDown: () => panBy(0, h * step),
       Escape: () => { location.hash = '#/'; },
       PageUp: () => neighbour(-1), PageDown: () => neighbour(1),
+      f: toggleFullscreen, F: toggleFullscreen,
     };
     const action = actions[e.key];
     if (action) { e.preventDefault(); action(); }
@@ -756,21 +811,25 @@ a { color: var(--accent); }
   });
   $('prev-image').addEventListener('click', () => neighbour(-1));
   $('next-image').addEventListener('click', () => neighbour(1));
+  fullscreenButton.addEventListener('click', toggleFullscreen);
   new ResizeObserver(() => { if (viewer.image && !$('viewer').hidden) viewChanged(); }).observe(stage);
 
   // ---------------------------------------------------------------- routing
   function showAlbum() {
     clearViewer();
     viewer.image = null;
+    viewer.index = null;
+    if (document.fullscreenElement) document.exitFullscreen().catch(() => {});
     document.title = 'tiler';
     $('viewer').hidden = true;
     $('album').hidden = false;
-    status(album.total === null ? '' : `${album.total} image${album.total === 1 ? '' : 's'}`);
-    const ready = album.total === null ? loadMoreImages() : Promise.resolve();
+    const ready = listing.total === null ? loadPage(0) : Promise.resolve();
     ready.then(() => {
-      status(`${album.total ?? 0} image${album.total === 1 ? '' : 's'}`);
-      requestAnimationFrame(() => goToCard(album.current, false));
-    });
+      status(`${listing.total} image${listing.total === 1 ? '' : 's'}`);
+      layoutGrid();
+      select(album.current);
+      grid.focus({ preventScroll: true });
+    }).catch((e) => status('Could not list the images: ' + e.message));
   }
 
   function route() {
@@ -780,7 +839,6 @@ a { color: var(--accent); }
       let id;
       try { id = decodeURIComponent(match[1]); } catch (_) { id = match[1]; }
       openImage(id, new URLSearchParams(match[2] || ''));
-      if (album.total === null) loadMoreImages();
     } else {
       showAlbum();
     }
@@ -788,21 +846,22 @@ a { color: var(--accent); }
   addEventListener('hashchange', route);
   route();
 
-  /** For tests and the console: counters and the current view. */
+  /** For tests and the console: counters, the current view and the album's state. */
   window.tilerViewer = {
     stats,
     view: () => viewer.image && {
       id: viewer.image.id, x: viewer.cx, y: viewer.cy, scale: viewer.scale, level: viewer.level, wrap: viewer.wrap,
-      activeTiles: viewer.active.size, pooled: viewer.pool.length,
+      index: viewer.index, activeTiles: viewer.active.size, pooled: viewer.pool.length,
       // Tiles of the current level still loading, and where the placed tiles start.
       pending: [...viewer.active.values()].filter((e) => e.level === viewer.level && !e.loaded).length,
       tileXs: [...viewer.active.values()].map((e) => e.tile.x),
     },
-    album: () => ({ loaded: album.images.length, total: album.total, current: album.current }),
+    album: () => ({
+      loaded: listing.items.filter(Boolean).length, total: listing.total, current: album.current,
+      columns: album.columns, cells: album.cells.size, pooledCells: album.pool.length,
+    }),
+    select,
     zoomBy: zoomCentre,
     panBy,
-    goToCard,
   };
 })();
-"""#
-}

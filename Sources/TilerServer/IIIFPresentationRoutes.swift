@@ -1,0 +1,213 @@
+import Synchronization
+import TilerCore
+import TilerHTTP
+
+/// IIIF Presentation API 3.0, for Mirador, Universal Viewer and other clients that open
+/// manifests rather than image services:
+/// - `/iiif/3/ID/manifest.json`: a Manifest with one Canvas of the image's size, painted
+///   by one Annotation whose body is the image with its ImageService3 (this server's
+///   `/iiif/3/ID`), a thumbnail (the pyramid's own) and a label (the id);
+/// - `/iiif/3/collection.json`: a Collection of every image's manifest, sorted by id.
+///
+/// Every id is absolute (`PublicAddress.absoluteBase`). With `--base-url` the documents are
+/// the same for every client and cached (manifests per pyramid generation, the
+/// collection per listing); without it they are built per request, say `Vary`, and are
+/// never cached, so no client's Host or forwarded host reaches another.
+///
+/// Must come before `iiifRoutes`: there `ID/manifest.json` is not an image request.
+func iiifPresentationRoutes(store: TileStore, address: PublicAddress) -> [Route] {
+    let collectionCache = CollectionCache()
+    return [Route("iiif-presentation") { request throws(HTTPError) in
+        let s = request.segments
+        guard s.count >= 3, s[0] == "iiif", s[1] == "3" else { return nil }
+        let (base, vary) = address.absoluteBase(for: request.head)
+        let cacheControl = vary == nil ? store.configuration.cacheControl : "no-cache"
+        let response: PreparedResponse
+        if s.count == 3, s[2] == "collection.json" {
+            // A pyramid really named `collection.json` keeps its IIIF Image API base URL.
+            if try store.pyramidIfPresent(named: s[2], for: request) != nil { return nil }
+            let pyramids = store.pyramids
+            if vary == nil {
+                response = collectionCache.response(for: pyramids) {
+                    prepared(collectionDocument(pyramids, base: base), cacheControl: cacheControl)
+                }
+            } else {
+                response = prepared(collectionDocument(pyramids, base: base), cacheControl: cacheControl)
+            }
+        } else if s.count == 4, s[3] == "manifest.json" {
+            let pyramid = try store.pyramid(named: s[2], for: request)
+            let limits = store.configuration.iiifLimits
+            if vary == nil {
+                response = store.document("presentation", of: pyramid, contentType: presentationMediaType) {
+                    manifestDocument($0, base: base, limits: limits)
+                }
+            } else {
+                response = prepared(manifestDocument(pyramid, base: base, limits: limits), cacheControl: cacheControl)
+            }
+        } else {
+            return nil
+        }
+        return vary.map { .withHeaders([("Vary", $0)], .prepared(response)) } ?? .prepared(response)
+    }]
+}
+
+/// `Content-Type` of Presentation documents: JSON-LD with the version 3 context.
+let presentationMediaType = #"application/ld+json;profile="http://iiif.io/api/presentation/3/context.json""#
+private let presentationContext = "http://iiif.io/api/presentation/3/context.json"
+
+/// A per-request document with an ETag of its bytes, so a client revalidates with a 304.
+private func prepared(_ body: [UInt8], cacheControl: String) -> PreparedResponse {
+    PreparedResponse(body: body, contentType: presentationMediaType, etag: "\"p-\(String(fnv1a(body), radix: 16))\"",
+                     lastModified: nil, cacheControl: cacheControl.isEmpty ? nil : cacheControl)
+}
+
+/// FNV-1a of the bytes: the ETag changes exactly when the document does.
+func fnv1a(_ bytes: [UInt8]) -> UInt64 {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for b in bytes { hash = (hash ^ UInt64(b)) &* 0x100_0000_01b3 }
+    return hash
+}
+
+/// `BASE/iiif/3/ID`: the image service, and the start of every id of its manifest.
+private func serviceID(_ p: Pyramid, _ base: String) -> String { "\(base)\(iiifPrefix)\(p.id)" }
+
+/// `{"none": [text]}`: a language map for text that is in no language (ids, sizes).
+private func languageMap(_ json: inout JSONWriter, _ key: String, _ text: String, language: String = "none") {
+    json.key(key)
+    json.beginObject()
+    json.key(language)
+    json.beginArray()
+    json.value(text)
+    json.endArray()
+    json.endObject()
+}
+
+/// The pyramid's own thumbnail as a Presentation `thumbnail` array.
+private func writeThumbnail(_ p: Pyramid, _ base: String, _ json: inout JSONWriter) {
+    let ext = thumbnailExtension(p)
+    json.key("thumbnail")
+    json.beginArray()
+    json.beginObject()
+    json.field("id", "\(base)/images/\(p.id)/thumbnail.\(ext)")
+    json.field("type", "Image")
+    json.field("format", TileFormat(fileExtension: ext)?.mimeType ?? p.manifest.format.mimeType)
+    json.field("width", p.manifest.thumbnail.width)
+    json.field("height", p.manifest.thumbnail.height)
+    json.endObject()
+    json.endArray()
+}
+
+/// The Manifest of one pyramid.
+func manifestDocument(_ p: Pyramid, base: String, limits: IIIFLimits) -> [UInt8] {
+    let service = serviceID(p, base)
+    let m = p.manifest
+    let format = IIIFFormat(m.format)
+    // The painted image: the whole picture at the largest size this server draws, which
+    // the limits may make smaller than the canvas.
+    let request = IIIFImageRequest(identifier: p.id.rawValue, region: .full, size: IIIFSize(.max),
+                                   rotation: IIIFRotation(), quality: .default, format: format)
+    let plan = try? IIIFImagePlan(request, geometry: p.geometry, limits: limits)
+    let canvas = "\(service)/canvas/1"
+    var json = JSONWriter(capacity: 2048)
+    json.beginObject()
+    json.field("@context", presentationContext)
+    json.field("id", "\(service)/manifest.json")
+    json.field("type", "Manifest")
+    languageMap(&json, "label", p.id.rawValue)
+    json.key("metadata")
+    json.beginArray()
+    json.beginObject()
+    languageMap(&json, "label", "Size", language: "en")
+    languageMap(&json, "value", "\(m.width) × \(m.height) pixels")
+    json.endObject()
+    if let source = m.source {
+        json.beginObject()
+        languageMap(&json, "label", "Source", language: "en")
+        languageMap(&json, "value", source.file)
+        json.endObject()
+    }
+    json.endArray()
+    writeThumbnail(p, base, &json)
+    json.key("items")
+    json.beginArray()
+    json.beginObject()
+    json.field("id", canvas)
+    json.field("type", "Canvas")
+    languageMap(&json, "label", p.id.rawValue)
+    json.field("width", m.width)
+    json.field("height", m.height)
+    json.key("items")
+    json.beginArray()
+    json.beginObject()
+    json.field("id", "\(service)/page/1")
+    json.field("type", "AnnotationPage")
+    json.key("items")
+    json.beginArray()
+    json.beginObject()
+    json.field("id", "\(service)/annotation/1")
+    json.field("type", "Annotation")
+    json.field("motivation", "painting")
+    json.key("body")
+    json.beginObject()
+    json.field("id", "\(service)/full/max/0/default.\(format.rawValue)")
+    json.field("type", "Image")
+    json.field("format", format.mimeType)
+    json.field("width", plan?.width ?? m.width)
+    json.field("height", plan?.height ?? m.height)
+    json.key("service")
+    json.beginArray()
+    json.beginObject()
+    json.field("id", service)
+    json.field("type", "ImageService3")
+    json.field("profile", "level2")
+    json.endObject()
+    json.endArray()
+    json.endObject()
+    json.field("target", canvas)
+    json.endObject()
+    json.endArray()
+    json.endObject()
+    json.endArray()
+    json.endObject()
+    json.endArray()
+    json.endObject()
+    return json.bytes
+}
+
+/// The Collection of every pyramid's manifest, in the order given (sorted by id).
+func collectionDocument(_ pyramids: [Pyramid], base: String) -> [UInt8] {
+    var json = JSONWriter(capacity: 512 + pyramids.count * 400)
+    json.beginObject()
+    json.field("@context", presentationContext)
+    json.field("id", "\(base)\(iiifPrefix)collection.json")
+    json.field("type", "Collection")
+    languageMap(&json, "label", "Images", language: "en")
+    json.key("items")
+    json.beginArray()
+    for p in pyramids {
+        json.beginObject()
+        json.field("id", "\(serviceID(p, base))/manifest.json")
+        json.field("type", "Manifest")
+        languageMap(&json, "label", p.id.rawValue)
+        writeThumbnail(p, base, &json)
+        json.endObject()
+    }
+    json.endArray()
+    json.endObject()
+    return json.bytes
+}
+
+/// The collection document for a fixed base URL, kept until the listing changes (a
+/// pyramid added, removed or re-cut): a listing of many pyramids is not rebuilt per
+/// request.
+final class CollectionCache: Sendable {
+    private let entry = Mutex<(key: [UInt64], response: PreparedResponse)?>(nil)
+
+    func response(for pyramids: [Pyramid], make: () -> PreparedResponse) -> PreparedResponse {
+        let key = pyramids.map(\.generation)
+        if let hit = entry.withLock({ $0?.key == key ? $0?.response : nil }) { return hit }
+        let made = make()
+        entry.withLock { $0 = (key, made) }
+        return made
+    }
+}
