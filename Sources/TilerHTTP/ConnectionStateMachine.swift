@@ -115,6 +115,9 @@ struct ConnectionStateMachine {
         var error: String?
         var status: Int
         var bytes: Int
+        /// Milliseconds from the request's first byte until its answer was queued (time on
+        /// the blocking pool included), to the event loop's clock.
+        var milliseconds: Int64
     }
 
     let settings: ConnectionSettings
@@ -138,6 +141,8 @@ struct ConnectionStateMachine {
     /// The server is stopping: answers say `Connection: close`.
     private(set) var stopping = false
     private var answers: [Answer] = []
+    /// When the request being parsed or answered began (its first byte), for the log.
+    private var requestStarted: Int64 = 0
 
     init(settings: ConnectionSettings, at now: Int64) {
         self.settings = settings
@@ -255,7 +260,7 @@ struct ConnectionStateMachine {
         let keepAlive = parser.head.keepAlive && !stopping
         let written = settings.serializer.write(response, for: parser.head, keepAlive: keepAlive, date: time.date,
                                                 into: &output)
-        if settings.recordsAnswers { record(parser.head, written) }
+        if settings.recordsAnswers { record(parser.head, written, at: time) }
         if !keepAlive { return closeAfterAnswer() }
         return continueParsing(at: time)
     }
@@ -286,7 +291,7 @@ struct ConnectionStateMachine {
         let keepAlive = pending.keepAlive && !stopping
         let written = settings.serializer.write(response, for: pending.head, keepAlive: keepAlive, date: time.date,
                                                 into: &output)
-        record(pending.head, written)
+        record(pending.head, written, at: time)
         if !keepAlive { return closeAfterAnswer() }
         return continueParsing(at: time)
     }
@@ -451,6 +456,7 @@ struct ConnectionStateMachine {
                 state = .writing(headSince: since)
                 return (offset, .write)
             }
+            if parser.isIdle { requestStarted = time.milliseconds }
             state = .readingHead(since: parser.isIdle ? time.milliseconds : since)
             let result = parser.parse(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
             offset += result.consumed
@@ -467,14 +473,14 @@ struct ConnectionStateMachine {
                     let keepAlive = parser.head.keepAlive && !stopping
                     settings.serializer.writeOptions(for: parser.head, keepAlive: keepAlive, date: time.date,
                                                      into: &output)
-                    record(parser.head, .init(status: 204, bytes: 0))
+                    record(parser.head, .init(status: 204, bytes: 0), at: time)
                     if !keepAlive { return (offset, closeAfterAnswer()) }
                 case .other:
                     let keepAlive = parser.head.keepAlive && !stopping
                     let written = settings.serializer.write(
                         .error(HTTPError(405, "only GET, HEAD and OPTIONS are allowed")), for: parser.head,
                         keepAlive: keepAlive, date: time.date, into: &output)
-                    record(parser.head, written)
+                    record(parser.head, written, at: time)
                     if !keepAlive { return (offset, closeAfterAnswer()) }
                 }
             case .failed(let error):
@@ -500,7 +506,8 @@ struct ConnectionStateMachine {
         -> ConnectionAction {
         settings.serializer.writeProtocolError(error, date: time.date, into: &output)
         if settings.recordsAnswers {
-            answers.append(Answer(head: nil, error: error.message, status: error.status, bytes: error.jsonBody.count))
+            answers.append(Answer(head: nil, error: error.message, status: error.status, bytes: error.jsonBody.count,
+                                  milliseconds: max(0, time.milliseconds - requestStarted)))
         }
         state = .draining(lingerUntil: lingerUntil ?? time.milliseconds + settings.lingerTime)
         dropHeldInput()
@@ -519,8 +526,9 @@ struct ConnectionStateMachine {
         heldStart = 0
     }
 
-    private mutating func record(_ head: HTTPRequestHead, _ written: ResponseSerializer.Written) {
+    private mutating func record(_ head: HTTPRequestHead, _ written: ResponseSerializer.Written, at time: ServerTime) {
         guard settings.recordsAnswers else { return }
-        answers.append(Answer(head: head, error: nil, status: written.status, bytes: written.bytes))
+        answers.append(Answer(head: head, error: nil, status: written.status, bytes: written.bytes,
+                              milliseconds: max(0, time.milliseconds - requestStarted)))
     }
 }

@@ -15,6 +15,8 @@ final class Connection {
     var registered: Interest
     /// The pool job making its answer, to cancel if the connection closes first.
     var job: BlockingPool.Job?
+    /// The client's address (`1.2.3.4:5678`, `[::1]:5678`), read only for the access log.
+    var peer = ""
 
     init(socket: Socket, serial: UInt64, machine: ConnectionStateMachine, registered: Interest) {
         self.socket = socket
@@ -313,6 +315,7 @@ final class EventLoop {
             if fd >= connections.count {
                 connections.append(contentsOf: repeatElement(nil, count: fd + 1 - connections.count + 64))
             }
+            if logsAnswers { c.peer = peerAddress(socket.descriptor.rawValue) }
             connections[fd] = c
             openCount += 1
         }
@@ -525,7 +528,7 @@ final class EventLoop {
         guard logsAnswers, let log = shared.accessLog else { return }
         for answer in c.machine.takeAnswers() {
             guard let head = answer.head else {
-                log.info("request", metadata: ["status": .stringConvertible(answer.status),
+                log.info("request", metadata: ["client": .string(c.peer), "status": .stringConvertible(answer.status),
                                                "error": .string(answer.error ?? "")])
                 continue
             }
@@ -536,11 +539,13 @@ final class EventLoop {
             case .other: "OTHER"
             }
             log.info("request", metadata: [
+                "client": .string(c.peer),
                 "method": .string(method),
                 "target": .string(String(decoding: head.target.prefix(512), as: UTF8.self)),
                 "status": .stringConvertible(answer.status),
                 "bytes": .stringConvertible(answer.bytes),
                 "version": .string(head.version == .http10 ? "1.0" : "1.1"),
+                "duration_ms": .stringConvertible(answer.milliseconds),
             ])
         }
     }
@@ -593,5 +598,36 @@ final class EventLoop {
                 }
             }
         }
+    }
+}
+
+/// The peer's address of a connected socket, `1.2.3.4:5678` or `[::1]:5678`; empty if unknown.
+private func peerAddress(_ fd: Int32) -> String {
+    var storage = sockaddr_storage()
+    var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+    let ok = withUnsafeMutablePointer(to: &storage) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &length) == 0 }
+    }
+    guard ok else { return "" }
+    var host = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+    switch Int32(storage.ss_family) {
+    case AF_INET:
+        return withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
+                var address = sin.pointee.sin_addr
+                guard inet_ntop(AF_INET, &address, &host, socklen_t(host.count)) != nil else { return "" }
+                return "\(String(cString: host)):\(UInt16(bigEndian: sin.pointee.sin_port))"
+            }
+        }
+    case AF_INET6:
+        return withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin6 in
+                var address = sin6.pointee.sin6_addr
+                guard inet_ntop(AF_INET6, &address, &host, socklen_t(host.count)) != nil else { return "" }
+                return "[\(String(cString: host))]:\(UInt16(bigEndian: sin6.pointee.sin6_port))"
+            }
+        }
+    default:
+        return ""
     }
 }

@@ -39,7 +39,15 @@ struct RecordingHandler: LogHandler {
         _ = try c.readResponse()
         try c.request("/missing", method: "HEAD")
         _ = try c.readResponse(bodyless: true)
-        let records = recorded.all
+        // Made on the blocking pool after 50 ms: its duration counts that time.
+        try c.request("/slow/50")
+        _ = try c.readResponse()
+        #expect(eventually { recorded.all.count == 3 })
+        var records = recorded.all
+        let slow = records.removeLast()
+        #expect(slow.metadata["target"]?.description == "/slow/50")
+        // (The loop's clock is CLOCK_MONOTONIC_COARSE: it may lag a few ms at either end.)
+        #expect((Double(slow.metadata["duration_ms"]?.description ?? "") ?? 0) >= 40, "\(slow.metadata)")
         #expect(records.count == 2)
         #expect(records.first?.metadata["target"]?.description == "/logged")
         #expect(records.first?.metadata["status"]?.description == "200")
@@ -47,5 +55,12 @@ struct RecordingHandler: LogHandler {
         #expect(records.first?.metadata["bytes"]?.description == "7")
         #expect(records.last?.metadata["status"]?.description == "404")
         #expect(records.last?.metadata["method"]?.description == "HEAD")
+        // The client's address (this test's socket) and the request's duration.
+        for record in records + [slow] {
+            let client = record.metadata["client"]?.description ?? ""
+            #expect(client.hasPrefix("127.0.0.1:") && Int(client.dropFirst("127.0.0.1:".count)) != nil, "client '\(client)'")
+            let duration = Double(record.metadata["duration_ms"]?.description ?? "")
+            #expect(duration != nil && duration! >= 0, "duration_ms '\(String(describing: record.metadata["duration_ms"]))'")
+        }
     }
 }

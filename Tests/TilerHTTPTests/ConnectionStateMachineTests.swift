@@ -631,6 +631,32 @@ private func get(_ target: String, _ headers: String = "") -> String {
         #expect(d.machine.takeAnswers().isEmpty)
     }
 
+    /// Each answer's duration runs from the request's first byte to its answer being
+    /// queued: a head that trickles in, and the time its answer spends on the pool, count.
+    @Test func theAccessLogTimesEachRequestFromItsFirstByte() {
+        var d = ConnectionDriver()
+        d.handler = { head in
+            guard String(decoding: head.target, as: UTF8.self) == "/pool" else {
+                return .bytes(status: 200, contentType: "text/plain", body: [], cacheControl: nil)
+            }
+            return .blocking(.read) { .bytes(status: 200, contentType: "text/plain", body: [], cacheControl: nil) }
+        }
+        d.send("GET /pool HTTP/1.1\r\n")
+        d.advance(30)
+        d.send("Host: x\r\n\r\n")
+        d.advance(200)
+        d.finishWork()
+        d.advance(5)
+        d.send(get("/at-once"))
+        d.advance(7)
+        d.send("\u{1}\r\n")
+        d.advance(4)
+        d.send("\r\n")
+        let answers = d.machine.takeAnswers()
+        #expect(answers.map(\.status) == [200, 200, 400])
+        #expect(answers.map(\.milliseconds) == [230, 0, 11])
+    }
+
     /// 300 generated conversations: requests (GET, HEAD, OPTIONS, some answered on the
     /// pool, some with large bodies) split at random points, a socket whose room varies
     /// from write to write, the pool finishing at random moments. Every request is
