@@ -22,7 +22,8 @@ import Glibc
     }
 
     /// Starts `tiler serve`, reads its start-up line and returns the process and port.
-    func launch(_ arguments: [String], environment: [String: String] = [:]) throws -> (Process, Int, String) {
+    func launch(_ arguments: [String], environment: [String: String] = [:],
+                standardError: FileHandle = FileHandle.nullDevice) throws -> (Process, Int, String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try Self.binary)
         process.arguments = ["serve"] + arguments
@@ -31,7 +32,7 @@ import Glibc
         process.environment = env
         let out = Pipe()
         process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
+        process.standardError = standardError
         try process.run()
         var line = [UInt8]()
         let deadline = Date().addingTimeInterval(10)
@@ -138,6 +139,10 @@ import Glibc
         (["--sources", "/tmp", "--sources-format", "jpeg", "--sources-quality", "0"], [:], "--sources-quality"),
         ([], ["TILER_SOURCES": "/tmp", "TILER_MAX_PIXELS": "0"], "TILER_MAX_PIXELS"),
         (["--keep"], [:], "--keep"),
+        (["--base-url", "ftp://example.org/tiles"], [:], "--base-url"),
+        (["--base-url", "https://example.org/tiles?x=1"], [:], "--base-url"),
+        ([], ["TILER_BASE_URL": "https://example.org/tiles#top"], "TILER_BASE_URL"),
+        ([], ["TILER_BASE_URL": "example.org/tiles"], "TILER_BASE_URL"),
     ] as [([String], [String: String], String)])
     func outOfRangeSettingsAreUsageErrors(arguments: [String], environment: [String: String], named: String) throws {
         let root = try PyramidRoot()
@@ -161,6 +166,51 @@ import Glibc
         #expect(process.terminationReason == .exit && process.terminationStatus == 64, "\(message)")
         #expect(message.contains(named), "\(message)")
         #expect(!message.contains("Fatal error"), "\(message)")
+    }
+
+    @Test func helpNamesTheRoutesAndTheProxySettings() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try Self.binary)
+        process.arguments = ["serve", "--help"]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = out
+        try process.run()
+        // The text as one line: the argument parser wraps it to the terminal's width.
+        let help = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        for text in ["DeepZoom", "OpenSeadragon", "IIIF Image API 3.0", "IIIF Presentation API 3.0", "/iiif/3/collection.json",
+                     "web viewer", "--base-url", "TILER_BASE_URL", "--trust-proxy", "TILER_TRUST_PROXY", "--access-log"] {
+            #expect(help.contains(text), "`tiler serve --help` does not mention \(text)")
+        }
+    }
+
+    /// `--base-url` (or `TILER_BASE_URL`) and `TILER_TRUST_PROXY` reach the server; the
+    /// access log names the client and the duration of each request.
+    @Test func baseURLTrustProxyAndAccessLog() throws {
+        let root = try PyramidRoot()
+        try root.addPyramid("a", width: 300, height: 200)
+        let (process, port, line) = try launch([root.path, "--port", "0", "--base-url", "https://example.org/tiles/"])
+        #expect(line.hasSuffix("(public address https://example.org/tiles/)"), "\(line)")
+        #expect(try fetch(port, "/images/a").json["tiles"] as? String == "https://example.org/tiles/images/a/tiles/{level}/{row}/{column}.png")
+        kill(process.processIdentifier, SIGTERM)
+        #expect(waitForExit(process))
+
+        let log = URL(fileURLWithPath: root.path).appendingPathComponent("stderr.log")
+        FileManager.default.createFile(atPath: log.path, contents: nil)
+        let (proxied, proxiedPort, _) = try launch([root.path, "--port", "0"],
+                                                   environment: ["TILER_TRUST_PROXY": "1", "TILER_ACCESS_LOG": "1"],
+                                                   standardError: try FileHandle(forWritingTo: log))
+        let info = try fetch(proxiedPort, "/iiif/3/a/info.json", headers: ["X-Forwarded-Proto: https", "X-Forwarded-Host: public.example"])
+        #expect(info.json["id"] as? String == "https://public.example/iiif/3/a")
+        #expect(eventually { ((try? String(contentsOf: log, encoding: .utf8)) ?? "").contains("/iiif/3/a/info.json") })
+        let text = try String(contentsOf: log, encoding: .utf8)
+        let entry = try #require(text.split(separator: "\n").first { $0.contains("/iiif/3/a/info.json") })
+        #expect(entry.contains("client=127.0.0.1:") && entry.contains("duration_ms=") && entry.contains("status=200"), "\(entry)")
+        kill(proxied.processIdentifier, SIGTERM)
+        #expect(waitForExit(proxied))
     }
 
     @Test func aMissingRootIsAClearError() throws {

@@ -15,6 +15,7 @@ final class WebDriver {
     enum Key {
         static let arrowLeft = "\u{E012}", arrowUp = "\u{E013}", arrowRight = "\u{E014}", arrowDown = "\u{E015}"
         static let enter = "\u{E007}", escape = "\u{E00C}"
+        static let pageUp = "\u{E00E}", pageDown = "\u{E00F}", end = "\u{E010}", home = "\u{E011}"
     }
 
     /// Starts chromedriver on a free port and opens a headless chromium session of
