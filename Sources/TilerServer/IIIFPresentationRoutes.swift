@@ -14,7 +14,8 @@ import TilerHTTP
 /// collection per listing); without it they are built per request, say `Vary`, and are
 /// never cached, so no client's Host or forwarded host reaches another.
 ///
-/// Must come before `iiifRoutes`: there `ID/manifest.json` is not an image request.
+/// Must come before `iiifRoutes`, which would read `/iiif/3/collection.json` as the IIIF
+/// base URL of an image named `collection.json`.
 func iiifPresentationRoutes(store: TileStore, address: PublicAddress) -> [Route] {
     let collectionCache = CollectionCache()
     return [Route("iiif-presentation") { request throws(HTTPError) in
@@ -24,8 +25,8 @@ func iiifPresentationRoutes(store: TileStore, address: PublicAddress) -> [Route]
         let cacheControl = vary == nil ? store.configuration.cacheControl : "no-cache"
         let response: PreparedResponse
         if s.count == 3, s[2] == "collection.json" {
-            // A pyramid really named `collection.json` keeps its IIIF Image API base URL.
-            if try store.pyramidIfPresent(named: s[2], for: request) != nil { return nil }
+            // From memory, like `/images`. (A pyramid named `collection.json` loses only its
+            // IIIF base URL's redirect; its info.json and images are unaffected.)
             let pyramids = store.pyramids
             if vary == nil {
                 response = collectionCache.response(for: pyramids) {

@@ -19,8 +19,7 @@ func iiifRoutes(store: TileStore, address: PublicAddress) -> [Route] {
     [Route("iiif") { request throws(HTTPError) in
         guard request.segments.first == "iiif" else { return nil }
         // `/iiif/3/collection.json` and `/iiif/3/ID/manifest.json` are the Presentation
-        // API's (`iiifPresentationRoutes`, tried first); a pyramid really named
-        // `collection.json` keeps its Image API routes.
+        // API's (`iiifPresentationRoutes`, tried first).
         let target = request.head.target
         let path = String(decoding: target[0..<request.head.pathLength], as: UTF8.self)
         guard path.hasPrefix(iiifPrefix) else {
