@@ -5,10 +5,11 @@ import TilerCore
 
 /// IIIF Presentation API 3.0: `/iiif/3/ID/manifest.json` and `/iiif/3/collection.json`,
 /// loaded by the iiif-prezi3 models (PyPI) through `scripts/check-iiif-presentation`,
-/// which follows every link (manifests, image services, images, thumbnails) on this server.
+/// which follows every link (manifests, image services, images, thumbnails) on this server;
+/// over folders, archives and archives in a bucket (`RootKind`).
 @Suite struct IIIFPresentationTests {
-    @Test func documentsLoadIntoIIIFPrezi3AndPointAtThisServer() throws {
-        let port = try ViewerPyramids.port()
+    @Test(arguments: RootKind.allCases) func documentsLoadIntoIIIFPrezi3AndPointAtThisServer(_ kind: RootKind) throws {
+        let port = try ViewerPyramids.port(kind)
         let script = repositoryRoot.appendingPathComponent("scripts/check-iiif-presentation").path
         let collection = "http://127.0.0.1:\(port)/iiif/3/collection.json"
         let output: String
@@ -28,8 +29,8 @@ import TilerCore
         #expect(odd["width"] as? Int == 1537 && odd["height"] as? Int == 997)
     }
 
-    @Test func manifestShape() throws {
-        let port = try ViewerPyramids.port()
+    @Test(arguments: RootKind.allCases) func manifestShape(_ kind: RootKind) throws {
+        let port = try ViewerPyramids.port(kind)
         let r = try fetch(port, "/iiif/3/panorama/manifest.json")
         #expect(r.status == 200)
         #expect(r.header("Content-Type") == #"application/ld+json;profile="http://iiif.io/api/presentation/3/context.json""#)
@@ -65,10 +66,10 @@ import TilerCore
 
     /// The painted image is the largest this server draws: a canvas beyond the IIIF
     /// limits is painted by a smaller image that the service really serves.
-    @Test func theBodyFitsTheIIIFLimits() throws {
+    @Test(arguments: RootKind.allCases) func theBodyFitsTheIIIFLimits(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         try root.addPyramid("wide", width: 30_000, height: 1000, tilesThrough: 0)
-        try withTileServer(root) { port throws in
+        try withTileServer(root, as: kind) { port throws in
             let m = try fetch(port, "/iiif/3/wide/manifest.json").json
             let canvas = try #require((m["items"] as? [[String: Any]])?.first)
             let annotation = try #require(((canvas["items"] as? [[String: Any]])?.first?["items"] as? [[String: Any]])?.first)
@@ -78,10 +79,10 @@ import TilerCore
         }
     }
 
-    @Test func theCollectionIsEveryImageSortedById() throws {
+    @Test(arguments: RootKind.allCases) func theCollectionIsEveryImageSortedById(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         for id in ["b", "a", "c.1", "A"] { try root.addPyramid(id, width: 300, height: 200) }
-        try withTileServer(root) { port throws in
+        try withTileServer(root, as: kind) { port throws in
             let c = try fetch(port, "/iiif/3/collection.json")
             #expect(c.status == 200 && c.json["type"] as? String == "Collection")
             let items = try #require(c.json["items"] as? [[String: Any]])
@@ -89,6 +90,7 @@ import TilerCore
             #expect(items.allSatisfy { $0["type"] as? String == "Manifest" && $0["thumbnail"] != nil })
             // A pyramid cut later is listed without a restart.
             try root.addPyramid("d", width: 300, height: 200)
+            try root.publish()
             #expect(eventually { ((try? fetch(port, "/iiif/3/collection.json").json["items"]) as? [Any])?.count == 5 })
         }
     }

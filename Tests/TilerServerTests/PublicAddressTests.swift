@@ -48,11 +48,11 @@ import TilerHTTP
         }
     }
 
-    @Test func everyURLStartsWithTheBaseURL() throws {
+    @Test(arguments: RootKind.allCases) func everyURLStartsWithTheBaseURL(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         try root.addPyramid("a", width: 1000, height: 700)
         let base = "https://example.org/tiles"
-        try withTileServer(root, { $0.baseURL = try! BaseURL(parsing: base + "/") }) { port throws in
+        try withTileServer(root, as: kind, { $0.baseURL = try! BaseURL(parsing: base + "/") }) { port throws in
             // Forwarded headers and Host are ignored: the base URL is the public address.
             let headers = ["Host: internal:1", "X-Forwarded-Host: evil.example", "X-Forwarded-Proto: http"]
             let list = try request(port, "GET", "/images", headers: headers).json
@@ -98,10 +98,10 @@ import TilerHTTP
         }
     }
 
-    @Test func withoutABaseURLLinksAreRootRelativeAndIIIFIdsUseTheHost() throws {
+    @Test(arguments: RootKind.allCases) func withoutABaseURLLinksAreRootRelativeAndIIIFIdsUseTheHost(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         try root.addPyramid("a", width: 300, height: 200)
-        try withTileServer(root) { port throws in
+        try withTileServer(root, as: kind) { port throws in
             let forwarded = ["Host: inside.example:81", "X-Forwarded-Host: outside.example", "X-Forwarded-Proto: https",
                              "Forwarded: proto=https;host=other.example"]
             #expect(try request(port, "GET", "/images/a", headers: forwarded).json["tiles"] as? String
@@ -118,10 +118,10 @@ import TilerHTTP
         }
     }
 
-    @Test func trustedProxyHeadersBuildTheIdsPerRequest() throws {
+    @Test(arguments: RootKind.allCases) func trustedProxyHeadersBuildTheIdsPerRequest(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         try root.addPyramid("a", width: 300, height: 200)
-        try withTileServer(root, { $0.trustProxy = true }) { port throws in
+        try withTileServer(root, as: kind, { $0.trustProxy = true }) { port throws in
             func id(_ headers: [String], _ path: String = "/iiif/3/a/manifest.json") throws -> String? {
                 try request(port, "GET", path, headers: headers).json["id"] as? String
             }
