@@ -36,6 +36,7 @@ import TilerImaging
 
     /// The parts of the album that must stay on screen.
     static let albumParts = ["#grid", "#pager", "#album-prev", "#scrubber", "#album-next", "#page-number", ".cell.current"]
+    static var albumPartsJS: String { "[" + albumParts.map { "'\($0)'" }.joined(separator: ", ") + "]" }
 
     func expectOnScreen(_ driver: WebDriver, _ parts: [String], _ when: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
         let viewport = try driver.viewportSize()
@@ -104,6 +105,38 @@ import TilerImaging
             #expect((end["listingPagesLoaded"] as? Int ?? 99) <= 3 && (end["cellsReused"] as? Int ?? 0) > 0, "\(end)")
             #expect((try driver.execute("return tilerViewer.album().cells") as? Int ?? 999) < 100)
             #expect(try driver.execute("return document.getElementById('album-next').disabled") as? Bool == true)
+
+            // Home, then Page Down a screenful at a time to the last image: at every page
+            // the layout is on screen, the chosen cell shows, and the page keeps few cells.
+            try driver.sendKeys("#grid", WebDriver.Key.home)
+            try waitForCurrent(driver, 0)
+            var presses = 0, previous = 0
+            while previous < Self.count - 1 && presses < 200 {
+                try driver.sendKeys("#grid", WebDriver.Key.pageDown)
+                presses += 1
+                try driver.wait(for: "Page Down \(presses) to move on from image \(previous + 1)", """
+                    const a = tilerViewer.album(), cell = document.querySelector('.cell.current');
+                    return a.current > \(previous) && cell !== null && cell.dataset.index === String(a.current)
+                    """)
+                let state = try #require(driver.execute("""
+                    const a = tilerViewer.album(), off = \(Self.albumPartsJS).filter((css) => {
+                      const e = document.querySelector(css); if (!e) return true;
+                      const r = e.getBoundingClientRect();
+                      return r.width <= 0 || r.height <= 0 || r.left < 0 || r.top < 0 || r.right > innerWidth || r.bottom > innerHeight;
+                    });
+                    return { current: a.current, cells: a.cells, off: off };
+                    """) as? [String: Any])
+                previous = try #require(state["current"] as? Int)
+                #expect((state["off"] as? [String]) == [], "Page Down \(presses), image \(previous + 1): off screen \(state)")
+                #expect((state["cells"] as? Int ?? 999) < 100, "Page Down \(presses): \(state)")
+            }
+            try waitForCurrent(driver, Self.count - 1)
+            let rowsOnScreen = try #require(driver.execute(
+                "return Math.max(1, Math.floor(document.getElementById('grid').clientHeight / tilerViewer.album().cellHeight))") as? Int)
+            let perPage = try #require(driver.execute("return tilerViewer.album().columns") as? Int) * rowsOnScreen
+            #expect(presses == (Self.count - 1 + perPage - 1) / perPage, "\(presses) presses of Page Down at \(perPage) images a page")
+            try expectOnScreen(driver, Self.albumParts, "paged to the last image")
+            #expect(zip(try currentThumbnailColour(driver, "paged-last"), Self.colour(Self.count - 1)).allSatisfy { abs($0 - $1) <= 3 })
 
             // Keys, the buttons and the scrubber move the choice; the grid follows.
             try driver.sendKeys("#grid", WebDriver.Key.arrowLeft + WebDriver.Key.arrowUp)

@@ -858,7 +858,7 @@
     },
     album: () => ({
       loaded: listing.items.filter(Boolean).length, total: listing.total, current: album.current,
-      columns: album.columns, cells: album.cells.size, pooledCells: album.pool.length,
+      columns: album.columns, cellHeight: album.cellHeight, cells: album.cells.size, pooledCells: album.pool.length,
     }),
     select,
     zoomBy: zoomCentre,
