@@ -46,9 +46,9 @@ final class RawHTTPClient {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard rc == 0 else {
-            let e = errno
-            Glibc.close(fd)
-            throw ClientError("connect to port \(port): errno \(e)")
+            // No close here: `deinit` runs when an initializer throws after every stored
+            // property is set, and closing twice could close another thread's new socket.
+            throw ClientError("connect to port \(port): errno \(errno)")
         }
     }
 
