@@ -65,7 +65,7 @@ import TilerImaging
             """)
     }
 
-    @Test(.timeLimit(.minutes(4))) func aThousandImagesPageToTheLastAndStayOnScreen() throws {
+    @Test(.timeLimit(.minutes(10))) func aThousandImagesPageToTheLastAndStayOnScreen() throws {
         let root = try Self.makeRoot()
         let small = try ViewerPyramids.port()  // the five-image album, for the indicator's size
         guard let driver = try startBrowser() else { return }

@@ -11,7 +11,7 @@ import TilerImaging
 @Suite(.serialized) struct LeafletPaddedTests {
     static let width = 1537, height = 997  // edge tiles 1 px wide and 229 px tall at full resolution
 
-    @Test(.timeLimit(.minutes(3))) func paddedPyramidShowsTheCornerUndistorted() throws {
+    @Test(.timeLimit(.minutes(10))) func paddedPyramidShowsTheCornerUndistorted() throws {
         let leaflet = "/usr/share/javascript/leaflet"
         guard FileManager.default.fileExists(atPath: "\(leaflet)/leaflet.js") else {
             Issue.record("Leaflet is missing: run scripts/install-deps test (apt: libjs-leaflet)")

@@ -17,7 +17,7 @@ import TilerCore
         return candidates.compactMap { $0 }.first { FileManager.default.isReadableFile(atPath: $0) }
     }
 
-    @Test(.timeLimit(.minutes(5)), arguments: RootKind.allCases)
+    @Test(.timeLimit(.minutes(10)), arguments: RootKind.allCases)
     func viewerAndOpenSeadragonThroughNginxUnderAPrefix(_ kind: RootKind) throws {
         guard let osd = Self.openSeadragon else {
             Issue.record("OpenSeadragon is missing: run scripts/install-deps test (it extracts it from PyPI's openslide-python)")
@@ -87,11 +87,11 @@ import TilerCore
                                         ("IIIF", "\(base)/iiif/3/odd-123/info.json", 3),
                                         ("IIIF PNG", "\(base)/iiif/3/\(ValidatorImage.id)/info.json", 2)] {
             try driver.navigate("http://127.0.0.1:\(proxyPort)/osd/index.html?source=\(source.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)")
-            try driver.wait(for: "OpenSeadragon to open \(name)", timeout: 30, """
+            try driver.wait(for: "OpenSeadragon to open \(name)", timeout: 120, """
                 return osdState.failed.length > 0 || (osdState.opened && osdState.fullyLoaded && osdState.loaded > 0)
                 """)
             _ = try driver.execute("zoomTo(6); return 1")
-            try driver.wait(for: "OpenSeadragon's finer tiles of \(name)", timeout: 30, """
+            try driver.wait(for: "OpenSeadragon's finer tiles of \(name)", timeout: 120, """
                 return osdState.failed.length > 0 || (osdState.framesSinceZoom >= 2 && viewer.world.getItemAt(0).getFullyLoaded())
                 """)
             let state = try #require(driver.execute("return osdState") as? [String: Any])

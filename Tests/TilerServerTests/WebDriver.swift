@@ -99,7 +99,7 @@ final class WebDriver {
 
     /// Polls `script` until it returns something other than null/false, or fails after `timeout`.
     @discardableResult
-    func wait(for what: String, timeout: Double = 15, _ script: String) throws -> Any {
+    func wait(for what: String, timeout: Double = 60, _ script: String) throws -> Any {
         let started = Date()
         var last: Any?
         while Date().timeIntervalSince(started) < timeout {
