@@ -331,10 +331,9 @@ public final class SourcePyramid: @unchecked Sendable {
 
     private func make(_ t: TileCoordinate) throws -> TilePixels {
         made.add(1, ordering: .relaxed)
-        let level = geometry.level(t.level)
         let size = geometry.tileSize
-        let x = t.column * size, y = t.row * size
-        let width = min(x + size, level.width) - x, height = min(y + size, level.height) - y
+        let rect = geometry.rectInLevel(t)
+        let (x, y, width, height) = (rect.x, rect.y, rect.width, rect.height)
         if let stored = plan[t.level] {
             let image = try image(stored).image
             var data: UnsafeMutablePointer<UInt8>?

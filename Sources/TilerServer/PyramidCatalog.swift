@@ -107,7 +107,7 @@ final class PyramidCatalog: Sendable {
     }
 
     /// The largest `pyramid.json` read.
-    static let maximumManifestBytes = 16 << 20
+    static let maximumManifestBytes = StoredPyramid.maximumManifestBytes
 
     /// `ROOT` without trailing slashes, or `s3://BUCKET/PREFIX`.
     let root: String
@@ -484,16 +484,15 @@ final class PyramidCatalog: Sendable {
             }
         }
         let signature = SourceSignature.folder(manifest: readInfo)
-        let manifest: PyramidManifest
-        let geometry: PyramidGeometry
+        let decoded: (manifest: PyramidManifest, geometry: PyramidGeometry)
         do {
-            manifest = try JSONDecoder().decode(PyramidManifest.self, from: Data(bytes))
-            geometry = try manifest.geometry()
+            decoded = try PyramidManifest.decodedWithGeometry(bytes)
         } catch {
             report(name, "decode-\(readInfo.entityTag)",
                    "\(manifestPath()) cannot be used: \(error); image '\(name)' answers 500")
             return .broken(message: "image '\(name)' has an unreadable pyramid.json", signature: signature)
         }
+        let (manifest, geometry) = decoded
         guard manifest.id == id else {
             report(name, "id-\(readInfo.entityTag)",
                    "\(manifestPath()) is the manifest of '\(manifest.id)', not of '\(name)'; image '\(name)' answers 500")

@@ -35,14 +35,13 @@ public struct ArchivedPyramid: Sendable {
             throw .invalid(path: name, reason: "the archive's metadata has no \"\(PyramidArchive.manifestKey)\" manifest (not cut by tiler?)")
         }
         let bytes = Array(metadata[span])
-        let manifest: PyramidManifest
-        let geometry: PyramidGeometry
+        let decoded: (manifest: PyramidManifest, geometry: PyramidGeometry)
         do {
-            manifest = try JSONDecoder().decode(PyramidManifest.self, from: Data(bytes))
-            geometry = try manifest.geometry()
+            decoded = try PyramidManifest.decodedWithGeometry(bytes)
         } catch {
             throw .invalid(path: name, reason: "unreadable manifest in the archive's metadata: \(Self.reason(error))")
         }
+        let (manifest, geometry) = decoded
         guard header.tileType == PyramidArchive.tileType(manifest.format) else {
             throw .invalid(path: name, reason: "the header's tile type is \(header.tileType) but the manifest says \(manifest.format.rawValue)")
         }

@@ -24,28 +24,10 @@ public enum PyramidConversion {
     public static func pack(folder: String, output: (any PyramidOutput)? = nil, replace: Bool,
                             isCancelled: () -> Bool = { false }) throws(StorageError) -> Result {
         let started = DispatchTime.now()
-        let (root, name) = split(folder)
-        guard let id = PyramidID(name) else {
-            throw .invalid(path: folder, reason: "'\(name)' is not a pyramid id, so not a pyramid folder")
-        }
+        let root = split(folder).root
+        let stored = try StoredPyramid.openFolder(folder)
+        let (id, manifest, manifestBytes, geometry) = (stored.id, stored.manifest, stored.manifestBytes, stored.geometry)
         let manifestPath = "\(folder)/\(PyramidManifest.fileName)"
-        var isFolder: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder) else {
-            throw .io(path: folder, reason: "no such folder")
-        }
-        guard isFolder.boolValue else { throw .invalid(path: folder, reason: "is not a folder") }
-        let manifestBytes = try readFile(manifestPath, limit: 16 << 20, missing: "no \(PyramidManifest.fileName): not a finished pyramid")
-        let manifest: PyramidManifest
-        let geometry: PyramidGeometry
-        do {
-            manifest = try JSONDecoder().decode(PyramidManifest.self, from: Data(manifestBytes))
-            geometry = try manifest.geometry()
-        } catch {
-            throw .invalid(path: manifestPath, reason: "unreadable manifest: \(ArchivedPyramid.reason(error))")
-        }
-        guard manifest.id == id else {
-            throw .invalid(path: manifestPath, reason: "the manifest is for '\(manifest.id)', not '\(id)'")
-        }
         let output = output ?? FolderOutput(root: root)
         let destination = output.destination(of: id, layout: .archive)
         if !replace, try output.exists(id, layout: .archive) { throw .exists(path: destination) }

@@ -3,6 +3,16 @@ import ObjectStorage
 import PMTiles
 import TilerCore
 
+extension PyramidManifest {
+    /// A stored manifest's bytes decoded, with its geometry rebuilt and checked against
+    /// the limits (`geometry()`): what every reader of a folder's or an archive's
+    /// `pyramid.json` needs before it trusts a field.
+    public static func decodedWithGeometry(_ bytes: [UInt8]) throws -> (manifest: PyramidManifest, geometry: PyramidGeometry) {
+        let manifest = try JSONDecoder().decode(PyramidManifest.self, from: Data(bytes))
+        return (manifest, try manifest.geometry())
+    }
+}
+
 /// One pyramid as it is stored: a folder `ROOT/ID/` or an archive `ROOT/ID.pmtiles`
 /// (local, or `s3://BUCKET/PREFIX/ID.pmtiles`), with its manifest read and checked. What
 /// `tiler info`, `verify` and `ls` look at.
@@ -67,14 +77,13 @@ public struct StoredPyramid: Sendable {
         let manifestPath = "\(folder)/\(PyramidManifest.fileName)"
         let bytes = try PyramidConversion.readFile(manifestPath, limit: maximumManifestBytes,
                                                    missing: "no \(PyramidManifest.fileName): not a finished pyramid")
-        let manifest: PyramidManifest
-        let geometry: PyramidGeometry
+        let decoded: (manifest: PyramidManifest, geometry: PyramidGeometry)
         do {
-            manifest = try JSONDecoder().decode(PyramidManifest.self, from: Data(bytes))
-            geometry = try manifest.geometry()
+            decoded = try PyramidManifest.decodedWithGeometry(bytes)
         } catch {
             throw .invalid(path: manifestPath, reason: "unreadable manifest: \(ArchivedPyramid.reason(error))")
         }
+        let (manifest, geometry) = decoded
         guard manifest.id == id else {
             throw .invalid(path: manifestPath, reason: "the manifest is for '\(manifest.id)', not '\(id)'")
         }
