@@ -4,11 +4,11 @@
 #   docker run -d -p 8080:8080 -v "$PWD/tiles:/data:ro" tiler        # serves /data
 # See docs/container.md.
 
-# ---- build: the Swift toolchain plus libvips/libpng/libjpeg/libwebp/libcurl headers ---
+# ---- build: the Swift toolchain plus libvips/libpng/libdeflate/libjpeg/libwebp/libcurl headers
 FROM swift:6.3-bookworm AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libvips-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libcurl4-openssl-dev pkg-config \
+      libvips-dev libpng-dev libdeflate-dev libjpeg62-turbo-dev libwebp-dev libcurl4-openssl-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Dependencies first, so that editing the sources does not fetch them again.
@@ -20,12 +20,12 @@ RUN swift build -c release --static-swift-stdlib --product tiler \
  && install -D -m 0755 "$(swift build -c release --static-swift-stdlib --show-bin-path)/tiler" /out/tiler \
  && strip --strip-debug /out/tiler
 
-# ---- runtime: slim Debian with the libvips, libpng, libjpeg, libwebp and libcurl runtime
+# ---- runtime: slim Debian with the libvips, libpng, libdeflate, libjpeg, libwebp and libcurl runtime
 # libraries (ca-certificates: libcurl verifies an https:// object store against them.)
 FROM debian:bookworm-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libvips42 libpng16-16 libjpeg62-turbo libwebp7 libcurl4 ca-certificates \
+      libvips42 libpng16-16 libdeflate0 libjpeg62-turbo libwebp7 libcurl4 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --gid 10001 tiler \
  && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /data \

@@ -27,7 +27,7 @@ let package = Package(
         // Fixed-arity wrappers for the libvips calls Swift cannot make (C varargs).
         // Also JPEG and WebP tiles straight from strip rows with libjpeg and libwebp.
         .target(name: "CTilerShims", dependencies: ["CVips", "CPNG"],
-                linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("webp")]),
+                linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("webp"), .linkedLibrary("deflate")]),
         // epoll, accept4 and friends, which Glibc's Swift module does not expose.
         .target(name: "CNetShims"),
         // renameat2 (exchange, no-replace), which Glibc's Swift module does not expose.

@@ -2,12 +2,13 @@ import CPNG
 import CTilerShims
 import Glibc
 
-/// How libpng compresses tiles: the row filter and zlib's level and strategy.
+/// How tiles are compressed: the library, the row filter, and the compression level
+/// (and, for libpng, zlib's strategy).
 ///
 /// The default, ``tiles``, was chosen by measuring (see `docs/cutting.md`): tiles of
-/// photographic and noise-like images compress best per CPU second with a cheap
-/// predictive filter at a low zlib level. `TILER_PNG_LEVEL`, `TILER_PNG_FILTER` and
-/// `TILER_PNG_STRATEGY` override it, for benchmarks.
+/// photographic and noise-like images cost least per byte saved with a cheap
+/// predictive filter and a fast compressor. `TILER_PNG_LIBRARY`, `TILER_PNG_LEVEL`,
+/// `TILER_PNG_FILTER` and `TILER_PNG_STRATEGY` override it, for benchmarks.
 public struct PNGSettings: Sendable, Hashable, CustomStringConvertible {
     /// libpng row filters.
     public enum Filter: String, Sendable, CaseIterable {
@@ -27,6 +28,12 @@ public struct PNGSettings: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// Who compresses: libdeflate behind tiler's own PNG writer (one IDAT chunk), or
+    /// libpng with zlib.
+    public enum Library: String, Sendable, CaseIterable {
+        case libdeflate, libpng
+    }
+
     /// zlib strategies (`Z_DEFAULT_STRATEGY`, `Z_FILTERED`, `Z_HUFFMAN_ONLY`, `Z_RLE`).
     public enum Strategy: String, Sendable, CaseIterable {
         case `default`, filtered, huffman, rle
@@ -41,34 +48,38 @@ public struct PNGSettings: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// zlib compression level, 0 (store) to 9 (smallest, slowest).
+    /// Compression level, 0 (store) to 9 (smallest, slowest), zlib's or libdeflate's.
     public var zlibLevel: Int
     public var filter: Filter
+    /// zlib's strategy; libpng only.
     public var strategy: Strategy
+    /// libdeflate cannot choose filters per row: with ``Filter/adaptive`` libpng is used.
+    public var library: Library
 
-    public init(zlibLevel: Int, filter: Filter, strategy: Strategy) {
+    public init(zlibLevel: Int, filter: Filter, strategy: Strategy, library: Library = .libpng) {
         precondition((0...9).contains(zlibLevel), "zlib level \(zlibLevel) outside 0...9")
         self.zlibLevel = zlibLevel
         self.filter = filter
         self.strategy = strategy
+        self.library = library
     }
 
-    /// The settings tiler cuts with: Paeth filter, zlib `Z_RLE`.
+    /// The settings tiler cuts with: the Up filter, libdeflate at level 1.
     ///
-    /// After Paeth prediction, photographic tiles are small noisy residuals in which LZ77
-    /// finds few matches; `Z_RLE` (runs and Huffman coding only) codes them as small as
-    /// the default strategy does, or smaller, for a fraction of the CPU. On the benchmark
-    /// image this gives 30 % fewer bytes than `vips dzsave` (zlib 6, no filter) at a
-    /// quarter of its CPU time. With `Z_RLE` the level barely matters. Flat synthetic
-    /// graphics with long exact repeats come out up to ~20 % larger than dzsave's;
-    /// measurements in `docs/cutting.md`.
-    public static let tiles = PNGSettings(zlibLevel: 2, filter: .paeth, strategy: .rle)
+    /// Measured on the benchmark's noise pyramid (`docs/cutting.md`): libdeflate level 1
+    /// after the Up filter takes 2.2x less CPU than libpng with Paeth and zlib `Z_RLE`
+    /// (tiler's setting before), for 22 % more bytes, still well under half of what
+    /// `vips dzsave` writes (zlib 6, no filter). Per tile, zlib sets up and clears its
+    /// stream state (hundreds of KB); libdeflate's compressor is made once per thread.
+    public static let tiles = PNGSettings(zlibLevel: 1, filter: .up, strategy: .default, library: .libdeflate)
 
-    /// ``tiles`` with any `TILER_PNG_LEVEL` (0-9), `TILER_PNG_FILTER` (none, sub, up,
-    /// average, paeth, adaptive) or `TILER_PNG_STRATEGY` (default, filtered, huffman,
-    /// rle) from the environment applied; unparsable values are ignored.
+    /// ``tiles`` with any `TILER_PNG_LIBRARY` (libdeflate, libpng), `TILER_PNG_LEVEL`
+    /// (0-9), `TILER_PNG_FILTER` (none, sub, up, average, paeth, adaptive) or
+    /// `TILER_PNG_STRATEGY` (default, filtered, huffman, rle; libpng) from the
+    /// environment applied; unparsable values are ignored.
     public static func tiles(environment: [String: String]) -> PNGSettings {
         var settings = tiles
+        if let text = environment["TILER_PNG_LIBRARY"], let library = Library(rawValue: text) { settings.library = library }
         if let text = environment["TILER_PNG_LEVEL"], let level = Int(text), (0...9).contains(level) {
             settings.zlibLevel = level
         }
@@ -77,10 +88,29 @@ public struct PNGSettings: Sendable, Hashable, CustomStringConvertible {
         return settings
     }
 
-    public var description: String { "zlib \(zlibLevel), filter \(filter.rawValue), strategy \(strategy.rawValue)" }
+    public var description: String {
+        switch usedLibrary {
+        case .libdeflate: "libdeflate \(zlibLevel), filter \(filter.rawValue)"
+        case .libpng: "libpng, zlib \(zlibLevel), filter \(filter.rawValue), strategy \(strategy.rawValue)"
+        }
+    }
+
+    /// The library that encodes: libpng when the filter is adaptive.
+    var usedLibrary: Library { filter == .adaptive ? .libpng : library }
+
+    /// The PNG filter type of a single filter (0 none ... 4 Paeth).
+    var filterType: Int32 {
+        switch filter {
+        case .none, .adaptive: 0
+        case .sub: 1
+        case .up: 2
+        case .average: 3
+        case .paeth: 4
+        }
+    }
 }
 
-/// Encodes 8-bit pixels as PNG with libpng, into memory.
+/// Encodes 8-bit pixels as PNG with libdeflate or libpng, into memory.
 public struct PNGEncoder: Sendable {
     public var settings: PNGSettings
 
@@ -94,12 +124,19 @@ public struct PNGEncoder: Sendable {
         var buffer: UnsafeMutablePointer<UInt8>?
         var length = 0
         var message = [CChar](repeating: 0, count: 256)
-        let status = tiler_png_encode(pixels, stride, Int32(width), Int32(height), Int32(bands),
-                                      Int32(settings.zlibLevel), settings.filter.mask, settings.strategy.zlibValue,
-                                      &buffer, &length, &message, message.count)
+        let library = settings.usedLibrary
+        let status = switch library {
+        case .libdeflate:
+            tiler_png_deflate_encode(pixels, stride, Int32(width), Int32(height), Int32(bands), Int32(settings.zlibLevel),
+                                     settings.filterType, &buffer, &length, &message, message.count)
+        case .libpng:
+            tiler_png_encode(pixels, stride, Int32(width), Int32(height), Int32(bands),
+                             Int32(settings.zlibLevel), settings.filter.mask, settings.strategy.zlibValue,
+                             &buffer, &length, &message, message.count)
+        }
         guard status == 0, let buffer else {
             let text = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            throw ImagingError.encoding(text.isEmpty ? "libpng failed" : "libpng: \(text)")
+            throw ImagingError.encoding(text.isEmpty ? "\(library.rawValue) failed" : "\(library.rawValue): \(text)")
         }
         defer { free(buffer) }
         return try body(UnsafeRawBufferPointer(start: buffer, count: length))

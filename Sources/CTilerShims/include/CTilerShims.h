@@ -125,4 +125,10 @@ int tiler_png_encode(const uint8_t *pixels, size_t stride, int width, int height
                      int zlib_level, int filters, int zlib_strategy,
                      uint8_t **buffer, size_t *length, char *message, size_t message_size);
 
+/* The same PNG through libdeflate: one IDAT, every row with the one filter `filter`
+   (0 none, 1 sub, 2 up, 3 average, 4 paeth), compressed at libdeflate `level` (0-12).
+   Returns 0 with a malloc'd buffer, or -1 with the reason in `message`. */
+int tiler_png_deflate_encode(const uint8_t *pixels, size_t stride, int width, int height, int bands, int level,
+                             int filter, uint8_t **buffer, size_t *length, char *message, size_t message_size);
+
 #endif
