@@ -476,6 +476,17 @@ def section_cut(t, res, args):
             rounds[f"{tool}/{fmt}"].append(t.measure_cut(tool, fmt, src, side, side, keep=keep, name=name))
     res["cut"] = {"image": f"{side}x{side}", "input_bytes": os.path.getsize(src),
                   "legs": {k: summarise(v) for k, v in rounds.items()}}
+    # Larger squares (--cut-big): one round of the legs in --cut-big-legs, in the same run.
+    res["cut"]["big"] = []
+    for big in args.cut_big:
+        src = t.image(big, big)
+        legs = [tuple(x.split("/")) for x in args.cut_big_legs]
+        log(f"cut {big}x{big}, one round: {', '.join(args.cut_big_legs)}")
+        if getattr(args, "save", None):
+            args.save()
+        got = {f"{tool}/{fmt}": summarise([t.measure_cut(tool, fmt, src, big, big, name=f"{IMAGE_ID}-{fmt.split('-')[0]}")])
+               for tool, fmt in legs}
+        res["cut"]["big"].append({"image": f"{big}x{big}", "input_bytes": os.path.getsize(src), "legs": got})
 
 
 def section_archive(t, res, args):
@@ -1429,6 +1440,12 @@ def targets(res):
 
     if "cut" in res and "legs" in res["cut"]:
         against_newest(lambda k: leg("cut", k) or None, "")
+        for fmt in ("png", "jpeg", "webp"):
+            a, f = leg("cut", f"tiler/{fmt}{ARCHIVE}"), leg("cut", f"tiler/{fmt}")
+            if a and f:
+                ratio(a, f, "wall", 1.1, f"cut --archive {fmt.upper()} wall <= 1.1x folder cut (cut section)")
+        for b in res["cut"].get("big", []):
+            against_newest(lambda k: b["legs"].get(k), f" at {b['image']}")
         # One file per pyramid: tiler cut --archive (PMTiles) against dzsave container=zip.
         against_newest(lambda k: leg("cut", k + ARCHIVE) or None, ", archives (PMTiles vs zip)")
         # The targets against Debian's libvips 8.14, as before.
@@ -1564,6 +1581,10 @@ def report_md(res):
         if "error" not in tp and "error" not in c1:
             L += [f"tiler PNG against dzsave `compression=1`: wall {tp['wall'] / c1['wall']:.2f}×, "
                   f"bytes {tp['bytes'] / c1['bytes']:.2f}×, peak RSS {tp['rss_mb'] / c1['rss_mb']:.2f}×.", ""]
+        for b in c.get("big", []):
+            L += [f"## Cut, {b['image']} noise JPEG ({b['input_bytes'] / 1e6:.0f} MB), one round", "",
+                  "| leg | wall s | CPU s | peak RSS MB | MB written | files | rounds |", "|---|---|---|---|---|---|---|"]
+            L += cut_rows(b["legs"].get) + [""]
     if "scaling" in res:
         sc = res["scaling"]
         L += ["## Scaling (PNG tiles, one round)", "",
@@ -1593,11 +1614,12 @@ def report_md(res):
               "| piece | threads | wall s | CPU s | MB |", "|---|---|---|---|---|",
               f"| decode (libjpeg, the decoder libvips calls) | 1 | {f['decode']['wall']:.2f} | {f['decode']['cpu']:.2f} | |",
               f"| 2×2 shrinks of every level (tiler's AreaAverage) | 1 | {f['shrink']['wall']:.2f} | {f['shrink']['cpu']:.2f} | |"]
-        names = {"png": "encode PNG (tiler: libpng, Paeth, zlib Z_RLE)", "jpeg": f"encode JPEG Q{JPEG_Q} (tiler: libjpeg)",
+        names = {"png": "encode PNG (tiler: libdeflate 1, Up filter)", "jpeg": f"encode JPEG Q{JPEG_Q} (tiler: libjpeg)",
                  "webp": f"encode WebP Q{WEBP_Q} (tiler: libwebp, effort 4)",
-                 "png-average": "encode PNG, tiler's encoder with the Average filter instead of Paeth",
-                 "png-up": "encode PNG, tiler's encoder with the Up filter instead of Paeth",
-                 "png-libspng": "encode PNG with libspng (Paeth, zlib Z_RLE, as tiler)",
+                 "png-libpng-paeth": "encode PNG, libpng, Paeth, zlib 2 Z_RLE (tiler before libdeflate)",
+                 "png-libpng-average": "encode PNG, libpng, Average filter, zlib 2 Z_RLE",
+                 "png-libpng-up": "encode PNG, libpng, Up filter, zlib 2 Z_RLE",
+                 "png-libspng": "encode PNG with libspng (Paeth, zlib 2 Z_RLE)",
                  "png-libdeflate-1": "encode PNG with libdeflate level 1 (Paeth, own PNG writer)",
                  "png-libdeflate-6": "encode PNG with libdeflate level 6 (Paeth, own PNG writer)"}
         for name, x in f["encode"].items():
@@ -1712,9 +1734,18 @@ def main():
     ap.add_argument("--rounds", type=int, help="rounds for cut and serve (default 2; 1 with --quick)")
     ap.add_argument("--max-point-seconds", type=float, default=1800,
                     help="skip a scaling point above 20k whose estimated time for all its cuts exceeds this (default 1800)")
+    ap.add_argument("--cut-big", default="", help="larger squares the cut section also cuts, one round each "
+                    "(comma separated sides, e.g. 40000; default none: the scaling section's 40k point has them)")
+    ap.add_argument("--cut-big-legs", default="tiler/png,dzsave818/png,tiler/jpeg,dzsave818/jpeg,tiler/webp,dzsave818/webp",
+                    help="the legs of --cut-big, TOOL/FORMAT comma separated (default: tiler and dzsave 8.18, folders)")
     ap.add_argument("--iip-compression", default="jpeg", choices=["jpeg", "deflate"])
     ap.add_argument("--iip-procs", type=int, default=os.cpu_count() or 2, help="iipsrv processes (default nproc)")
     args = ap.parse_args()
+    args.cut_big = [int(x) for x in args.cut_big.split(",") if x.strip()]
+    args.cut_big_legs = [x.strip() for x in args.cut_big_legs.split(",") if x.strip()]
+    for x in args.cut_big_legs:
+        if tuple(x.split("/")) not in CUT_LEGS:
+            ap.error(f"unknown cut leg '{x}': one of {', '.join(a + '/' + b for a, b in CUT_LEGS)}")
     q = args.quick
     args.cut_side = 4000 if q else 20000
     args.cut_rounds = 1 if q else 2

@@ -1,6 +1,7 @@
 // cut-floor: each piece of `tiler cut` timed alone, on this machine, for one JPEG input.
 //
-//   cut-floor INPUT.jpg WORK [--encoders png,jpeg,webp,png-average,png-up,png-libspng,png-libdeflate-1,png-libdeflate-6]
+//   cut-floor INPUT.jpg WORK [--encoders png,jpeg,webp,png-libpng-paeth,png-libpng-average,png-libpng-up,
+//                             png-libspng,png-libdeflate-1,png-libdeflate-6]
 //
 // 1. decode: the whole JPEG with libjpeg (the decoder libvips calls) into memory, on
 //    one thread (a baseline JPEG cannot be decoded in parallel);
@@ -8,10 +9,10 @@
 //    (AreaAverage.shrinkRows), on one thread, as the cutter does;
 // 3. encode: every tile of every level with each encoder, on all cores
 //    (DispatchQueue.concurrentPerform), bytes counted and dropped: tiler's TileEncoder
-//    (PNG with its settings, JPEG Q85, WebP Q80; PNG also with the Average and Up row
-//    filters instead of Paeth), and two PNG encoders tiler does not use: libspng with
-//    tiler's filter and zlib settings, and libdeflate behind a PNG writer of this tool
-//    (Paeth, one IDAT) at levels 1 and 6;
+//    (PNG with its settings: Up filter, libdeflate 1; JPEG Q85, WebP Q80), tiler's
+//    libpng path with its settings before libdeflate (Paeth, zlib 2 Z_RLE) and with the
+//    Average and Up filters, libspng (Paeth, zlib 2 Z_RLE), and libdeflate behind a PNG
+//    writer of this tool (Paeth, one IDAT) at levels 1 and 6;
 // 4. files: the pyramid's folders and files under WORK/files-FORMAT, each file as
 //    large as that format's tile, written on all cores as the cutter writes them
 //    (open, one write, close); the caller deletes WORK.
@@ -88,7 +89,8 @@ guard arguments.count >= 3 else {
     exit(2)
 }
 let input = arguments[1], work = arguments[2]
-var encoderNames = ["png", "jpeg", "webp", "png-average", "png-up", "png-libspng", "png-libdeflate-1", "png-libdeflate-6"]
+var encoderNames = ["png", "jpeg", "webp", "png-libpng-paeth", "png-libpng-average", "png-libpng-up", "png-libspng",
+                    "png-libdeflate-1", "png-libdeflate-6"]
 if let i = arguments.firstIndex(of: "--encoders"), i + 1 < arguments.count {
     encoderNames = arguments[i + 1].split(separator: ",").map(String.init)
 }
@@ -165,18 +167,21 @@ do {
             return (n, kept)
         }
     }
-    let rle: Int32 = 3  // Z_RLE, as tiler's PNGSettings.tiles
+    let rle: Int32 = 3  // Z_RLE, as tiler's libpng settings before libdeflate
+    func libpng(_ filter: PNGSettings.Filter) -> PNGSettings {
+        PNGSettings(zlibLevel: 2, filter: filter, strategy: .rle, library: .libpng)
+    }
     let encoders: [String: (Encode, Bool)] = [
         "png": (tiler(TileEncoder(format: .png)), true),
-        // tiler's PNG encoder with a cheaper row filter than Paeth (same zlib settings).
-        "png-average": (tiler(TileEncoder(format: .png, png: PNGSettings(zlibLevel: PNGSettings.tiles.zlibLevel,
-                                                                         filter: .average, strategy: PNGSettings.tiles.strategy))), true),
-        "png-up": (tiler(TileEncoder(format: .png, png: PNGSettings(zlibLevel: PNGSettings.tiles.zlibLevel, filter: .up,
-                                                                    strategy: PNGSettings.tiles.strategy))), true),
+        // tiler's settings before libdeflate: libpng, Paeth, zlib 2 Z_RLE; and libpng with
+        // cheaper row filters at the same zlib settings.
+        "png-libpng-paeth": (tiler(TileEncoder(format: .png, png: libpng(.paeth))), true),
+        "png-libpng-average": (tiler(TileEncoder(format: .png, png: libpng(.average))), true),
+        "png-libpng-up": (tiler(TileEncoder(format: .png, png: libpng(.up))), true),
         "jpeg": (tiler(TileEncoder(format: .jpeg)), false),
         "webp": (tiler(TileEncoder(format: .webp)), false),
         "png-libspng": (c { floor_spng_encode($0.pixels, $0.stride, Int32($0.width), Int32($0.height), Int32(bandCount),
-                                              4 /* SPNG_FILTER_CHOICE_PAETH */, Int32(PNGSettings.tiles.zlibLevel), rle, $1) }, true),
+                                              4 /* SPNG_FILTER_CHOICE_PAETH */, 2, rle, $1) }, true),
         "png-libdeflate-1": (c { floor_deflate_encode($0.pixels, $0.stride, Int32($0.width), Int32($0.height),
                                                       Int32(bandCount), 1, $1) }, true),
         "png-libdeflate-6": (c { floor_deflate_encode($0.pixels, $0.stride, Int32($0.width), Int32($0.height),
