@@ -462,7 +462,7 @@ CUT_LEGS = [("tiler", "png"), ("dzsave818", "png"), ("dzsave", "png"), ("dzsave"
 def section_cut(t, res, args):
     side = args.cut_side
     src = t.image(side, side)
-    legs = CUT_LEGS
+    legs = args.cut_legs
     rounds = {f"{a}/{b}": [] for a, b in legs}
     t.discard(os.path.join(t.out, "pyramids"))   # only this run's pyramids may be served
     for r in range(args.cut_rounds):
@@ -1577,8 +1577,8 @@ def report_md(res):
             L += [f"dzsave 8.18 runs in Python (pyvips): the interpreter with pyvips and libvips loaded and a 1×1 "
                   f"image computed costs {base['wall']:.2f} s wall, {base['cpu']:.2f} s CPU and {base['rss_mb']:.0f} MB "
                   f"peak RSS, included in its legs.", ""]
-        tp, c1 = lg["tiler/png"], lg["dzsave/png-c1"]
-        if "error" not in tp and "error" not in c1:
+        tp, c1 = lg.get("tiler/png"), lg.get("dzsave/png-c1")
+        if tp and c1 and "error" not in tp and "error" not in c1:
             L += [f"tiler PNG against dzsave `compression=1`: wall {tp['wall'] / c1['wall']:.2f}×, "
                   f"bytes {tp['bytes'] / c1['bytes']:.2f}×, peak RSS {tp['rss_mb'] / c1['rss_mb']:.2f}×.", ""]
         for b in c.get("big", []):
@@ -1734,6 +1734,8 @@ def main():
     ap.add_argument("--rounds", type=int, help="rounds for cut and serve (default 2; 1 with --quick)")
     ap.add_argument("--max-point-seconds", type=float, default=1800,
                     help="skip a scaling point above 20k whose estimated time for all its cuts exceeds this (default 1800)")
+    ap.add_argument("--cut-legs", default=",".join(f"{a}/{b}" for a, b in CUT_LEGS),
+                    help="the cut section's legs in order, TOOL/FORMAT comma separated (default all)")
     ap.add_argument("--cut-big", default="", help="larger squares the cut section also cuts, one round each "
                     "(comma separated sides, e.g. 40000; default none: the scaling section's 40k point has them)")
     ap.add_argument("--cut-big-legs", default="tiler/png,dzsave818/png,tiler/jpeg,dzsave818/jpeg,tiler/webp,dzsave818/webp",
@@ -1743,7 +1745,8 @@ def main():
     args = ap.parse_args()
     args.cut_big = [int(x) for x in args.cut_big.split(",") if x.strip()]
     args.cut_big_legs = [x.strip() for x in args.cut_big_legs.split(",") if x.strip()]
-    for x in args.cut_big_legs:
+    args.cut_legs = [tuple(x.strip().split("/")) for x in args.cut_legs.split(",") if x.strip()]
+    for x in args.cut_big_legs + [a + "/" + b for a, b in args.cut_legs]:
         if tuple(x.split("/")) not in CUT_LEGS:
             ap.error(f"unknown cut leg '{x}': one of {', '.join(a + '/' + b for a, b in CUT_LEGS)}")
     q = args.quick
