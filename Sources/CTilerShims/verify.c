@@ -26,8 +26,16 @@ int tiler_vips_check_encoded(const void *data, size_t length, const char *format
         g_object_unref(image);
         return TILER_CHECK_WRONG_SIZE;
     }
-    double mean = 0;
-    int status = vips_avg(image, &mean, NULL);
+    /* Every pixel is decoded here, in the calling thread, through one region over the whole
+       image: the loader's errors come back as this call's status. Not through a sink such as
+       vips_avg: libvips 8.14's threadpool reads its error flag before the last workers have
+       finished (fixed in 8.15.4, libvips#4116), so a decode error in the last work units was
+       sometimes lost and a corrupt tile passed. The size was checked above, so the region
+       holds at most one expected tile. */
+    VipsRegion *region = vips_region_new(image);
+    VipsRect whole = {0, 0, *width, *height};
+    int status = region ? vips_region_prepare(region, &whole) : -1;
+    if (region) g_object_unref(region);
     g_object_unref(image);
     return status == 0 ? TILER_CHECK_OK : TILER_CHECK_UNDECODABLE;
 }
