@@ -74,4 +74,28 @@ public enum TileID {
         }
         return (zoom, x, y)
     }
+
+    /// Calls `body(x, y)` for every tile of zoom `zoom` with `x < columns` and
+    /// `y < rows` (a pyramid level's rectangle), in tile-id order, without listing or
+    /// sorting them: the Hilbert curve runs through each aligned quarter of a square
+    /// before it enters the next, so the quarters are visited in the order of their
+    /// first cells' ids, and recursively. Memory is the recursion's depth, time a few id
+    /// computations per tile.
+    public static func forEachTile<E: Error>(zoom: Int, columns: UInt64, rows: UInt64,
+                                             _ body: (_ x: UInt64, _ y: UInt64) throws(E) -> Void) throws(E) {
+        precondition(zoom >= 0 && zoom <= maximumZoom, "zoom \(zoom) outside 0...\(maximumZoom)")
+        let n = UInt64(1) << UInt64(zoom)
+        precondition(columns <= n && rows <= n, "\(columns)×\(rows) tiles do not fit zoom \(zoom)")
+        func visit(_ x: UInt64, _ y: UInt64, _ size: UInt64) throws(E) {
+            guard x < columns, y < rows else { return }
+            if size == 1 { return try body(x, y) }
+            let half = size / 2
+            var quarters = [(x, y), (x + half, y), (x, y + half), (x + half, y + half)]
+                .filter { $0.0 < columns && $0.1 < rows }
+                .map { (id: id(zoom: zoom, x: $0.0, y: $0.1), x: $0.0, y: $0.1) }
+            quarters.sort { $0.id < $1.id }
+            for q in quarters { try visit(q.x, q.y, half) }
+        }
+        try visit(0, 0, n)
+    }
 }

@@ -2,23 +2,45 @@ import Foundation
 import PMTiles
 import Synchronization
 
-/// Writes one PMTiles v3 archive from tiles that arrive in any order, from many threads
-/// at once: each tile is appended to a spool file (unlinked, so it vanishes with the
-/// process) and only its `(tile id, spool offset, length, hash)` is kept in memory,
-/// 32 bytes per tile. `finish` sorts those by tile id, finds identical tiles, and writes
-/// the archive in one sequential pass: header, root directory, metadata, leaf
-/// directories, tile data in tile-id order (clustered), then the extra blobs (the
-/// thumbnail) at the end of the tile data section.
+/// Writes one PMTiles v3 archive into a file in one pass, from tiles that arrive in any
+/// order, from many threads at once. Each tile's bytes go straight to their place in the
+/// tile data section (`pwrite` at an offset taken under a lock) and are never copied
+/// again; only `(tile id, offset, length)` is kept in memory. `finish` sorts those by
+/// tile id, lays out the directories, writes the extra blobs (the thumbnail), the
+/// metadata and the leaf directories after the tile data, and the header and root
+/// directory last, at the start:
 ///
-/// Identical tiles (same length, same 64-bit hash, and then compared byte for byte) are
-/// stored once: consecutive ones become one entry with a run length, others share an
-/// offset. Blank margins of scans and flat skies cost one tile each.
+///     header (127 B) | root directory | zeros up to 16,384 B | tile data, extras | metadata | leaf directories
+///
+/// The spec lets every section but the header sit anywhere, as long as header and root
+/// lie in the first 16 KiB; this is the padded layout go-pmtiles' `verify` accepts (a
+/// file of 16,384 + metadata + leaves + tile data bytes). The zeros are never written
+/// (a hole in the file). The header's clustered flag is true exactly when the tiles
+/// arrived in tile-id order, so that the tile data is in that order (`pack` writes them
+/// so); a cut, whose tiles come strip by strip from the largest level down, is not
+/// clustered.
+///
+/// Identical tiles (same length and 64-bit hash, then compared byte for byte with the
+/// bytes already in the file) are stored once: consecutive tile ids become one entry
+/// with a run length, others share an offset. Blank margins of scans and flat skies
+/// cost one tile each. Two identical tiles written at the very same moment may both be
+/// stored (the second is compared only once the first is in the file); the archive is
+/// correct either way.
+///
+/// Memory: 24 bytes per tile for the index and at most 24 per tile for the hash table
+/// (`[hash: index]`, reserved up front from `expectedTiles`, so it never grows by
+/// doubling) while tiles arrive; at `finish`, the hash table is dropped and the sorted
+/// index and the directory entries take at most about 72 bytes per tile, plus the
+/// compressed directories.
 final class ArchiveWriter: Sendable {
-    /// A spooled tile. 32 bytes.
-    struct SpooledTile {
+    /// Where the tile data section starts: header and root directory get the first
+    /// 16 KiB, the most the spec allows them.
+    static let tileDataOffset = UInt64(ArchiveHeader.headerAndRootLimit)
+
+    /// One tile: where its bytes are in the tile data section. 24 bytes.
+    struct StoredTile {
         var tileID: UInt64
-        var spoolOffset: UInt64
-        var hash: UInt64
+        var offset: UInt64
         var length: UInt32
     }
 
@@ -35,105 +57,118 @@ final class ArchiveWriter: Sendable {
     /// The largest single tile accepted (PMTiles lengths are 32-bit).
     static let maximumTileBytes = Int(UInt32.max)
 
-    private let spool: Int32
-    private let spoolPath: String
+    /// The archive file: a duplicate of the descriptor handed to `init`, closed only when
+    /// the writer goes away, so that no write in flight can land in a file that reused a
+    /// closed descriptor's number.
+    private let file: Int32
+    private let path: String
 
-    private struct Spool {
-        /// Bytes taken in the spool so far: where the next tile goes.
-        var size: UInt64 = 0
-        var tiles: [SpooledTile] = []
-        var closed = false
+    private struct State {
+        /// Bytes of tile data written or being written: where the next blob goes.
+        var dataSize: UInt64 = 0
+        /// Distinct blobs written.
+        var blobs: UInt64 = 0
+        var tiles: [StoredTile] = []
+        /// The first tile stored with each hash whose bytes are in the file: its index in
+        /// `tiles`.
+        var firstWithHash: [UInt64: UInt32] = [:]
+        var finished = false
     }
 
-    private let state = Mutex(Spool())
+    private let state = Mutex(State())
 
-    /// Opens the spool in `directory` (the archive's own folder, so it sits on the same
-    /// disk), named after `name`, and unlinks it at once. `expectedTiles` reserves the
-    /// entry list, so that it never grows by doubling.
-    init(spoolIn directory: String, name: String, expectedTiles: Int = 0) throws(StorageError) {
-        var fd: Int32 = -1
-        var path = ""
-        for _ in 0..<100 {
-            path = "\(directory)/.\(name).spool-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-            fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-            if fd >= 0 || errno != EEXIST { break }
+    /// Writes into `output`, an empty file open for reading and writing at `outputPath`.
+    /// `expectedTiles` reserves the index and the hash table, so that neither grows by
+    /// doubling.
+    init(output: Int32, outputPath: String, expectedTiles: Int = 0) throws(StorageError) {
+        let copy = fcntl(output, F_DUPFD_CLOEXEC, 0)
+        guard copy >= 0 else { throw StorageError.system(outputPath) }
+        file = copy
+        path = outputPath
+        state.withLock { s in
+            s.tiles.reserveCapacity(expectedTiles)
+            s.firstWithHash.reserveCapacity(expectedTiles)
         }
-        guard fd >= 0 else { throw StorageError.system(path, "cannot create the tile spool") }
-        unlink(path)
-        spool = fd
-        spoolPath = path
-        state.withLock { $0.tiles.reserveCapacity(expectedTiles) }
     }
 
-    deinit { closeSpool() }
+    deinit { close(file) }
 
     /// Tiles added so far.
     var count: Int { state.withLock { $0.tiles.count } }
 
-    /// Appends one tile. Safe to call from many threads at once: the spool offset is
-    /// taken under the lock, the bytes are written outside it with `pwrite`.
+    /// Stores one tile. Safe to call from many threads at once: offsets are taken under
+    /// the lock, bytes are written and compared outside it.
     func add(tileID: UInt64, _ bytes: UnsafeRawBufferPointer) throws(StorageError) {
-        guard bytes.count > 0 else { throw .invalid(path: spoolPath, reason: "tile \(tileID) is empty (PMTiles tiles have at least one byte)") }
+        guard bytes.count > 0 else { throw .invalid(path: path, reason: "tile \(tileID) is empty (PMTiles tiles have at least one byte)") }
         guard bytes.count <= Self.maximumTileBytes else {
-            throw .invalid(path: spoolPath, reason: "tile \(tileID) has \(bytes.count) bytes, more than PMTiles' 4 GiB")
+            throw .invalid(path: path, reason: "tile \(tileID) has \(bytes.count) bytes, more than PMTiles' 4 GiB")
         }
+        let length = UInt32(bytes.count)
         var hasher = Hasher()
         hasher.combine(bytes: bytes)
         let hash = UInt64(bitPattern: Int64(hasher.finalize()))
+        let earlier: UInt64? = try state.withLock { (s) throws(StorageError) -> UInt64? in
+            guard !s.finished else { throw .invalid(path: path, reason: "tile \(tileID) came after the archive was finished") }
+            guard let index = s.firstWithHash[hash], s.tiles[Int(index)].length == length else { return nil }
+            return s.tiles[Int(index)].offset
+        }
+        if let earlier, try sameBytes(bytes, at: earlier) {
+            state.withLock { $0.tiles.append(StoredTile(tileID: tileID, offset: earlier, length: length)) }
+            return
+        }
         let offset: UInt64 = state.withLock { s in
-            let offset = s.size
-            s.size += UInt64(bytes.count)
-            s.tiles.append(SpooledTile(tileID: tileID, spoolOffset: offset, hash: hash, length: UInt32(bytes.count)))
+            let offset = s.dataSize
+            s.dataSize += UInt64(length)
+            s.blobs += 1
             return offset
         }
-        try Self.writeAll(spool, bytes, at: offset, path: spoolPath)
+        try Self.writeAll(file, bytes, at: Self.tileDataOffset + offset, path: path)
+        state.withLock { s in
+            // Only now may another tile be compared with these bytes: they are in the file.
+            if s.firstWithHash[hash] == nil, s.tiles.count < Int(UInt32.max) { s.firstWithHash[hash] = UInt32(s.tiles.count) }
+            s.tiles.append(StoredTile(tileID: tileID, offset: offset, length: length))
+        }
     }
 
-    /// Writes the archive into `output` (an empty file open for writing) and closes the
-    /// spool. `extras` are blobs stored after the last tile, outside every directory;
-    /// `metadata` gets their offsets (relative to the tile data section) and returns the
-    /// metadata JSON, before compression.
-    func finish(into output: Int32, outputPath: String, header template: ArchiveHeader, extras: [[UInt8]],
+    /// Completes the archive: `extras` are blobs stored after the last tile, outside
+    /// every directory; `metadata` gets their offsets (relative to the tile data section)
+    /// and returns the metadata JSON, before compression. Every `add` must have returned.
+    func finish(header template: ArchiveHeader, extras: [[UInt8]],
                 metadata: ([UInt64]) throws(StorageError) -> [UInt8]) throws(StorageError) -> Summary {
-        defer { closeSpool() }
-        var spooled = state.withLock { s -> [SpooledTile] in
+        var (tiles, dataSize, blobs) = state.withLock { s in
+            s.finished = true
+            s.firstWithHash = [:]
             defer { s.tiles = [] }
-            return s.tiles
+            return (s.tiles, s.dataSize, s.blobs)
         }
-        guard !spooled.isEmpty else { throw .invalid(path: outputPath, reason: "an archive needs at least one tile") }
-        spooled.sort { $0.tileID < $1.tileID }
+        guard !tiles.isEmpty else { throw .invalid(path: path, reason: "an archive needs at least one tile") }
+        tiles.sort { $0.tileID < $1.tileID }
 
-        // Plan: the tile data offset of every distinct blob, and the directory entries.
-        var contents: [(spoolOffset: UInt64, length: UInt32)] = []
-        contents.reserveCapacity(spooled.count)
+        // The directory entries, and whether the data happens to be in tile-id order:
+        // each tile either starts where the data seen so far ends (a new blob) or lies
+        // before it (a repeat of an earlier tile).
         var entries: [DirectoryEntry] = []
-        entries.reserveCapacity(spooled.count)
-        var firstWithHash: [UInt64: (index: Int, dataOffset: UInt64)] = [:]
-        var dataSize: UInt64 = 0
-        var scratch = ([UInt8](), [UInt8]())
-        for (i, tile) in spooled.enumerated() {
-            if i > 0, spooled[i - 1].tileID == tile.tileID {
-                throw .invalid(path: outputPath, reason: "tile id \(tile.tileID) was written twice")
+        entries.reserveCapacity(tiles.count)
+        var clustered = true
+        var inOrder: UInt64 = 0
+        for (i, tile) in tiles.enumerated() {
+            if i > 0, tiles[i - 1].tileID == tile.tileID {
+                throw .invalid(path: path, reason: "tile id \(tile.tileID) was written twice")
             }
-            var dataOffset = dataSize
-            if let seen = firstWithHash[tile.hash], spooled[seen.index].length == tile.length,
-               try sameBytes(spooled[seen.index], tile, scratch: &scratch) {
-                dataOffset = seen.dataOffset
-            } else {
-                if firstWithHash[tile.hash] == nil { firstWithHash[tile.hash] = (i, dataSize) }
-                contents.append((tile.spoolOffset, tile.length))
-                dataSize += UInt64(tile.length)
+            if tile.offset == inOrder {
+                inOrder += UInt64(tile.length)
+            } else if tile.offset > inOrder {
+                clustered = false
             }
-            if let last = entries.last, last.offset == dataOffset, last.length == tile.length,
+            if let last = entries.last, last.offset == tile.offset, last.length == tile.length,
                last.tileID + UInt64(last.runLength) == tile.tileID, last.runLength < UInt32.max {
                 entries[entries.count - 1].runLength += 1
             } else {
-                entries.append(DirectoryEntry(tileID: tile.tileID, offset: dataOffset, length: tile.length, runLength: 1))
+                entries.append(DirectoryEntry(tileID: tile.tileID, offset: tile.offset, length: tile.length, runLength: 1))
             }
         }
-        let addressed = UInt64(spooled.count)
-        spooled = []
-        firstWithHash = [:]
+        let addressed = UInt64(tiles.count)
+        tiles = []
 
         var extraOffsets: [UInt64] = []
         var extrasSize: UInt64 = 0
@@ -144,59 +179,49 @@ final class ArchiveWriter: Sendable {
         var header = template
         let layout = DirectoryLayout(entries: entries, compression: header.internalCompression)
         let compressedMetadata = header.internalCompression.compress(try metadata(extraOffsets))
-        header.clustered = true
+        header.clustered = clustered
         header.addressedTiles = addressed
         header.tileEntries = UInt64(entries.count)
-        header.tileContents = UInt64(contents.count)
+        header.tileContents = blobs
         header.minZoom = TileID.tile(entries.first!.tileID).map { UInt8($0.zoom) } ?? 0
         header.maxZoom = TileID.tile(entries.last!.tileID).map { UInt8($0.zoom) } ?? 0
         entries = []
         header.rootOffset = UInt64(ArchiveHeader.size)
         header.rootLength = UInt64(layout.root.count)
-        header.metadataOffset = header.rootOffset + header.rootLength
+        precondition(header.rootOffset + header.rootLength <= Self.tileDataOffset, "the root directory outgrew the first 16 KiB")
+        header.tileDataOffset = Self.tileDataOffset
+        header.tileDataLength = dataSize + extrasSize
+        header.metadataOffset = header.tileDataOffset + header.tileDataLength
         header.metadataLength = UInt64(compressedMetadata.count)
         header.leafDirectoryOffset = header.metadataOffset + header.metadataLength
         header.leafDirectoryLength = UInt64(layout.leaves.count)
-        header.tileDataOffset = header.leafDirectoryOffset + header.leafDirectoryLength
-        header.tileDataLength = dataSize + extrasSize
 
-        // Write, in file order.
-        let out = BufferedFileWriter(fd: output, path: outputPath)
-        try out.append(header.encoded())
-        try out.append(layout.root)
+        // After the tile data: the extras, the metadata, the leaves. Then the start.
+        let out = BufferedFileWriter(fd: file, path: path, startingAt: Self.tileDataOffset + dataSize)
+        for extra in extras { try out.append(extra) }
         try out.append(compressedMetadata)
         try out.append(layout.leaves)
-        for blob in contents {
-            try out.append(from: spool, spoolPath: spoolPath, offset: blob.spoolOffset, length: Int(blob.length))
-        }
-        for extra in extras { try out.append(extra) }
         try out.flush()
+        try (header.encoded() + layout.root).withBytes { (raw) throws(StorageError) in
+            try Self.writeAll(file, raw, at: 0, path: path)
+        }
         return Summary(header: header, bytes: out.position, extraOffsets: extraOffsets, leafDirectories: layout.leafCount)
     }
 
-    /// Whether two spooled tiles of equal length hold the same bytes.
-    private func sameBytes(_ a: SpooledTile, _ b: SpooledTile, scratch: inout ([UInt8], [UInt8])) throws(StorageError) -> Bool {
-        let n = Int(a.length)
-        if scratch.0.count < n {
-            scratch.0 = [UInt8](repeating: 0, count: n)
-            scratch.1 = [UInt8](repeating: 0, count: n)
+    /// Whether `bytes` equal the `bytes.count` bytes at `offset` of the tile data.
+    private func sameBytes(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) -> Bool {
+        let chunk = min(bytes.count, 1 << 16)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        var done = 0
+        while done < bytes.count {
+            let n = min(chunk, bytes.count - done)
+            let piece = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
+            try Self.readAll(file, into: piece, at: Self.tileDataOffset + offset + UInt64(done), path: path)
+            if memcmp(piece.baseAddress!, bytes.baseAddress! + done, n) != 0 { return false }
+            done += n
         }
-        try scratch.0.withMutableBytes { (buffer) throws(StorageError) in
-            try Self.readAll(spool, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n]), at: a.spoolOffset, path: spoolPath)
-        }
-        try scratch.1.withMutableBytes { (buffer) throws(StorageError) in
-            try Self.readAll(spool, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n]), at: b.spoolOffset, path: spoolPath)
-        }
-        return scratch.0[0..<n] == scratch.1[0..<n]
-    }
-
-    private func closeSpool() {
-        state.withLock { s in
-            if !s.closed {
-                close(spool)
-                s.closed = true
-            }
-        }
+        return true
     }
 
     /// `pwrite` of all of `bytes` at `offset`, looping on short writes and EINTR.
@@ -234,12 +259,14 @@ final class BufferedFileWriter {
     private let path: String
     private var buffer: UnsafeMutableRawBufferPointer
     private var used = 0
-    /// Bytes written so far (flushed or buffered).
-    private(set) var position: UInt64 = 0
+    /// Where the next byte goes in the file (everything before it is flushed or buffered).
+    private(set) var position: UInt64
 
-    init(fd: Int32, path: String, capacity: Int = 1 << 20) {
+    /// Writes from byte `start` of the file on.
+    init(fd: Int32, path: String, startingAt start: UInt64 = 0, capacity: Int = 1 << 20) {
         self.fd = fd
         self.path = path
+        position = start
         buffer = .allocate(byteCount: capacity, alignment: 16)
     }
 
@@ -250,6 +277,7 @@ final class BufferedFileWriter {
     }
 
     func append(_ bytes: UnsafeRawBufferPointer) throws(StorageError) {
+        guard bytes.count > 0 else { return }
         if used + bytes.count > buffer.count { try flush() }
         if bytes.count >= buffer.count {
             try ArchiveWriter.writeAll(fd, bytes, at: position - UInt64(used), path: path)
@@ -259,29 +287,6 @@ final class BufferedFileWriter {
         (buffer.baseAddress! + used).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
         used += bytes.count
         position += UInt64(bytes.count)
-    }
-
-    /// Copies `length` bytes at `offset` of another file (the spool) into the output.
-    func append(from source: Int32, spoolPath: String, offset: UInt64, length: Int) throws(StorageError) {
-        if used + length > buffer.count { try flush() }
-        if length > buffer.count {
-            // A tile larger than the buffer: copy it through in buffer-sized pieces.
-            var done = 0
-            while done < length {
-                let n = min(buffer.count, length - done)
-                try ArchiveWriter.readAll(source, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n]),
-                                          at: offset + UInt64(done), path: spoolPath)
-                used = n
-                position += UInt64(n)
-                try flush()
-                done += n
-            }
-            return
-        }
-        try ArchiveWriter.readAll(source, into: UnsafeMutableRawBufferPointer(rebasing: buffer[used..<(used + length)]),
-                                  at: offset, path: spoolPath)
-        used += length
-        position += UInt64(length)
     }
 
     func flush() throws(StorageError) {

@@ -34,18 +34,18 @@ public enum PyramidConversion {
         let tileLimit = 4 * geometry.tileSize * geometry.tileSize + (64 << 10)
         let sink = try output.makeSink(id: id, layout: .archive, geometry: geometry, format: manifest.format)
         do throws(StorageError) {
+            // In tile-id order, so that the archive's tile data is too (clustered).
             var tiles = 0
             for level in geometry.levels {
-                for row in 0..<level.rows {
-                    if isCancelled() { throw StorageError.invalid(path: folder, reason: "interrupted; nothing was kept") }
-                    for column in 0..<level.columns {
-                        let tile = TileCoordinate(level: level.level, row: row, column: column)
-                        let path = "\(folder)/\(manifest.tilePath(tile))"
-                        let bytes = try readFile(path, limit: tileLimit, missing: "missing tile")
-                        guard !bytes.isEmpty else { throw StorageError.invalid(path: path, reason: "empty tile") }
-                        try sink.writeTile(tile, bytes)
-                        tiles += 1
-                    }
+                try TileID.forEachTile(zoom: level.level, columns: UInt64(level.columns), rows: UInt64(level.rows)) {
+                    (column, row) throws(StorageError) in
+                    if tiles % 64 == 0, isCancelled() { throw StorageError.invalid(path: folder, reason: "interrupted; nothing was kept") }
+                    let tile = TileCoordinate(level: level.level, row: Int(row), column: Int(column))
+                    let path = "\(folder)/\(manifest.tilePath(tile))"
+                    let bytes = try readFile(path, limit: tileLimit, missing: "missing tile")
+                    guard !bytes.isEmpty else { throw StorageError.invalid(path: path, reason: "empty tile") }
+                    try sink.writeTile(tile, bytes)
+                    tiles += 1
                 }
             }
             let thumbnailPath = "\(folder)/\(manifest.thumbnail.file)"

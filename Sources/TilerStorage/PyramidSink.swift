@@ -125,9 +125,10 @@ public final class FolderSink: PyramidSink, Sendable {
     }
 }
 
-/// Writes `ROOT/ID.pmtiles`: tiles go to an ``ArchiveWriter``'s spool as they come, and
-/// the archive is written into a hidden partial file at commit, then renamed into place.
-/// The thumbnail is kept in memory (it is small) until then.
+/// Writes `ROOT/ID.pmtiles` into a hidden partial file: tiles go straight into its tile
+/// data section as they come (``ArchiveWriter``); at commit the thumbnail, metadata and
+/// directories are added and the file is renamed into place. The thumbnail is kept in
+/// memory (it is small) until then.
 public final class ArchiveSink: PyramidSink, Sendable {
     private let staged: StagedOutput
     private let writer: ArchiveWriter
@@ -143,7 +144,8 @@ public final class ArchiveSink: PyramidSink, Sendable {
             throw .invalid(path: "\(root)/\(name)", reason: "\(geometry.maxLevel + 1) levels do not fit in a PMTiles archive (at most \(PyramidArchive.maximumLevel + 1))")
         }
         staged = try StagedOutput(root: root, name: name, kind: .file)
-        writer = try ArchiveWriter(spoolIn: root, name: name, expectedTiles: geometry.levels.reduce(0) { $0 + $1.tileCount })
+        writer = try ArchiveWriter(output: staged.descriptor, outputPath: staged.path,
+                                   expectedTiles: geometry.levels.reduce(0) { $0 + $1.tileCount })
         self.geometry = geometry
         self.format = format
     }
@@ -169,8 +171,7 @@ public final class ArchiveSink: PyramidSink, Sendable {
             throw .invalid(path: staged.destination, reason: "\(writer.count) of the pyramid's \(expected) tiles were written")
         }
         let header = PyramidArchive.header(geometry: geometry, format: format)
-        let summary = try writer.finish(into: staged.descriptor, outputPath: staged.path, header: header,
-                                        extras: [thumbnail]) { (offsets) throws(StorageError) in
+        let summary = try writer.finish(header: header, extras: [thumbnail]) { (offsets) throws(StorageError) in
             try PyramidArchive.metadata(manifest: manifest, geometry: geometry, format: format,
                                         thumbnail: (offsets[0], UInt64(thumbnail.count)), path: staged.destination)
         }

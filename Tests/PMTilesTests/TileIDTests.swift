@@ -69,6 +69,42 @@ struct TileIDTests {
         #expect(TileID.tile(TileID.firstID(ofZoom: TileID.maximumZoom + 1)) == nil)
         #expect(TileID.tile(UInt64.max) == nil)
     }
+
+    /// `forEachTile` visits exactly a level's rectangle, each tile once, ids strictly
+    /// increasing: checked against listing and sorting, over generated rectangles
+    /// (thin, square, odd, full) of zooms 0...9.
+    @Test func forEachTileWalksARectangleInTileIDOrder() {
+        var generator = SplitMix(seed: 21)
+        var cases: [(Int, UInt64, UInt64)] = [(0, 1, 1), (3, 8, 8), (9, 512, 1), (9, 1, 512), (5, 17, 3)]
+        for _ in 0..<60 {
+            let z = Int.random(in: 0...9, using: &generator)
+            let n = UInt64(1) << UInt64(z)
+            cases.append((z, UInt64.random(in: 1...n, using: &generator), UInt64.random(in: 1...n, using: &generator)))
+        }
+        for (z, columns, rows) in cases {
+            var visited: [UInt64] = []
+            TileID.forEachTile(zoom: z, columns: columns, rows: rows) { x, y in
+                #expect(x < columns && y < rows)
+                visited.append(TileID.id(zoom: z, x: x, y: y))
+            }
+            var expected: [UInt64] = []
+            for x in 0..<columns { for y in 0..<rows { expected.append(TileID.id(zoom: z, x: x, y: y)) } }
+            #expect(visited == expected.sorted(), "zoom \(z), \(columns)×\(rows)")
+        }
+    }
+
+    /// A thrown error stops the walk and reaches the caller.
+    @Test func forEachTileStopsAtAnError() {
+        struct Stop: Error {}
+        var count = 0
+        #expect(throws: Stop.self) {
+            try TileID.forEachTile(zoom: 4, columns: 16, rows: 16) { (_, _) throws(Stop) in
+                count += 1
+                if count == 10 { throw Stop() }
+            }
+        }
+        #expect(count == 10)
+    }
 }
 
 /// A small deterministic generator, so failures reproduce.

@@ -71,6 +71,14 @@ import TilerCore
         #expect(try run(try tilerBinary(), ["cut", input, "-o", root, "--quiet"]).status == 0)
         #expect(try run(try tilerBinary(), ["pack", "\(root)/photo"]).status == 0)
         #expect(try Self.checkWithPMTilesReader("\(root)/photo.pmtiles", against: "\(root)/photo").status == 0)
+        // A clustered flag that does not match the order of the tile data is caught too.
+        var unclustered = try [UInt8](Data(contentsOf: URL(fileURLWithPath: "\(root)/photo.pmtiles")))
+        #expect(unclustered[96] == 1)
+        unclustered[96] = 0
+        let other = scratch.path("other.pmtiles")
+        try Data(unclustered).write(to: URL(fileURLWithPath: other))
+        let flag = try Self.checkWithPMTilesReader(other, against: "\(root)/photo")
+        #expect(flag.status == 1 && flag.stderr.contains("clustered"), "\(flag.stderr)")
         let handle = try FileHandle(forUpdating: URL(fileURLWithPath: "\(root)/photo.pmtiles"))
         let size = try handle.seekToEnd()
         try handle.seek(toOffset: size / 2)
@@ -102,7 +110,11 @@ import TilerCore
         #expect(report["output"] as? String == "\(first)/scan.pmtiles" && report["id"] as? String == "scan")
         let archiveSize = try #require(try FileManager.default.attributesOfItem(atPath: "\(first)/scan.pmtiles")[.size] as? Int)
         #expect(report["bytes"] as? Int == archiveSize)
-        #expect(try Self.checkWithPMTilesReader("\(first)/scan.pmtiles", against: "\(first)/scan").status == 0)
+        let check = try Self.checkWithPMTilesReader("\(first)/scan.pmtiles", against: "\(first)/scan")
+        #expect(check.status == 0, "\(check.stderr)")
+        // pack reads the tiles in tile-id order: the archive is clustered.
+        let figures = try #require(try JSONSerialization.jsonObject(with: Data(check.stdout.utf8)) as? [String: Any])
+        #expect(figures["clustered"] as? Bool == true)
 
         try FileManager.default.createDirectory(atPath: second, withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: "\(first)/scan.pmtiles", toPath: "\(second)/scan.pmtiles")

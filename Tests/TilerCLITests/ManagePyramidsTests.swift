@@ -156,8 +156,13 @@ import TilerCore
         }
         let damaged = f.scratch.path("damaged")
         try FileManager.default.createDirectory(atPath: damaged, withIntermediateDirectories: true)
+        // Inside tile 0/0/0: the folder cut's bytes of it, found in the archive (a cut's
+        // tile data is in the order the tiles were made, not tile-id order).
+        let level0 = try Data(contentsOf: URL(fileURLWithPath: "\(f.root)/photo/0/0/0.png"))
+        let start = try #require(Data(original).range(of: level0)).lowerBound
+        #expect(start >= tileDataOffset(original))
         var flipped = original
-        flipped[tileDataOffset(original) + 200] ^= 0xFF   // inside the first tile (level 0)
+        flipped[start + 200] ^= 0xFF
         try Data(flipped).write(to: URL(fileURLWithPath: "\(damaged)/arch.pmtiles"))
         let result = try f.tiler("verify", "\(damaged)/arch.pmtiles")
         #expect(result.status == 1)

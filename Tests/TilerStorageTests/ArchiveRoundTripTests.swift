@@ -20,13 +20,15 @@ import TilerCore
         let archive = try ArchivedPyramid.open(path: path)
         let h = archive.reader.header
         #expect(UInt64(bytes) == archive.reader.source.size)
-        // The file is exactly header + sections, in the spec's order.
-        #expect(h.rootOffset == 127 && h.metadataOffset == h.rootOffset + h.rootLength
+        // Header and root in the first 16 KiB, then tile data, metadata and leaves back to
+        // back to the end of the file: the spec's padded layout, as go-pmtiles verifies it.
+        #expect(h.rootOffset == 127 && h.rootOffset + h.rootLength <= UInt64(ArchiveHeader.headerAndRootLimit))
+        #expect(h.tileDataOffset == UInt64(ArchiveHeader.headerAndRootLimit)
+            && h.metadataOffset == h.tileDataOffset + h.tileDataLength
             && h.leafDirectoryOffset == h.metadataOffset + h.metadataLength
-            && h.tileDataOffset == h.leafDirectoryOffset + h.leafDirectoryLength
-            && h.tileDataOffset + h.tileDataLength == UInt64(bytes))
-        #expect(h.rootOffset + h.rootLength <= UInt64(ArchiveHeader.headerAndRootLimit))
-        #expect(h.tileType == .png && h.tileCompression == .none && h.internalCompression == .gzip && h.clustered)
+            && h.leafDirectoryOffset + h.leafDirectoryLength == UInt64(bytes))
+        #expect(UInt64(bytes) == UInt64(ArchiveHeader.headerAndRootLimit) + h.tileDataLength + h.metadataLength + h.leafDirectoryLength)
+        #expect(h.tileType == .png && h.tileCompression == .none && h.internalCompression == .gzip)
         #expect(h.minZoom == 0 && Int(h.maxZoom) == pyramid.geometry.maxLevel)
         #expect(h.addressedTiles == UInt64(pyramid.tiles.count))
         #expect(h.tileContents == UInt64(pyramid.distinctTiles))
@@ -45,7 +47,24 @@ import TilerCore
         #expect(try archive.tile(beyond) == nil)
         #expect(try archive.cachedLocation(of: beyond) == .absent)
 
-        // Tile data is clustered: distinct blobs appear in tile-id order, each once.
+        try Self.expectTileData(archive, distinctTiles: pyramid.distinctTiles, thumbnail: pyramid.thumbnail.count)
+        // Written from many threads in a shuffled order: not clustered (one tile is).
+        #expect(h.clustered == (pyramid.tiles.count == 1))
+    }
+
+    /// Written in tile-id order from one thread, as `pack` writes, the tile data is in
+    /// tile-id order and the header says clustered.
+    @Test(arguments: [(3001, 1999), (20000, 20000)])
+    func tilesInTileIDOrderMakeAClusteredArchive(width: Int, height: Int) throws {
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let pyramid = try SyntheticPyramid(width: width, height: height, seed: 5)
+        _ = try pyramid.write(to: ArchiveSink(root: scratch.path, id: pyramid.id, geometry: pyramid.geometry, format: .png),
+                              inTileIDOrder: true)
+        let archive = try ArchivedPyramid.open(path: "\(scratch.path)/sample.pmtiles")
+        #expect(archive.reader.header.clustered)
+        try Self.expectTileData(archive, distinctTiles: pyramid.distinctTiles, thumbnail: pyramid.thumbnail.count)
+        // Clustered: distinct blobs appear in tile-id order, each once.
         var next: UInt64 = 0
         var seen = Set<UInt64>()
         try archive.reader.forEachTileEntry { entry in
@@ -56,6 +75,53 @@ import TilerCore
                 #expect(entry.offset < next)
             }
         }
+        for (tile, expected) in pyramid.tiles where tile.level == pyramid.geometry.maxLevel || tile.level < 3 {
+            #expect(try archive.tile(tile) == expected, "tile \(tile)")
+        }
+    }
+
+    /// Tiles go straight into the partial archive as they come (no spool to copy at the
+    /// end): before commit, the hidden partial file already holds every distinct tile's
+    /// bytes after the first 16 KiB, and commit only adds the thumbnail, metadata and
+    /// directories after them.
+    @Test func tilesAreWrittenOnceIntoThePartialArchive() throws {
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let pyramid = try SyntheticPyramid(width: 3001, height: 1999, seed: 9)
+        let sink = try ArchiveSink(root: scratch.path, id: pyramid.id, geometry: pyramid.geometry, format: .png)
+        for (tile, bytes) in pyramid.tiles { try sink.writeTile(tile, bytes) }
+        let partials = scratch.entries()
+        #expect(partials.count == 1 && partials[0].hasPrefix(".sample.pmtiles.partial-"), "ROOT holds \(partials)")
+        let partial = try [UInt8](Data(contentsOf: URL(fileURLWithPath: "\(scratch.path)/\(partials[0])")))
+        let distinct = Set(pyramid.tiles.values)
+        #expect(partial.count == ArchiveHeader.headerAndRootLimit + distinct.reduce(0) { $0 + $1.count })
+        for bytes in distinct.prefix(50) {
+            #expect(Data(partial).range(of: Data(bytes)) != nil)
+        }
+        try pyramid.thumbnail.withUnsafeBytes { try sink.writeThumbnail(named: "thumbnail.png", $0) }
+        let size = try sink.commit(manifest: pyramid.manifest, replace: false)
+        let archive = try ArchivedPyramid.open(path: "\(scratch.path)/sample.pmtiles")
+        #expect(Array(try [UInt8](Data(contentsOf: URL(fileURLWithPath: "\(scratch.path)/sample.pmtiles")))[ArchiveHeader.headerAndRootLimit..<partial.count])
+            == Array(partial[ArchiveHeader.headerAndRootLimit...]), "the tile data was not moved")
+        #expect(UInt64(size) == archive.reader.source.size && archive.reader.header.tileDataOffset == UInt64(ArchiveHeader.headerAndRootLimit))
+        for (tile, expected) in pyramid.tiles { #expect(try archive.tile(tile) == expected) }
+    }
+
+    /// The tile data section holds each distinct tile exactly once, back to back, then
+    /// the thumbnail: no gap, no overlap, nothing unreferenced.
+    static func expectTileData(_ archive: ArchivedPyramid, distinctTiles: Int, thumbnail: Int) throws {
+        var blobs: [UInt64: UInt32] = [:]
+        try archive.reader.forEachTileEntry { entry in
+            if let length = blobs[entry.offset] { #expect(length == entry.length) }
+            blobs[entry.offset] = entry.length
+        }
+        #expect(blobs.count == distinctTiles && archive.reader.header.tileContents == UInt64(distinctTiles))
+        var end: UInt64 = 0
+        for (offset, length) in blobs.sorted(by: { $0.key < $1.key }) {
+            #expect(offset == end, "a gap or an overlap at \(offset)")
+            end = offset + UInt64(length)
+        }
+        #expect(end + UInt64(thumbnail) == archive.reader.header.tileDataLength)
     }
 
     /// Without the leaves in the cache a lookup that needs one says so and reads nothing;
@@ -155,14 +221,16 @@ import TilerCore
     }
 
     /// The folder sink writes the layout the cutter always wrote; the same tiles through
-    /// both sinks, and `unpack`, give identical folders.
+    /// both sinks, and `unpack`, give identical folders; `pack` of the folder gives the
+    /// archive the sink wrote from tiles in tile-id order, byte for byte.
     @Test func folderAndArchiveHoldTheSameBytes() throws {
         let scratch = try Scratch()
         defer { scratch.cleanUp() }
         let pyramid = try SyntheticPyramid(width: 1500, height: 900, format: .webp)
         let folders = "\(scratch.path)/folders", archives = "\(scratch.path)/archives"
         _ = try pyramid.write(to: FolderSink(root: folders, id: pyramid.id, format: .webp))
-        _ = try pyramid.write(to: ArchiveSink(root: archives, id: pyramid.id, geometry: pyramid.geometry, format: .webp))
+        _ = try pyramid.write(to: ArchiveSink(root: archives, id: pyramid.id, geometry: pyramid.geometry, format: .webp),
+                              inTileIDOrder: true)
         for (tile, expected) in pyramid.tiles {
             #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: "\(folders)/sample/\(tile.level)/\(tile.row)/\(tile.column).webp"))) == expected)
         }
@@ -215,7 +283,10 @@ extension ArchiveRoundTripTests {
     @Test func uncompressedDirectoriesReadBack() throws {
         let scratch = try Scratch()
         defer { scratch.cleanUp() }
-        let writer = try ArchiveWriter(spoolIn: scratch.path, name: "raw.pmtiles")
+        let path = "\(scratch.path)/raw.pmtiles"
+        let fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0o644)
+        defer { close(fd) }
+        let writer = try ArchiveWriter(output: fd, outputPath: path)
         var generator = SplitMix(seed: 8)
         var tiles: [UInt64: [UInt8]] = [:]
         for id in stride(from: UInt64(3), to: 60_000, by: 3) {
@@ -225,10 +296,7 @@ extension ArchiveRoundTripTests {
         var template = ArchiveHeader()
         template.internalCompression = .none
         template.tileType = .webp
-        let path = "\(scratch.path)/raw.pmtiles"
-        let fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0o644)
-        defer { close(fd) }
-        let summary = try writer.finish(into: fd, outputPath: path, header: template, extras: [[9, 9, 9]]) { offsets in
+        let summary = try writer.finish(header: template, extras: [[9, 9, 9]]) { offsets in
             Array(#"{"extra":\#(offsets[0])}"#.utf8)
         }
         #expect(summary.leafDirectories > 0)

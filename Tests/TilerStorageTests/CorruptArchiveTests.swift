@@ -41,7 +41,10 @@ import TilerCore
     @Test func randomCorruptionNeverTraps() {
         let bytes = Self.sample.bytes
         let header = try! ArchiveHeader(decoding: bytes)
-        let region = Int(header.tileDataOffset)
+        // Everything but the tile data: header and root at the start, metadata and leaves
+        // after the tile data.
+        let rootEnd = Int(header.rootOffset + header.rootLength)
+        let afterTiles = Int(header.metadataOffset)
         var generator = SplitMix(seed: 2024)
         let probes = Array(Self.sample.pyramid.tiles.keys.sorted { PyramidArchive.tileID($0) < PyramidArchive.tileID($1) }
             .enumerated().filter { $0.offset % 37 == 0 }.map(\.element))
@@ -49,9 +52,10 @@ import TilerCore
         for trial in 0..<1500 {
             var mutated = bytes
             for _ in 0..<(1 + Int(generator.next() % 3)) {
-                // Half the trials hit the header and root (the first 16 KiB), half anywhere before the tiles.
-                let limit = trial % 2 == 0 ? min(region, ArchiveHeader.headerAndRootLimit) : region
-                mutated[Int(generator.next() % UInt64(limit))] ^= UInt8(truncatingIfNeeded: generator.next() | 1)
+                // Half the trials hit the header and root, half the metadata and leaves.
+                let at = trial % 2 == 0 ? Int(generator.next() % UInt64(rootEnd))
+                    : afterTiles + Int(generator.next() % UInt64(bytes.count - afterTiles))
+                mutated[at] ^= UInt8(truncatingIfNeeded: generator.next() | 1)
             }
             let archive: ArchivedPyramid
             do {
@@ -139,8 +143,7 @@ import TilerCore
     @Test func entriesOutsideTheirSectionAreRefused() throws {
         let bytes = Self.sample.bytes
         var header = try ArchiveHeader(decoding: bytes)
-        header.leafDirectoryLength -= 1
-        header.tileDataOffset -= 1  // keep the file consistent; the last leaf now overhangs
+        header.leafDirectoryLength -= 1  // the last leaf now overhangs the leaf section
         var copy = bytes
         copy.replaceSubrange(0..<127, with: header.encoded())
         #expect(throws: StorageError.self) { try Self.open(copy) }

@@ -65,19 +65,26 @@ struct SyntheticPyramid {
         manifest = try value.fileBytes()
     }
 
-    /// Writes the pyramid through `sink`, tiles from many threads in a shuffled order.
-    func write(to sink: any PyramidSink, replace: Bool = false) throws -> Int {
+    /// Writes the pyramid through `sink`, tiles from many threads in a shuffled order, or
+    /// from this thread in tile-id order (as `tiler pack` does).
+    func write(to sink: any PyramidSink, replace: Bool = false, inTileIDOrder: Bool = false) throws -> Int {
         for level in geometry.levels {
             for row in 0..<level.rows { try sink.prepareRow(level: level.level, row: row) }
         }
-        var generator = SplitMix(seed: 42)
-        let order = Array(tiles.keys).shuffled(using: &generator)
-        let tiles = self.tiles
-        let failures = Failures()
-        DispatchQueue.concurrentPerform(iterations: order.count) { i in
-            do { try sink.writeTile(order[i], tiles[order[i]]!) } catch { failures.add(error) }
+        if inTileIDOrder {
+            for tile in tiles.keys.sorted(by: { PyramidArchive.tileID($0) < PyramidArchive.tileID($1) }) {
+                try sink.writeTile(tile, tiles[tile]!)
+            }
+        } else {
+            var generator = SplitMix(seed: 42)
+            let order = Array(tiles.keys).shuffled(using: &generator)
+            let tiles = self.tiles
+            let failures = Failures()
+            DispatchQueue.concurrentPerform(iterations: order.count) { i in
+                do { try sink.writeTile(order[i], tiles[order[i]]!) } catch { failures.add(error) }
+            }
+            if let error = failures.first { throw error }
         }
-        if let error = failures.first { throw error }
         try thumbnail.withUnsafeBytes { try sink.writeThumbnail(named: "thumbnail.\(format.fileExtension)", $0) }
         return try sink.commit(manifest: manifest, replace: replace)
     }
