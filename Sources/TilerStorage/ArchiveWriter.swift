@@ -27,11 +27,11 @@ import Synchronization
 /// stored (the second is compared only once the first is in the file); the archive is
 /// correct either way.
 ///
-/// Memory: 24 bytes per tile for the index and at most 24 per tile for the hash table
-/// (`[hash: index]`, reserved up front from `expectedTiles`, so it never grows by
-/// doubling) while tiles arrive; at `finish`, the hash table is dropped and the sorted
-/// index and the directory entries take at most about 72 bytes per tile, plus the
-/// compressed directories.
+/// Memory: 24 bytes per tile for the index and 16 to 32 per tile for the hash table
+/// (`[hash: index]`, 12 bytes a bucket, reserved up front from `expectedTiles`, so it
+/// never grows by doubling) while tiles arrive; at `finish`, the hash table is dropped
+/// and the sorted index, the sort's scratch and the directory entries take at most about
+/// 72 bytes per tile, plus the compressed directories.
 final class ArchiveWriter: Sendable {
     /// Where the tile data section starts: header and root directory get the first
     /// 16 KiB, the most the spec allows them.
