@@ -2,6 +2,8 @@
  * accept4 and preadv2 need. */
 #define _GNU_SOURCE 1
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include "CNetShims.h"
@@ -17,4 +19,23 @@ ssize_t cns_pread_nowait(int fd, void *buf, size_t len, long offset) {
 
 int cns_name_thread(const char *name) {
     return prctl(PR_SET_NAME, name, 0, 0, 0);
+}
+
+#ifndef SYS_cachestat
+#define SYS_cachestat 451  /* the same number on every architecture */
+#endif
+
+/* The kernel's struct cachestat_range and struct cachestat (linux/mman.h, 6.5). */
+struct cns_cachestat_range { unsigned long long off, len; };
+struct cns_cachestat {
+    unsigned long long nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+
+int cns_cached_pages(int fd, unsigned long long offset, unsigned long long length,
+                     unsigned long long *cached) {
+    struct cns_cachestat_range range = { offset, length };
+    struct cns_cachestat stat = { 0 };
+    long r = syscall(SYS_cachestat, fd, &range, &stat, 0);
+    if (r == 0) *cached = stat.nr_cache;
+    return (int)r;
 }

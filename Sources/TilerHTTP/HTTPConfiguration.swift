@@ -60,6 +60,18 @@ public struct HTTPConfiguration: Sendable, Hashable {
     /// is closed. nil (the default) means min(8192, the file limit − 64) after raising the
     /// soft `RLIMIT_NOFILE` to the hard limit.
     public var maximumConnections: Int?
+
+    /// The connection cap in force under the file limit `fileLimit` (see
+    /// `maximumConnections`).
+    public func connectionCap(fileLimit: Int) -> Int {
+        maximumConnections ?? max(16, min(8192, fileLimit - 64))
+    }
+
+    /// The soft `RLIMIT_NOFILE` after raising it to the hard limit (at most 2^20), as the
+    /// server does when it starts; 1024 if it cannot be read.
+    public static func raisedFileLimit() -> Int {
+        (try? ProcessLimits.raiseFileLimit()) ?? 1024  // getrlimit cannot fail for RLIMIT_NOFILE
+    }
     /// Responses queued on one connection (pipelining) before the server stops reading
     /// from it until the client catches up. Default 1 MiB.
     public var maximumQueuedOutputBytes: Int = 1 << 20

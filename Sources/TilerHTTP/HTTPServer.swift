@@ -87,13 +87,7 @@ public final class HTTPServer: Sendable {
     public func start() throws(SocketError) {
         try state.withLock { s throws(SystemCallError) in
             precondition(s.mailboxes.isEmpty, "HTTPServer.start() called twice")
-            let fileLimit: Int
-            do {
-                fileLimit = try ProcessLimits.raiseFileLimit()
-            } catch {
-                fileLimit = 1024  // getrlimit cannot fail for RLIMIT_NOFILE; assume the usual default
-            }
-            let cap = configuration.maximumConnections ?? max(16, min(8192, fileLimit - 64))
+            let cap = configuration.connectionCap(fileLimit: HTTPConfiguration.raisedFileLimit())
             let threads = max(1, configuration.threads)
             var sockets: [Socket] = []
             var resources: [EventLoop.Resources] = []

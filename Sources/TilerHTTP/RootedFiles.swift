@@ -96,14 +96,31 @@ public enum RootedFiles {
     }
 
     private static func read(root: String, _ components: [String], maximumBytes: Int, onlyIfCached: Bool) -> CachedRead {
+        guard let (fd, info) = open(root: root, components, maximumBytes: maximumBytes) else { return .unavailable }
+        defer { fd.close() }
+        return read(fd, info, onlyIfCached: onlyIfCached)
+    }
+
+    /// Opens the regular file `root/components…` as `read` does (no link followed, at
+    /// most `maximumBytes`) without reading it: nil if `read` would find it unavailable.
+    /// The caller owns the descriptor.
+    public static func open(root: String, _ components: [String], maximumBytes: Int) -> (FileDescriptor, FileInfo)? {
         guard let last = components.last, isPlainName(last), let dir = openParent(root: root, components) else {
-            return .unavailable
+            return nil
         }
         let opened = try? dir.open(at: last, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
         dir.close()
-        guard let fd = opened else { return .unavailable }
-        defer { fd.close() }
-        guard let info = try? fd.info(), info.isRegularFile, info.size <= maximumBytes else { return .unavailable }
+        guard let fd = opened else { return nil }
+        guard let info = try? fd.info(), info.isRegularFile, info.size <= maximumBytes else {
+            fd.close()
+            return nil
+        }
+        return (fd, info)
+    }
+
+    /// The bytes of an open file whose `fstat` is `info`: only what the page cache holds
+    /// when `onlyIfCached` (`.wouldBlock` otherwise), as `readIfCached` reads.
+    public static func read(_ fd: FileDescriptor, _ info: FileInfo, onlyIfCached: Bool) -> CachedRead {
         if onlyIfCached {
             var probe = probe(for: info.device)
             if probe == .readWithoutWaiting {

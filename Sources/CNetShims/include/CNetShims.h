@@ -6,8 +6,9 @@
  * The headers below are included so that Swift sees epoll, eventfd and signalfd (Glibc's
  * module map leaves them out); Swift calls those functions itself. The three functions
  * are here because they need _GNU_SOURCE (accept4, preadv2), which this header cannot
- * define without clashing with the Glibc module, or are variadic (prctl). Each returns
- * what the system call returns: -1 with errno set on failure.
+ * define without clashing with the Glibc module, or are variadic (prctl, syscall for
+ * cachestat, which glibc does not wrap). Each returns what the system call returns: -1
+ * with errno set on failure.
  */
 #include <stddef.h>
 #include <sys/types.h>
@@ -21,6 +22,11 @@ int cns_accept(int fd);
 /* preadv2(fd, {buf, len}, 1, offset, RWF_NOWAIT): reads only what the page cache already
  * holds; -1 with EAGAIN when the read would have to wait for the disk. */
 ssize_t cns_pread_nowait(int fd, void *buf, size_t len, long offset);
+
+/* cachestat(fd, {offset, length}, &stat, 0) (Linux 6.5): sets *cached to the pages of
+ * the range in the page cache. -1 with ENOSYS on older kernels. */
+int cns_cached_pages(int fd, unsigned long long offset, unsigned long long length,
+                     unsigned long long *cached);
 
 /* prctl(PR_SET_NAME, name): names the calling thread (15 bytes are kept). */
 int cns_name_thread(const char *name);

@@ -74,6 +74,22 @@ public struct FileDescriptor: Sendable, Hashable {
         return FileInfo(st)
     }
 
+    /// How many pages of the first `count` bytes are in the page cache (`cachestat(2)`,
+    /// Linux 6.5: one system call, no mapping). Throws `ENOSYS` on older kernels. On a
+    /// file system that keeps the pages elsewhere (overlayfs keeps them with the file
+    /// beneath) it answers 0: callers learn that once per file system.
+    @inline(__always)
+    public func cachedPages(count: Int) throws(SystemCallError) -> Int {
+        var cached: UInt64 = 0
+        _ = try systemCall("cachestat") { cns_cached_pages(rawValue, 0, UInt64(count), &cached) }
+        return Int(cached)
+    }
+
+    /// The pages `count` bytes take.
+    public static func pages(_ count: Int) -> Int { (count + pageSize - 1) / pageSize }
+
+    public static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+
     /// Whether the first `count` bytes of the file are all in the page cache, learnt with
     /// `mincore(2)` on a read-only mapping that is never touched (so a file truncated
     /// meanwhile cannot raise SIGBUS). Throws if the file cannot be mapped.
@@ -119,6 +135,12 @@ public struct FileInfo: Sendable, Hashable {
     public let isDirectory: Bool
     /// Whether it is a symbolic link (only `info(at:)`, which does not follow links, says so).
     public let isSymbolicLink: Bool
+    /// Names the file has: 0 once it is deleted, or replaced by a rename over its name,
+    /// while still open.
+    public let linkCount: Int
+    /// When its metadata last changed (`st_ctim`, nanoseconds): moves on a write, a
+    /// rename of the file, a change of its link count.
+    public let changeNanoseconds: Int64
 
     init(_ st: stat) {
         size = Int(st.st_size)
@@ -130,6 +152,16 @@ public struct FileInfo: Sendable, Hashable {
         isRegularFile = type == S_IFREG
         isDirectory = type == S_IFDIR
         isSymbolicLink = type == S_IFLNK
+        linkCount = Int(st.st_nlink)
+        changeNanoseconds = Int64(st.st_ctim.tv_sec) &* 1_000_000_000 &+ Int64(st.st_ctim.tv_nsec)
+    }
+
+    /// Whether `now` (an `fstat` of the same open file) says its bytes are still the ones
+    /// these were taken with: same size, same modification and change times, and still
+    /// named somewhere (not deleted, not replaced by a rename).
+    public func stillDescribes(_ now: FileInfo) -> Bool {
+        now.linkCount > 0 && now.size == size && now.modificationSeconds == modificationSeconds
+            && now.modificationNanoseconds == modificationNanoseconds && now.changeNanoseconds == changeNanoseconds
     }
 
     /// A strong entity tag from size, modification time and inode, e.g. `"1000-65f0a1b2.1c-3f2a"`.
