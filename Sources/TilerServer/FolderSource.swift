@@ -43,6 +43,14 @@ final class FolderSource: PyramidSource {
         return "\(root)/\(path.joined(separator: "/"))"
     }
 
+    /// Opens the tile `t`'s file as `read` would (no read yet): its descriptor (the
+    /// caller's to close), `fstat` and path below ROOT; nil where `read` finds nothing.
+    func openTile(_ t: TileCoordinate, maximumBytes: Int) -> (FileDescriptor, FileInfo, [String])? {
+        guard let path = components(.tile(t)), let (fd, info) = RootedFiles.open(root: root, path, maximumBytes: maximumBytes)
+        else { return nil }
+        return (fd, info, path)
+    }
+
     func readIfReady(_ part: PyramidPart, maximumBytes: Int) throws(SourceError) -> SourceRead {
         guard let path = components(part) else { return .absent }
         switch RootedFiles.readIfCached(root: root, path, maximumBytes: maximumBytes) {

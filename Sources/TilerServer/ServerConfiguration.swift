@@ -32,6 +32,10 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var cacheBytes = 256 << 20
     /// Files larger than this are served from disk every time, never cached. Default 1 MiB.
     public var maximumCachedFileBytes = 1 << 20
+    /// Tile files of folder pyramids kept open and sent with `sendfile` (`OpenTiles`);
+    /// 0 turns it off. At most what the file limit leaves beside the connection cap
+    /// (`openTileLimit(fileLimit:)`). Default 8192.
+    public var openTiles = 8192
     /// Seconds between scans of ROOT by a background thread, which notice pyramids cut,
     /// re-cut, replaced or deleted while the server runs (in a folder, a pyramid asked
     /// for by id is also found at once, without waiting for a scan). For an `s3://` root
@@ -125,6 +129,8 @@ public struct ServerConfiguration: Sendable, Hashable {
         public static let directoryCacheEntries = 0...(1 << 28)
         /// MiB of source tile pixels kept, as `--sources-cache-mb` gives it.
         public static let sourcesCacheMB = 0...(1 << 20)
+        /// Tile files kept open.
+        public static let openTiles = 0...(1 << 20)
     }
 
     /// Throws for the first setting outside its range, here or in `http`.
@@ -146,11 +152,19 @@ public struct ServerConfiguration: Sendable, Hashable {
             try check("sources.pixelCacheBytes", sources.pixelCacheBytes, 0...(Range.sourcesCacheMB.upperBound << 20))
             try check("sources.maxPixels", sources.maxPixels, 1...Int.max)
         }
+        try check("openTiles", openTiles, Range.openTiles)
         try check("maximumVisibleTiles", maximumVisibleTiles, Range.visibleTiles)
         try check("maximumListLimit", maximumListLimit, Range.listLimit)
         try check("iiifLimits.maxWidth", iiifLimits.maxWidth, Range.iiifSide)
         try check("iiifLimits.maxHeight", iiifLimits.maxHeight, Range.iiifSide)
         try check("iiifLimits.maxArea", iiifLimits.maxArea, Range.iiifArea)
+    }
+
+    /// The tile files kept open under the file limit `fileLimit`: `openTiles`, but never
+    /// more than what is left once every connection the cap allows has its descriptor
+    /// (and 256 spare for listeners, epoll, pyramids being read, logs).
+    public func openTileLimit(fileLimit: Int) -> Int {
+        max(0, min(openTiles, fileLimit - http.connectionCap(fileLimit: fileLimit) - 256))
     }
 
     /// Half the memory the process may use (its cgroup's limit in a container, else the

@@ -100,6 +100,8 @@ public final class TileStore: Sendable {
     let faults: OnceLog
     /// Whether object storage answers (bucket roots only).
     let health: StorageHealth
+    /// Folder tiles kept open and sent with `sendfile`; nil when `openTiles` is 0.
+    let openTiles: OpenTiles?
 
     /// Scans ROOT once (so every pyramid there is known before the first request), then
     /// keeps scanning it every `configuration.rescanInterval` seconds on a background
@@ -112,6 +114,8 @@ public final class TileStore: Sendable {
         renderBudget = RenderBudget(capacity: configuration.renderMemoryBytes, wait: configuration.renderWait)
         faults = OnceLog(log: log)
         health = StorageHealth(retryAfter: configuration.storageTimeout, log: log)
+        let openTileLimit = configuration.openTileLimit(fileLimit: HTTPConfiguration.raisedFileLimit())
+        openTiles = openTileLimit > 0 ? OpenTiles(capacity: openTileLimit, revalidateAfter: configuration.rescanInterval) : nil
         catalog = PyramidCatalog(configuration: configuration, health: health, renderBudget: renderBudget, log: log)
         catalog.rescan()
         catalog.startRefreshing(every: configuration.rescanInterval)
@@ -182,10 +186,18 @@ public final class TileStore: Sendable {
                               contentType: String) throws(HTTPError) -> HTTPResponse {
         if let hit = cache.value(for: key) { return .prepared(hit) }
         let read: SourceRead
-        do throws(SourceError) {
-            read = try pyramid.source.readIfReady(part, maximumBytes: pyramid.maximumBytes(part))
-        } catch {
-            throw httpError(error, part, of: pyramid)
+        if let openTiles, case let .tile(t) = part, let folder = pyramid.source as? FolderSource {
+            switch openTiles.answer(for: key) {
+            case .ready(let response): return .prepared(response)
+            case .notResident: read = .mustWait(.read)
+            case .notOpen: read = try openAndRead(t, of: pyramid, folder, in: openTiles, key: key, contentType: contentType)
+            }
+        } else {
+            do throws(SourceError) {
+                read = try pyramid.source.readIfReady(part, maximumBytes: pyramid.maximumBytes(part))
+            } catch {
+                throw httpError(error, part, of: pyramid)
+            }
         }
         switch read {
         case let .read(stored):
@@ -198,6 +210,30 @@ public final class TileStore: Sendable {
                 let stored = try readBlocking(part, of: pyramid)
                 return .prepared(try keep(stored, part, of: pyramid, key: key, contentType: contentType))
             }
+        }
+    }
+
+    /// A folder tile opened by name and read if the page cache has it; checked, it is
+    /// answered and its descriptor kept in `openTiles` (sent with `sendfile` next time).
+    private func openAndRead(_ t: TileCoordinate, of pyramid: Pyramid, _ folder: FolderSource, in openTiles: OpenTiles,
+                             key: CachedItem, contentType: String) throws(HTTPError) -> SourceRead {
+        guard let (fd, info, path) = folder.openTile(t, maximumBytes: pyramid.maximumTileBytes) else { return .absent }
+        switch RootedFiles.read(fd, info, onlyIfCached: true) {
+        case let .read(bytes, info):
+            let stored = StoredBytes(bytes: bytes, validators: Validators(info))
+            guard pyramid.manifest.format.looksComplete(bytes) else {
+                fd.close()
+                return .read(stored)  // `keep` answers 500 and logs it
+            }
+            openTiles.keep(fd, info, root: folder.root, components: path, contentType: contentType,
+                           validators: stored.validators, cacheControl: configuration.cacheControl, for: key)
+            return .read(stored)
+        case .unavailable:
+            fd.close()
+            return .absent
+        case .wouldBlock:
+            fd.close()
+            return .mustWait(.read)
         }
     }
 

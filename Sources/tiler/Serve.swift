@@ -91,6 +91,9 @@ extension Tiler {
 
         @Option(name: .customLong("cache-mb"), help: "Memory for cached tiles and documents, MiB (env TILER_CACHE_MB; default: 256).")
         var cacheMB: Int?
+        @Option(name: .customLong("open-tiles"),
+                help: "Tile files of folder pyramids kept open and sent with sendfile; 0 for none; at most what the file limit leaves beside the connections (env TILER_OPEN_TILES; default: 8192).")
+        var openTiles: Int?
 
         @Option(help: "Cache-Control on tiles, thumbnails and manifests; empty for none (env TILER_CACHE_CONTROL; default: 'public, max-age=86400').")
         var cacheControl: String?
@@ -279,6 +282,7 @@ extension Tiler {
                 c.http.maximumQueuedRenders = v
             }
             if let v = try int(cacheMB, "cache-mb", "TILER_CACHE_MB", ServerConfiguration.Range.cacheMB) { c.cacheBytes = v << 20 }
+            if let v = try int(openTiles, "open-tiles", "TILER_OPEN_TILES", ServerConfiguration.Range.openTiles) { c.openTiles = v }
             if let v = cacheControl ?? env("TILER_CACHE_CONTROL") { c.cacheControl = v }
             if let v = corsOrigin ?? env("TILER_CORS_ORIGIN") { c.http.corsAllowOrigin = v.isEmpty ? nil : v }
             if let v = try int(maxConnections, "max-connections", "TILER_MAX_CONNECTIONS", R.connections) {

@@ -134,6 +134,7 @@ import Glibc
         (["--storage-threads", "0"], [:], "--storage-threads"),
         (["--max-queued-storage-reads", "0"], [:], "--max-queued-storage-reads"),
         (["--directory-cache-entries=-1"], [:], "--directory-cache-entries"),
+        ([], ["TILER_OPEN_TILES": "-5"], "TILER_OPEN_TILES"),
         ([], ["TILER_STORAGE_TIMEOUT": "nan"], "TILER_STORAGE_TIMEOUT"),
         (["--sources", "/tmp", "--sources-cache-mb=-1"], [:], "--sources-cache-mb"),
         (["--sources", "/tmp", "--sources-format", "jpeg", "--sources-quality", "0"], [:], "--sources-quality"),

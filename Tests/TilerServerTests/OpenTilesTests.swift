@@ -1,0 +1,211 @@
+import Foundation
+import Glibc
+import Testing
+import TilerCore
+import TilerHTTP
+@testable import TilerServer
+
+/// Issue #15 item 4: folder tiles kept open and sent with `sendfile` (`OpenTiles`). The
+/// response cache is off in these tests (`cacheBytes = 0`), so every answer after the
+/// first comes from the open descriptor, and none can hide a stale one.
+@Suite struct OpenTilesTests {
+    static let tile = TileCoordinate(level: 2, row: 1, column: 2)
+    static let path = "/images/a/tiles/2/1/2.png"
+    static let file = "a/2/1/2.png"
+
+    static func noResponseCache(_ c: inout ServerConfiguration) { c.cacheBytes = 0 }
+
+    static func key(_ server: TileServer) throws -> (Pyramid, CachedItem) {
+        let p = try #require(server.store.pyramids.first { $0.id.rawValue == "a" })
+        return (p, .tile(generation: p.generation, level: 2, row: 1, column: 2))
+    }
+
+    static func version(_ n: Int) -> [UInt8] {
+        // Versions of different lengths, so that a mix of two could not pass for either.
+        PyramidRoot.fakeFile(.png, Array("version \(n) ".utf8) + [UInt8](repeating: UInt8(n % 251), count: 100 + n % 300))
+    }
+
+    /// Writes `bytes` to a new file and renames it over `relative` (what `tiler cut` does).
+    static func replace(_ root: PyramidRoot, _ relative: String, with bytes: [UInt8]) throws {
+        let temporary = root.path + "/" + relative + ".new"
+        try Data(bytes).write(to: URL(fileURLWithPath: temporary))
+        #expect(rename(temporary, root.path + "/" + relative) == 0)
+    }
+
+    /// Rewrites `relative` in place: truncated, then written (the same inode).
+    static func rewrite(_ root: PyramidRoot, _ relative: String, with bytes: [UInt8]) throws {
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: root.path + "/" + relative))
+        try handle.truncate(atOffset: 0)
+        try handle.write(contentsOf: Data(bytes))
+        try handle.close()
+    }
+
+    @Test func aTileAskedForAgainIsSentFromItsOpenFile() throws {
+        let root = try PyramidRoot()
+        try root.addPyramid("a", width: 1000, height: 1000)
+        try withRunningTileServer(root, Self.noResponseCache) { server in
+            let first = try fetch(server.port, Self.path)
+            #expect(first.status == 200 && first.body == root.file(Self.file))
+            let openTiles = try #require(server.store.openTiles)
+            #expect(openTiles.count == 1)
+            let (pyramid, key) = try Self.key(server)
+            guard case .ready(let response) = openTiles.answer(for: key), case .file(let range) = response.content else {
+                Issue.record("tile not answered from its open file")
+                return
+            }
+            #expect(range.offset == 0 && range.count == root.file(Self.file).count)
+            guard case .prepared(let prepared) = try server.store.tileResponse(Self.tile, of: pyramid) else {
+                Issue.record("the store did not answer a prepared response")
+                return
+            }
+            #expect(prepared === response)
+            // Over the wire: the same bytes and headers as the first answer; HEAD; 304.
+            let again = try fetch(server.port, Self.path)
+            #expect(again.status == 200 && again.body == first.body)
+            for name in ["Content-Type", "Content-Length", "ETag", "Last-Modified", "Cache-Control"] {
+                #expect(again.header(name) == first.header(name), "\(name)")
+            }
+            let head = try fetch(server.port, Self.path, method: "HEAD")
+            #expect(head.status == 200 && head.body.isEmpty && head.header("Content-Length") == "\(first.body.count)")
+            let etag = try #require(first.header("ETag"))
+            #expect(try fetch(server.port, Self.path, headers: ["If-None-Match: \(etag)"]).status == 304)
+            #expect(openTiles.count == 1)
+        }
+    }
+
+    /// A tile replaced by a rename, rewritten in place (same length, other length),
+    /// deleted and written again, each change followed at once by a request: every answer
+    /// is the file as it is now, never the open descriptor's stale bytes.
+    @Test func aTileChangedWhileOpenIsReadAgainAtItsNextRequest() throws {
+        let root = try PyramidRoot()
+        try root.addPyramid("a", width: 1000, height: 1000)
+        try withRunningTileServer(root, Self.noResponseCache) { server in
+            #expect(try fetch(server.port, Self.path).body == root.file(Self.file))
+            let v1 = Self.version(1)
+            try Self.replace(root, Self.file, with: v1)
+            #expect(try fetch(server.port, Self.path).body == v1, "replaced by a rename")
+            #expect(try fetch(server.port, Self.path).body == v1)
+            var same = v1
+            same[same.count - 20] ^= 0xFF
+            try Self.rewrite(root, Self.file, with: same)
+            #expect(try fetch(server.port, Self.path).body == same, "rewritten in place, same length")
+            let v2 = Self.version(2)
+            try Self.rewrite(root, Self.file, with: v2)
+            #expect(try fetch(server.port, Self.path).body == v2, "rewritten in place, another length")
+            try FileManager.default.removeItem(atPath: root.path + "/" + Self.file)
+            #expect(try fetch(server.port, Self.path).status == 404, "deleted")
+            let v3 = Self.version(3)
+            try Data(v3).write(to: URL(fileURLWithPath: root.path + "/" + Self.file))
+            #expect(try fetch(server.port, Self.path).body == v3, "written again")
+        }
+    }
+
+    /// A row folder renamed away keeps its files' names (and link counts): the tile's path
+    /// is checked again after the rescan interval, so the new folder's tile is served
+    /// within it, and every answer meanwhile is one whole version.
+    @Test(.timeLimit(.minutes(1))) func aFolderRenamedAwayIsNoticedWithinTheRescanInterval() throws {
+        let root = try PyramidRoot()
+        try root.addPyramid("a", width: 1000, height: 1000)
+        let old = root.file(Self.file)
+        try withRunningTileServer(root, Self.noResponseCache) { server in
+            #expect(try fetch(server.port, Self.path).body == old)
+            #expect(rename(root.path + "/a/2/1", root.path + "/a/2/1.old") == 0)
+            try FileManager.default.createDirectory(atPath: root.path + "/a/2/1", withIntermediateDirectories: false)
+            let new = Self.version(7)
+            try Data(new).write(to: URL(fileURLWithPath: root.path + "/" + Self.file))
+            var bodies: [[UInt8]] = []
+            #expect(try eventually(within: 10) {
+                let body = try fetch(server.port, Self.path).body
+                bodies.append(body)
+                return body == new
+            })
+            #expect(bodies.allSatisfy { $0 == old || $0 == new })
+        }
+    }
+
+    /// Clients fetching a tile while it is replaced (by renames, with versions of many
+    /// lengths) over and over: every answer is one whole version, and once the writer
+    /// stops, the last one is what is served.
+    @Test(.timeLimit(.minutes(1))) func concurrentReplacementsNeverServeMixedBytes() throws {
+        let root = try PyramidRoot()
+        try root.addPyramid("a", width: 1000, height: 1000)
+        let versions = (0..<200).map(Self.version)
+        let original = root.file(Self.file)
+        try withRunningTileServer(root, Self.noResponseCache) { server in
+            let stop = ManagedFlag()
+            let failures = Tally()
+            let answered = Tally()
+            let group = DispatchGroup()
+            for _ in 0..<3 {
+                DispatchQueue.global().async(group: group) {
+                    do {
+                        let client = try RawHTTPClient(port: server.port)
+                        while !stop.isSet {
+                            try client.request(Self.path)
+                            let r = try client.readResponse()
+                            answered.add("")
+                            if r.status != 200 || !(r.body == original || versions.contains(r.body)) {
+                                failures.add("status \(r.status), \(r.body.count) bytes: \(r.text.prefix(40))")
+                            }
+                        }
+                    } catch {
+                        failures.add("\(error)")
+                    }
+                }
+            }
+            for v in versions {
+                try Self.replace(root, Self.file, with: v)
+                let seen = answered.count
+                _ = eventually(within: 5) { answered.count >= seen + 2 }
+            }
+            stop.set()
+            group.wait()
+            #expect(failures.items.isEmpty, "\(failures.items.count) failures, first: \(failures.items.prefix(3))")
+            #expect(try fetch(server.port, Self.path).body == versions.last!)
+        }
+    }
+
+    /// An open tile whose pages left the page cache is not sent from the event loop (where
+    /// `sendfile` would wait for the disk): `answer` says so, and the request is read on
+    /// the read lane, with the right bytes.
+    @Test func anOpenTileNotInThePageCacheIsReadOnTheReadLane() throws {
+        let root = try PyramidRoot()
+        try root.addPyramid("a", width: 1000, height: 1000)
+        try withRunningTileServer(root, Self.noResponseCache) { server in
+            #expect(try fetch(server.port, Self.path).body == root.file(Self.file))
+            let openTiles = try #require(server.store.openTiles)
+            let (_, key) = try Self.key(server)
+            guard case .ready = openTiles.answer(for: key) else {
+                Issue.record("not open after a first request")
+                return
+            }
+            // Written back, then dropped from the page cache (the expected bytes are read
+            // first: reading them brings the page back).
+            let expected = root.file(Self.file)
+            let fd = try FileDescriptor.open(root.path + "/" + Self.file, O_RDONLY)
+            defer { fd.close() }
+            #expect(fsync(fd.rawValue) == 0)
+            try #require(try eventually(within: 10) {
+                #expect(posix_fadvise(fd.rawValue, 0, 0, POSIX_FADV_DONTNEED) == 0)
+                return try !fd.isResident(count: expected.count)
+            }, "the kernel kept the pages")
+            guard case .notResident = openTiles.answer(for: key) else {
+                Issue.record("a tile out of the page cache was about to be sent from the event loop")
+                return
+            }
+            #expect(try fetch(server.port, Self.path).body == expected)
+        }
+    }
+
+    @Test func openTilesStayWithinTheFileLimit() {
+        var c = ServerConfiguration(root: "/nonexistent")
+        #expect(c.openTileLimit(fileLimit: 1 << 20) == 8192)
+        // 20,000 descriptors: 8,192 connections, 256 spare, the rest for tiles.
+        c.openTiles = 100_000
+        #expect(c.openTileLimit(fileLimit: 20_000) == 20_000 - 8192 - 256)
+        // 1,024: the connections take it all.
+        #expect(c.openTileLimit(fileLimit: 1024) == 0)
+        c.http.maximumConnections = 100
+        #expect(c.openTileLimit(fileLimit: 1024) == 1024 - 100 - 256)
+    }
+}
