@@ -455,8 +455,9 @@ final class EventLoop {
         case nil:
             return c.machine.wrote(0, at: time)
         case .bytes:
+            let more = c.machine.output.fileFollowsLeadingBytes
             outcome = c.machine.output.withLeadingBytes { vectors in
-                WriteOutcome { () throws(SystemCallError) in try socket.send(vectors) }
+                WriteOutcome { () throws(SystemCallError) in try socket.send(vectors, more: more) }
             }
         case let .file(file, offset, count):
             outcome = WriteOutcome { () throws(SystemCallError) in try socket.send(file: file, offset: offset, count: count) }

@@ -160,6 +160,18 @@ struct OutputQueue {
         return .bytes
     }
 
+    /// Whether a file range comes right after the leading byte segments (a head before
+    /// its `sendfile` body): their write then says more is coming (`MSG_MORE`), so the
+    /// head and the start of the body leave in one packet.
+    var fileFollowsLeadingBytes: Bool {
+        var i = first
+        while i < segments.count && i - first < 16 {
+            if case .file = segments[i] { return true }
+            i += 1
+        }
+        return false
+    }
+
     /// Calls `body` with I/O vectors for the leading byte segments (at most `limit`, and
     /// none past a file range), valid only during the call.
     @inline(__always)

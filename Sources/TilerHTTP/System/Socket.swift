@@ -114,12 +114,15 @@ public struct Socket: Sendable, Hashable {
     }
 
     /// Sends the buffers in order with one `sendmsg` (a gathering write), without SIGPIPE.
+    /// `more`: more data follows at once (`MSG_MORE`: the kernel holds a partial packet
+    /// for it, as before a `sendfile` body).
     @inline(__always)
-    public func send(_ vectors: UnsafeMutableBufferPointer<iovec>) throws(SystemCallError) -> IOResult<Int> {
+    public func send(_ vectors: UnsafeMutableBufferPointer<iovec>, more: Bool = false) throws(SystemCallError) -> IOResult<Int> {
         var message = msghdr()
         message.msg_iov = vectors.baseAddress
         message.msg_iovlen = vectors.count
-        return try nonBlockingCall("sendmsg") { sendmsg(descriptor.rawValue, &message, Int32(MSG_NOSIGNAL)) }
+        let flags = Int32(MSG_NOSIGNAL) | (more ? Int32(MSG_MORE) : 0)
+        return try nonBlockingCall("sendmsg") { sendmsg(descriptor.rawValue, &message, flags) }
     }
 
     /// Sends up to `count` bytes of `file` from `offset` with `sendfile(2)` (the kernel
