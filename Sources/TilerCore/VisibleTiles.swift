@@ -210,15 +210,28 @@ extension PyramidGeometry {
     /// viewport with positive area, plus `margin` rings of neighbours (clipped to the grid,
     /// except horizontally under `wrapX`, where they continue into the neighbouring
     /// repetitions), ordered by distance from the tile's centre to the viewport's centre,
-    /// then row, column and x.
+    /// then row, column and x. (`visibleTilesPlan` gives them one at a time, in the same
+    /// order, without this array.)
     public func visibleTiles(for query: VisibleTilesQuery,
                              maximumTiles: Int = defaultMaximumVisibleTiles) throws(VisibleTilesError) -> VisibleTiles {
+        let plan = try visibleTilesPlan(for: query, maximumTiles: maximumTiles)
+        var tiles: [VisibleTile] = []
+        tiles.reserveCapacity(plan.count)
+        plan.forEachInDistanceOrder { tiles.append($0) }
+        return VisibleTiles(level: plan.level, scale: plan.scale, tiles: tiles)
+    }
+
+    /// The level and the block of tiles `visibleTiles(for:maximumTiles:)` lists, without
+    /// listing them: arithmetic only, no allocation.
+    public func visibleTilesPlan(for query: VisibleTilesQuery,
+                                 maximumTiles: Int = defaultMaximumVisibleTiles) throws(VisibleTilesError) -> VisibleTilesPlan {
         let z = level(forScale: query.scale)
         let l = level(z)
         let span = Double(tileSize * l.downscale)  // full-resolution pixels per tile step
         let v = query.viewport
         let W = Double(width), H = Double(height)
-        let empty = VisibleTiles(level: l, scale: scale(of: z), tiles: [])
+        let empty = VisibleTilesPlan(level: l, scale: scale(of: z), geometry: self, rows: 0..<0, columns: 0..<0,
+                                     centerX: v.centerX, centerY: v.centerY)
 
         // Rows: the viewport clipped to [0, H); none when it misses the image.
         let top = max(v.y, 0), bottom = min(v.y + v.height, H)
@@ -253,47 +266,8 @@ extension PyramidGeometry {
 
         let count = (lastColumn - firstColumn + 1) * (lastRow - firstRow + 1)
         guard count <= maximumTiles else { throw .tooManyTiles(count: count, limit: maximumTiles) }
-
-        let cx = v.centerX, cy = v.centerY
-        var tiles: [VisibleTile] = []
-        tiles.reserveCapacity(count)
-        // Sorted as (distance, index) pairs: 16 bytes moved per swap instead of a whole
-        // tile, and the tile itself is read only to break a tie in distance.
-        var order: [(distance: Double, index: Int)] = []
-        order.reserveCapacity(count)
-        let step = tileSize * l.downscale
-        for row in firstRow...lastRow {
-            let y = row * step
-            let h = min(y + step, height) - y
-            for g in firstColumn...lastColumn {
-                let k = floorDiv(g, l.columns)
-                let column = g - k * l.columns
-                let local = column * step
-                let w = min(local + step, width) - local
-                let x = k * width + local
-                let dx = Double(x) + Double(w) / 2 - cx
-                let dy = Double(y) + Double(h) / 2 - cy
-                order.append((dx * dx + dy * dy, tiles.count))
-                tiles.append(VisibleTile(coordinate: TileCoordinate(level: z, row: row, column: column),
-                                         x: x, y: y, width: w, height: h))
-            }
-        }
-        tiles.withUnsafeBufferPointer { tiles in
-            order.withUnsafeMutableBufferPointer { order in
-                order.sort { a, b in
-                    if a.distance != b.distance { return a.distance < b.distance }
-                    let ta = tiles[a.index], tb = tiles[b.index]
-                    if ta.coordinate.row != tb.coordinate.row { return ta.coordinate.row < tb.coordinate.row }
-                    if ta.coordinate.column != tb.coordinate.column { return ta.coordinate.column < tb.coordinate.column }
-                    return ta.x < tb.x
-                }
-            }
-        }
-        let sorted = [VisibleTile](unsafeUninitializedCapacity: count) { buffer, initialized in
-            for (i, o) in order.enumerated() { (buffer.baseAddress! + i).initialize(to: tiles[o.index]) }
-            initialized = order.count
-        }
-        return VisibleTiles(level: l, scale: scale(of: z), tiles: sorted)
+        return VisibleTilesPlan(level: l, scale: scale(of: z), geometry: self, rows: firstRow..<(lastRow + 1),
+                                columns: firstColumn..<(lastColumn + 1), centerX: v.centerX, centerY: v.centerY)
     }
 
     /// The global column index (over the plane repeated with period W) of the tile that
@@ -316,6 +290,144 @@ extension PyramidGeometry {
             return k * l.columns + column
         }
     }
+}
+
+/// The tiles one viewport lists (see `PyramidGeometry.visibleTiles(for:maximumTiles:)`):
+/// a block of rows and of global columns of one level, given nearest first by
+/// `forEachInDistanceOrder` without a sort and without an allocation.
+///
+/// How the order comes without sorting: every row has the same column centres, strictly
+/// increasing with the global column (an edge tile is narrower, but its centre still lies
+/// right of its left neighbour's). So along one row the distance to the viewport's centre
+/// falls, then rises: walking outwards from the column nearest the centre, one cursor left
+/// and one right, gives that row's tiles nearest first. The next tile overall is the
+/// nearest of the rows' next tiles (ties by row, then column, then x): a merge of a few
+/// rows, each step a scan over them, with their cursors on the stack.
+public struct VisibleTilesPlan: Sendable {
+    public let level: Level
+    /// The level's scale, `1 / f`.
+    public let scale: Double
+    let rows: Range<Int>
+    /// Global columns `k·columns + column` over the plane repeated horizontally.
+    let columns: Range<Int>
+    let centerX: Double, centerY: Double
+    let step: Int, width: Int, height: Int, levelColumns: Int
+
+    init(level: Level, scale: Double, geometry: PyramidGeometry, rows: Range<Int>, columns: Range<Int>,
+         centerX: Double, centerY: Double) {
+        self.level = level
+        self.scale = scale
+        self.rows = rows
+        self.columns = columns
+        self.centerX = centerX
+        self.centerY = centerY
+        step = geometry.tileSize * level.downscale
+        width = geometry.width
+        height = geometry.height
+        levelColumns = level.columns
+    }
+
+    /// How many tiles it lists.
+    public var count: Int { rows.count * columns.count }
+
+    /// The tile at `row` and global column `g`, and its squared distance (as a `Double`,
+    /// computed exactly as the sorted listing always has) to the viewport's centre.
+    @inline(__always)
+    private func tile(row: Int, global g: Int) -> (tile: VisibleTile, distance: Double) {
+        let y = row * step
+        let h = min(y + step, height) - y
+        let k = floorDiv(g, levelColumns)
+        let column = g - k * levelColumns
+        let local = column * step
+        let w = min(local + step, width) - local
+        let x = k * width + local
+        let dx = Double(x) + Double(w) / 2 - centerX
+        let dy = Double(y) + Double(h) / 2 - centerY
+        return (VisibleTile(coordinate: TileCoordinate(level: level.level, row: row, column: column), x: x, y: y,
+                            width: w, height: h), dx * dx + dy * dy)
+    }
+
+    /// Whether `a` comes before `b`: nearer, then by row, column and x.
+    @inline(__always)
+    private static func precedes(_ a: (tile: VisibleTile, distance: Double), _ b: (tile: VisibleTile, distance: Double)) -> Bool {
+        if a.distance != b.distance { return a.distance < b.distance }
+        if a.tile.coordinate.row != b.tile.coordinate.row { return a.tile.coordinate.row < b.tile.coordinate.row }
+        if a.tile.coordinate.column != b.tile.coordinate.column { return a.tile.coordinate.column < b.tile.coordinate.column }
+        return a.tile.x < b.tile.x
+    }
+
+    /// One row's walk outwards: the next columns to the left and to the right, and the
+    /// nearer of the two tiles there.
+    private struct RowWalk {
+        var left: Int
+        var right: Int
+        var next: (tile: VisibleTile, distance: Double)
+        var nextIsLeft: Bool
+        var done: Bool
+    }
+
+    /// Calls `body` with every tile, nearest first (the order of `VisibleTiles.tiles`).
+    public func forEachInDistanceOrder<E: Error>(_ body: (VisibleTile) throws(E) -> Void) throws(E) {
+        guard count > 0 else { return }
+        // The split: the last global column whose centre is at or left of the viewport's
+        // centre (columns.lowerBound - 1 when none is), found by bisection.
+        var low = columns.lowerBound, high = columns.upperBound  // answer in [low - 1, high - 1]
+        while low < high {
+            let mid = low + (high - low) / 2
+            if tile(row: rows.lowerBound, global: mid).tile.centerX <= centerX { low = mid + 1 } else { high = mid }
+        }
+        let split = low - 1
+        try withUnsafeTemporaryAllocation(of: RowWalk.self, capacity: rows.count) { walks throws(E) in
+            for (i, row) in rows.enumerated() {
+                var walk = RowWalk(left: split, right: split + 1, next: tile(row: row, global: columns.lowerBound),
+                                   nextIsLeft: false, done: false)
+                advance(&walk, row: row)
+                (walks.baseAddress! + i).initialize(to: walk)
+            }
+            defer { walks.baseAddress!.deinitialize(count: rows.count) }
+            for _ in 0..<count {
+                var best = -1
+                for i in 0..<walks.count where !walks[i].done {
+                    if best < 0 || Self.precedes(walks[i].next, walks[best].next) { best = i }
+                }
+                try body(walks[best].next.tile)
+                if walks[best].nextIsLeft { walks[best].left -= 1 } else { walks[best].right += 1 }
+                advance(&walks[best], row: rows.lowerBound + best)
+            }
+        }
+    }
+
+    /// Sets the walk's next tile: the nearer of the columns left and right, if any.
+    @inline(__always)
+    private func advance(_ walk: inout RowWalk, row: Int) {
+        let hasLeft = walk.left >= columns.lowerBound, hasRight = walk.right < columns.upperBound
+        guard hasLeft || hasRight else {
+            walk.done = true
+            return
+        }
+        if hasLeft {
+            let l = tile(row: row, global: walk.left)
+            if hasRight {
+                let r = tile(row: row, global: walk.right)
+                if Self.precedes(r, l) {
+                    walk.next = r
+                    walk.nextIsLeft = false
+                    return
+                }
+            }
+            walk.next = l
+            walk.nextIsLeft = true
+        } else {
+            walk.next = tile(row: row, global: walk.right)
+            walk.nextIsLeft = false
+        }
+    }
+}
+
+extension VisibleTile {
+    /// The centre of its clipped rectangle, as the distance is measured from.
+    @inline(__always)
+    var centerX: Double { Double(x) + Double(width) / 2 }
 }
 
 /// Floor division for a positive divisor.

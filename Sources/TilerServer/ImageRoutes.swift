@@ -205,11 +205,11 @@ private func listImages(_ request: Request, _ store: TileStore, _ links: Links) 
 
 private func visible(_ request: Request, _ name: String, _ store: TileStore, _ links: Links) throws(HTTPError) -> HTTPResponse {
     let pyramid = try store.pyramid(named: name, for: request)
-    let answer: VisibleTiles
+    let answer: VisibleTilesPlan
     do {
         let query = try VisibleTilesQuery.parsingCommonForm(request.rawQuery)
             ?? VisibleTilesQuery(queryItems: try request.queryItems())
-        answer = try pyramid.geometry.visibleTiles(for: query, maximumTiles: store.configuration.maximumVisibleTiles)
+        answer = try pyramid.geometry.visibleTilesPlan(for: query, maximumTiles: store.configuration.maximumVisibleTiles)
     } catch let e as VisibleTilesError {
         throw HTTPError(400, e.description)
     } catch let e as HTTPError {

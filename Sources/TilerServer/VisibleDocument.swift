@@ -7,13 +7,15 @@ import TilerHTTP
 /// This is the one document the server builds per request, and a viewport lists around a
 /// hundred tiles, so it is written in a single pass into an array sized up front from the
 /// largest each tile can take: every fixed piece is copied with `memcpy`, and every number
-/// is formatted in place. There is no per-byte capacity or uniqueness check, and no
-/// `String` is created. The bytes are the same as `JSONWriter` would produce for the
+/// is formatted in place. The tiles come nearest first straight from the plan
+/// (`VisibleTilesPlan.forEachInDistanceOrder`: no list of tiles, no sort), so the answer's
+/// bytes are the only allocation. There is no per-byte capacity or uniqueness check, and
+/// no `String` is created. The bytes are the same as `JSONWriter` would produce for the
 /// same fields in the same order.
 ///
 /// `linkPrefix` is what every tile URL starts with, JSON-escaped: the base URL
 /// (`--base-url`) or nothing, for root-relative URLs (`PublicAddress.linkPrefix`).
-func visibleDocument(_ answer: VisibleTiles, of pyramid: Pyramid, linkPrefix: [UInt8] = []) -> [UInt8] {
+func visibleDocument(_ answer: VisibleTilesPlan, of pyramid: Pyramid, linkPrefix: [UInt8] = []) -> [UInt8] {
     // Everything but the tiles depends only on the pyramid and the level: made once per
     // pyramid (`VisiblePieces`), so an answer formats nothing but its tiles' numbers.
     let pieces = pyramid.visiblePieces
@@ -27,7 +29,7 @@ func visibleDocument(_ answer: VisibleTiles, of pyramid: Pyramid, linkPrefix: [U
         + Piece.y.count + Piece.width.count + Piece.height.count + 2
     // 10 integers per tile (3 in the URL), each at most 20 bytes.
     let perTile = fixed + 10 * 20
-    let capacity = head.count + answer.tiles.count * perTile + 2
+    let capacity = head.count + answer.count * perTile + 2
     // The full tile span, which every tile but those on the right and bottom edges has
     // as its size (written from `span`).
     let step = pyramid.geometry.tileSize * answer.level.downscale
@@ -41,10 +43,10 @@ func visibleDocument(_ answer: VisibleTiles, of pyramid: Pyramid, linkPrefix: [U
             urlEnd.withUnsafeBufferPointer { urlEnd in
                 level.withUnsafeBufferPointer { level in
                     span.withUnsafeBufferPointer { span in
-                        answer.tiles.withUnsafeBufferPointer { tiles in
-                            for i in tiles.indices {
-                                let t = tiles[i]
-                                if i > 0 { p.put(UInt8(ascii: ",")) }
+                        var first = true
+                        answer.forEachInDistanceOrder { (t: VisibleTile) in
+                                if !first { p.put(UInt8(ascii: ",")) }
+                                first = false
                                 p.put(Piece.level); p.put(level)
                                 p.put(Piece.row)
                                 let row = p
@@ -67,7 +69,6 @@ func visibleDocument(_ answer: VisibleTiles, of pyramid: Pyramid, linkPrefix: [U
                                 p.put(Piece.height)
                                 if t.height == step { p.put(span) } else { p.putDecimal(t.height) }
                                 p.put(UInt8(ascii: "}"))
-                            }
                         }
                     }
                 }

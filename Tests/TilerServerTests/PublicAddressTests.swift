@@ -170,7 +170,7 @@ import TilerHTTP
         defer { store.stopRescanning() }
         let pyramid = try #require(store.pyramids.first)
         let query = try #require(try VisibleTilesQuery.parsingCommonForm(Array("x=100&y=50&width=2000&height=1500&scale=0.5&margin=1".utf8)[...]))
-        let answer = try pyramid.geometry.visibleTiles(for: query, maximumTiles: 4096)
+        let answer = try pyramid.geometry.visibleTilesPlan(for: query, maximumTiles: 4096)
         let prefixed = String(decoding: visibleDocument(answer, of: pyramid, linkPrefix: escaped), as: UTF8.self)
         #expect(prefixed == plain.replacingOccurrences(of: #""url":""#, with: #""url":"https://example.org/p\"q"#))
         #expect(prefixed.contains(#""url":"https://example.org/p\"q/images/a/tiles/"#))
