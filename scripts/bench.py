@@ -434,6 +434,11 @@ def jpeg_tables(path):
     return {"dqt": tables, "sampling": sampling}
 
 
+def median_or_none(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
 def median_of(rounds, key):
     vals = [r[key] for r in rounds if "error" not in r]
     return statistics.median(vals) if vals else None
@@ -774,16 +779,51 @@ function request() i = i % n + 1; return reqs[i] end
         f.write(body)
 
 
-def wrk(port, script, seconds, threads=2, conns=32):
+def process_tree(pid):
+    """pid and its descendants (nginx's master and its worker)."""
+    pids, todo = [], [pid]
+    while todo:
+        q = todo.pop()
+        pids.append(q)
+        try:
+            for task in os.listdir(f"/proc/{q}/task"):
+                with open(f"/proc/{q}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return pids
+
+
+def cpu_seconds(pids):
+    """User + system CPU seconds used so far by these processes (all their threads)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for q in pids:
+        try:
+            with open(f"/proc/{q}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except OSError:
+            pass
+    return total / tick
+
+
+def wrk(port, script, seconds, threads=2, conns=32, pid=None):
+    """wrk's figures; with pid, also the server's CPU time per response (pid and its
+    children, every thread: user + system), in microseconds."""
+    pids = process_tree(pid) if pid else []
+    cpu0 = cpu_seconds(pids)
     p = run(["wrk", "-t", str(threads), "-c", str(conns), "-d", f"{seconds}s", "--latency", "-s", script,
              f"http://127.0.0.1:{port}"], capture_output=True, check=False)
     line = next((l for l in p.stdout.splitlines() if l.startswith("BENCHJSON ")), None)
     if not line:
         raise TilerError(f"wrk gave no result: {p.stdout[-300:]} {p.stderr[-300:]}")
     j = json.loads(line[len("BENCHJSON "):])
+    cpu = cpu_seconds(pids) - cpu0
     secs = j["duration_us"] / 1e6
     errs = sum(j["errors"].values())
-    return {"rps": round(j["requests"] / secs), "p50_ms": j["p50_us"] / 1000, "p99_ms": j["p99_us"] / 1000,
+    return {"cpu_us_per_response": round(cpu * 1e6 / max(1, j["requests"]), 1) if pid else None,
+            "rps": round(j["requests"] / secs), "p50_ms": j["p50_us"] / 1000, "p99_ms": j["p99_us"] / 1000,
             "p999_ms": j["p999_us"] / 1000, "mean_ms": round(j["mean_us"] / 1000, 3), "errors": errs,
             "errors_detail": j["errors"], "requests": j["requests"], "mb_per_s": round(j["bytes"] / secs / 1e6, 1),
             "bytes_per_response": round(j["bytes"] / max(1, j["requests"]))}
@@ -1002,6 +1042,11 @@ def section_serve(t, res, args):
             wrk(ports[name], script(name, fmt), 2)
         runs = {f"{a}/{b}": [] for a, b in legs}
         vis_runs = []
+        # CPU per response: tiler's process, nginx's master and worker (iipsrv's cost is
+        # spread over nginx and its FastCGI processes: not measured).
+        cpu_pids = {"nginx": procs["nginx"].pid}
+        if tiler_ok:
+            cpu_pids["tiler"] = procs["tiler"].pid
         if tiler_ok:
             st, ctype, body = http_get(ports["tiler"], f"/images/{ids['png']}/visible?x=0&y=0&width=1920&height=1080&scale=1")
             if st != 200 or b'"tiles"' not in body:
@@ -1010,12 +1055,13 @@ def section_serve(t, res, args):
         for r in range(args.serve_rounds):
             order = legs if r % 2 == 0 else list(reversed(legs))
             for name, fmt in order:
-                w = wrk(ports[name], script(name, fmt), args.serve_seconds)
+                w = wrk(ports[name], script(name, fmt), args.serve_seconds, pid=cpu_pids.get(name))
                 runs[f"{name}/{fmt}"].append(w)
                 log(f"  round {r + 1} {name:6} {fmt:4}: {w['rps']:>7} req/s, p50 {w['p50_ms']:.2f} ms, "
-                    f"p99 {w['p99_ms']:.2f} ms, {w['errors']} errors, {w['bytes_per_response']} B/response")
+                    f"p99 {w['p99_ms']:.2f} ms, {w['errors']} errors, {w['bytes_per_response']} B/response, "
+                    f"{w['cpu_us_per_response']} µs CPU/response")
             if tiler_ok and "visible_error" not in out:
-                w = wrk(ports["tiler"], vis_lua, args.serve_seconds)
+                w = wrk(ports["tiler"], vis_lua, args.serve_seconds, pid=cpu_pids.get("tiler"))
                 vis_runs.append(w)
                 log(f"  round {r + 1} visible: {w['rps']:>7} req/s, p99 {w['p99_ms']:.2f} ms, {w['errors']} errors, "
                     f"{w['bytes_per_response']} B/response")
@@ -1024,11 +1070,13 @@ def section_serve(t, res, args):
                                 "p50_ms": statistics.median(x["p50_ms"] for x in rs),
                                 "p99_ms": statistics.median(x["p99_ms"] for x in rs),
                                 "errors": sum(x["errors"] for x in rs),
+                                "cpu_us_per_response": median_or_none([x["cpu_us_per_response"] for x in rs]),
                                 "bytes_per_response": rs[0]["bytes_per_response"], "runs": rs}
         if vis_runs:
             out["visible"] = {"rps": statistics.median(x["rps"] for x in vis_runs),
                               "p99_ms": statistics.median(x["p99_ms"] for x in vis_runs),
                               "errors": sum(x["errors"] for x in vis_runs),
+                              "cpu_us_per_response": median_or_none([x["cpu_us_per_response"] for x in vis_runs]),
                               "bytes_per_response": vis_runs[0]["bytes_per_response"], "runs": vis_runs}
         if tiler_ok:
             out["tiler_rss_mb"] = vm_hwm_mb(procs["tiler"].pid)
@@ -1650,7 +1698,8 @@ def report_md(res):
         s = res["serve"]
         L += [f"## Serve, {s['image']} pyramids ({s['tiles']} tiles each; {s['pyramid']}), wrk {s['wrk']}, "
               f"{s['seconds']} s × {s['rounds']} rounds, uniformly random tiles, median of rounds", "",
-              "| server | tiles | req/s | p50 ms | p99 ms | errors | bytes/response |", "|---|---|---|---|---|---|---|"]
+              "| server | tiles | req/s | p50 ms | p99 ms | errors | bytes/response | CPU µs/response |",
+              "|---|---|---|---|---|---|---|---|"]
         labels = {"tiler": "tiler serve", "nginx": "nginx (1 worker, sendfile, open_file_cache)",
                   "iipsrv": "iipsrv (FastCGI behind nginx, DeepZoom)"}
         for key in ("tiler/png", "nginx/png", "tiler/jpeg", "nginx/jpeg", "iipsrv/jpeg"):
@@ -1658,14 +1707,15 @@ def report_md(res):
             what = {"png": "PNG", "jpeg": "JPEG Q85"}[fmt] + (" from pyramidal TIFF" if name == "iipsrv" else "")
             g = s["legs"].get(key)
             if g:
+                cpu = g.get("cpu_us_per_response")
                 L.append(f"| {labels[name]} | {what} | {g['rps']:.0f} | {g['p50_ms']:.2f} | {g['p99_ms']:.2f} | "
-                         f"{g['errors']} | {g['bytes_per_response']} |")
+                         f"{g['errors']} | {g['bytes_per_response']} | {cpu if cpu is not None else ''} |")
             else:
                 L.append(f"| {labels[name]} | {what} | error: {s.get('tiler_error', 'not run')} | | | | |")
         v = s.get("visible")
         if v:
             L.append(f"| tiler `/visible` | random 1920×1080 viewports, margin 1 | {v['rps']:.0f} | | {v['p99_ms']:.2f} | "
-                     f"{v['errors']} | {v['bytes_per_response']} |")
+                     f"{v['errors']} | {v['bytes_per_response']} | {v.get('cpu_us_per_response') or ''} |")
         L.append("")
         if "time_to_first_answer_ms" in s:
             L.append(f"tiler serve: first `/healthz` answer {s['time_to_first_answer_ms']['median']} ms after start "
