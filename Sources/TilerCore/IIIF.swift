@@ -465,27 +465,7 @@ public struct IIIFImageInfo: Sendable, Hashable, Codable {
 
 /// Decodes `%XX` escapes as UTF-8. Nil for a truncated or non-hex escape or invalid UTF-8.
 public func percentDecode<S: StringProtocol>(_ text: S) -> String? {
-    var bytes: [UInt8] = []
-    bytes.reserveCapacity(text.utf8.count)
-    var iterator = text.utf8.makeIterator()
-    while let b = iterator.next() {
-        if b == UInt8(ascii: "%") {
-            guard let hi = iterator.next().flatMap(hexValue), let lo = iterator.next().flatMap(hexValue) else { return nil }
-            bytes.append(hi << 4 | lo)
-        } else {
-            bytes.append(b)
-        }
-    }
-    return String(validating: bytes, as: UTF8.self)
-}
-
-private func hexValue(_ c: UInt8) -> UInt8? {
-    switch c {
-    case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-    case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-    case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-    default: nil
-    }
+    percentDecodedBytes(text.utf8).flatMap { String(validating: $0, as: UTF8.self) }
 }
 
 /// A IIIF integer: decimal digits only, at most 9 of them.

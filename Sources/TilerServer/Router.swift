@@ -48,25 +48,7 @@ public struct Request: Sendable {
             }
             return String(decoding: raw, as: UTF8.self)
         }
-        var bytes: [UInt8]
-        do {
-            bytes = []
-            bytes.reserveCapacity(raw.count)
-            var i = raw.startIndex
-            while i < raw.endIndex {
-                let b = raw[i]
-                if b == UInt8(ascii: "%") {
-                    guard i + 2 < raw.endIndex, let hi = hexValue(raw[i + 1]), let lo = hexValue(raw[i + 2]) else {
-                        throw HTTPError(400, "malformed percent-encoding in the path")
-                    }
-                    bytes.append(hi << 4 | lo)
-                    i += 3
-                } else {
-                    bytes.append(b)
-                    i += 1
-                }
-            }
-        }
+        guard let bytes = percentDecodedBytes(raw) else { throw HTTPError(400, "malformed percent-encoding in the path") }
         if bytes.contains(0) || bytes.contains(UInt8(ascii: "/")) || bytes.contains(UInt8(ascii: "\\")) {
             throw HTTPError(400, "the path contains an encoded slash, backslash or NUL")
         }
@@ -97,32 +79,8 @@ public struct Request: Sendable {
     }
 
     private static func decodeQuery(_ raw: ArraySlice<UInt8>) throws(HTTPError) -> String {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(raw.count)
-        var i = raw.startIndex
-        while i < raw.endIndex {
-            if raw[i] == UInt8(ascii: "%") {
-                guard i + 2 < raw.endIndex, let hi = hexValue(raw[i + 1]), let lo = hexValue(raw[i + 2]) else {
-                    throw HTTPError(400, "malformed percent-encoding in the query")
-                }
-                bytes.append(hi << 4 | lo)
-                i += 3
-            } else {
-                bytes.append(raw[i])
-                i += 1
-            }
-        }
+        guard let bytes = percentDecodedBytes(raw) else { throw HTTPError(400, "malformed percent-encoding in the query") }
         return String(decoding: bytes, as: UTF8.self)
-    }
-}
-
-@inline(__always)
-private func hexValue(_ b: UInt8) -> UInt8? {
-    switch b {
-    case UInt8(ascii: "0")...UInt8(ascii: "9"): b - UInt8(ascii: "0")
-    case UInt8(ascii: "a")...UInt8(ascii: "f"): b - UInt8(ascii: "a") + 10
-    case UInt8(ascii: "A")...UInt8(ascii: "F"): b - UInt8(ascii: "A") + 10
-    default: nil
     }
 }
 
