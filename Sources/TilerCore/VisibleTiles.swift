@@ -367,7 +367,7 @@ public struct VisibleTilesPlan: Sendable {
     }
 
     /// Calls `body` with every tile, nearest first (the order of `VisibleTiles.tiles`).
-    public func forEachInDistanceOrder<E: Error>(_ body: (VisibleTile) throws(E) -> Void) throws(E) {
+    public func forEachInDistanceOrder(_ body: (VisibleTile) -> Void) {
         guard count > 0 else { return }
         // The split: the last global column whose centre is at or left of the viewport's
         // centre (columns.lowerBound - 1 when none is), found by bisection.
@@ -377,23 +377,32 @@ public struct VisibleTilesPlan: Sendable {
             if tile(row: rows.lowerBound, global: mid).tile.centerX <= centerX { low = mid + 1 } else { high = mid }
         }
         let split = low - 1
-        try withUnsafeTemporaryAllocation(of: RowWalk.self, capacity: rows.count) { walks throws(E) in
-            for (i, row) in rows.enumerated() {
-                var walk = RowWalk(left: split, right: split + 1, next: tile(row: row, global: columns.lowerBound),
+        let rowCount = rows.count
+        withUnsafeTemporaryAllocation(of: RowWalk.self, capacity: rowCount) { walks in
+            let w = walks.baseAddress!
+            for i in 0..<rowCount {
+                var walk = RowWalk(left: split, right: split + 1, next: tile(row: rows.lowerBound + i, global: split + 1),
                                    nextIsLeft: false, done: false)
-                advance(&walk, row: row)
-                (walks.baseAddress! + i).initialize(to: walk)
+                advance(&walk, row: rows.lowerBound + i)
+                (w + i).initialize(to: walk)
             }
-            defer { walks.baseAddress!.deinitialize(count: rows.count) }
             for _ in 0..<count {
+                // The nearest of the rows' next tiles; rows are scanned in order, so a tie in
+                // distance goes to the lower row (`precedes`' second key).
                 var best = -1
-                for i in 0..<walks.count where !walks[i].done {
-                    if best < 0 || Self.precedes(walks[i].next, walks[best].next) { best = i }
+                var bestDistance = Double.infinity
+                for i in 0..<rowCount where !w[i].done {
+                    let d = w[i].next.distance
+                    if best < 0 || d < bestDistance {
+                        best = i
+                        bestDistance = d
+                    }
                 }
-                try body(walks[best].next.tile)
-                if walks[best].nextIsLeft { walks[best].left -= 1 } else { walks[best].right += 1 }
-                advance(&walks[best], row: rows.lowerBound + best)
+                body(w[best].next.tile)
+                if w[best].nextIsLeft { w[best].left -= 1 } else { w[best].right += 1 }
+                advance(&w[best], row: rows.lowerBound + best)
             }
+            w.deinitialize(count: rowCount)
         }
     }
 
