@@ -289,7 +289,7 @@ final class Counter: @unchecked Sendable {
 
 /// A loopback socket that listens and never accepts: connections complete in the
 /// kernel's backlog, and nothing is ever answered.
-final class LoopbackListener {
+final class LoopbackListener: Sendable {
     let descriptor: Int32
     let port: Int
 
@@ -314,16 +314,23 @@ final class LoopbackListener {
 }
 
 /// Answers every connection with the same bytes, then closes it.
+///
+/// The accepting thread owns the listener: it is closed only when that thread has left
+/// `accept`, never while the thread may still call it. (Closing it from `deinit`, as this
+/// did, let a thread that had not yet reached `accept` on a loaded machine accept on the
+/// descriptor number reused by the next test's listener, and answer that test's request:
+/// `aSilentServerTimesOut` once got this server's `bytes 4-7/10`.) Going away only shuts
+/// the socket down, which makes a waiting or later `accept` fail.
 final class CannedServer: @unchecked Sendable {
     private let listener: LoopbackListener
     var port: Int { listener.port }
 
     init(answer: String) throws {
-        listener = try LoopbackListener()
-        let fd = listener.descriptor
+        let listener = try LoopbackListener()
+        self.listener = listener
         Thread {
             while true {
-                let client = accept(fd, nil, nil)
+                let client = accept(listener.descriptor, nil, nil)
                 if client < 0 { return }
                 var buffer = [UInt8](repeating: 0, count: 65536)
                 var request = [UInt8]()
@@ -336,5 +343,9 @@ final class CannedServer: @unchecked Sendable {
                 close(client)
             }
         }.start()
+    }
+
+    deinit {
+        shutdown(listener.descriptor, Int32(SHUT_RDWR))
     }
 }

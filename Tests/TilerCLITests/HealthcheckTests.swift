@@ -141,6 +141,7 @@ private final class CannedServer: @unchecked Sendable {
     private let lock = NSLock()
     private var received: [String] = []
     private var held: [Int32] = []
+    private var stopped = false
 
     var requests: [String] { lock.withLock { received } }
 
@@ -158,20 +159,28 @@ private final class CannedServer: @unchecked Sendable {
         return port
     }
 
+    /// Shuts the listener down, which makes the accepting thread's `accept` fail; that
+    /// thread closes it. (Closing it here let a thread not yet in `accept` on a loaded
+    /// machine accept on the same descriptor number reused by another test's socket.)
     func stop() {
         shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
-        lock.withLock { held.forEach { _ = close($0) }; held = [] }
+        lock.withLock {
+            stopped = true
+            held.forEach { _ = close($0) }
+            held = []
+        }
     }
 
     private func acceptLoop() {
+        defer { close(listener) }
         while true {
             let connection = accept(listener, nil, nil)
             guard connection >= 0 else { return }
             let request = readRequestHead(connection)
             lock.withLock { received.append(request) }
             guard let reply else {
-                lock.withLock { held.append(connection) }
+                // A connection accepted just before `stop` is closed, not held forever.
+                lock.withLock { if stopped { close(connection) } else { held.append(connection) } }
                 continue
             }
             reply.withUnsafeBytes { _ = send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
