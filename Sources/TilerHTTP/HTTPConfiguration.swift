@@ -12,7 +12,9 @@ public struct HTTPConfiguration: Sendable, Hashable {
     /// Threads that read tile files that are not in the page cache, so that no event loop
     /// waits for the disk (`BlockingKind.read`). Default: four per core, at least 4 (disk
     /// reads mostly wait).
-    public var blockingThreads: Int = max(4, 4 * HTTPConfiguration.coreCount)
+    public var blockingThreads: Int = max(4, HTTPConfiguration.blockingThreadsPerCore * HTTPConfiguration.coreCount)
+    /// `blockingThreads` per core, by default.
+    public static let blockingThreadsPerCore = 4
     /// Threads that draw images on demand (IIIF regions, small DeepZoom levels;
     /// `BlockingKind.render`). They are separate from the read threads, so a tile read
     /// never waits behind a drawing. Default: one per core.
@@ -57,14 +59,18 @@ public struct HTTPConfiguration: Sendable, Hashable {
     public var shutdownGracePeriod: Double = 10
 
     /// Most open client connections across all loops; past it a connection gets 503 and
-    /// is closed. nil (the default) means min(8192, the file limit − 64) after raising the
-    /// soft `RLIMIT_NOFILE` to the hard limit.
+    /// is closed. nil (the default) means min(`defaultConnectionCeiling`, the file limit −
+    /// `reservedDescriptors`) after raising the soft `RLIMIT_NOFILE` to the hard limit.
     public var maximumConnections: Int?
+    /// The most connections allowed by default, whatever the file limit.
+    public static let defaultConnectionCeiling = 8192
+    /// Descriptors the default connection cap leaves for everything but connections.
+    public static let reservedDescriptors = 64
 
     /// The connection cap in force under the file limit `fileLimit` (see
     /// `maximumConnections`).
     public func connectionCap(fileLimit: Int) -> Int {
-        maximumConnections ?? max(16, min(8192, fileLimit - 64))
+        maximumConnections ?? max(16, min(Self.defaultConnectionCeiling, fileLimit - Self.reservedDescriptors))
     }
 
     /// The soft `RLIMIT_NOFILE` after raising it to the hard limit (at most 2^20), as the
@@ -131,6 +137,13 @@ public struct HTTPConfiguration: Sendable, Hashable {
                 throw InvalidSetting(setting: name, value: "\(value)", range: "\(range.lowerBound)...\(range.upperBound)")
             }
         }
+        guard Self.isListenableHost(host) else {
+            throw InvalidSetting(setting: "host", value: host, range: "IPv4 and IPv6 addresses")
+        }
+        if let corsAllowOrigin, !Self.isHeaderValue(corsAllowOrigin) {
+            throw InvalidSetting(setting: "corsAllowOrigin", value: corsAllowOrigin.debugDescription,
+                                 range: "header values (no control character but tab)")
+        }
         try check("port", port, Range.port)
         try check("threads", threads, Range.threads)
         try check("blockingThreads", blockingThreads, Range.blockingThreads)
@@ -162,6 +175,17 @@ public struct HTTPConfiguration: Sendable, Hashable {
     static func milliseconds(_ seconds: Double) -> Int64 {
         guard seconds.isFinite else { return seconds > 0 ? maximumMilliseconds : 0 }
         return Int64(max(0, min(seconds * 1000, Double(maximumMilliseconds))))
+    }
+
+    /// Whether the server can listen on `host`: an IPv4 or IPv6 literal, or `localhost`.
+    public static func isListenableHost(_ host: String) -> Bool {
+        SocketAddress(literal: host == "localhost" ? "127.0.0.1" : host, port: 0) != nil
+    }
+
+    /// Whether `text` can be sent as a header's value: no control character but tab (a
+    /// CR or LF would end the header and start another).
+    public static func isHeaderValue(_ text: String) -> Bool {
+        !text.utf8.contains { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }
     }
 
     /// Online processors.

@@ -62,6 +62,9 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// Whether `Forwarded`, `X-Forwarded-Proto` and `X-Forwarded-Host` are believed when
     /// building absolute URLs (`--trust-proxy`); only without `baseURL`. Default false.
     public var trustProxy = false
+    /// One line per request on stderr (`--access-log`): `tiler serve` gives the server an
+    /// access logger. Default false.
+    public var accessLog = false
 
     /// Image files served on the fly beside ROOT's pyramids (`--sources DIR`); nil for none.
     public var sources: SourceSettings?
@@ -158,6 +161,10 @@ public struct ServerConfiguration: Sendable, Hashable {
         try check("iiifLimits.maxWidth", iiifLimits.maxWidth, Range.iiifSide)
         try check("iiifLimits.maxHeight", iiifLimits.maxHeight, Range.iiifSide)
         try check("iiifLimits.maxArea", iiifLimits.maxArea, Range.iiifArea)
+        guard HTTPConfiguration.isHeaderValue(cacheControl) else {
+            throw .init(setting: "cacheControl", value: cacheControl.debugDescription,
+                        range: "header values (no control character but tab)")
+        }
     }
 
     /// The tile files kept open under the file limit `fileLimit`: `openTiles`, but never
@@ -179,6 +186,8 @@ public struct ServerConfiguration: Sendable, Hashable {
                 available = min(available, limit)
             }
         }
-        return min(2 << 30, max(64 << 20, available / 2))
+        return min(renderMemoryCeiling, max(64 << 20, available / 2))
     }()
+    /// The most `defaultRenderMemoryBytes` is, however large the machine.
+    public static let renderMemoryCeiling = 2 << 30
 }

@@ -21,7 +21,7 @@ extension Tiler {
 
         @Option(help: ArgumentHelp(
             "The server's port.",
-            discussion: "Default: the TILER_PORT environment variable, else 8080."
+            discussion: "Default: the TILER_PORT environment variable, else \(HTTPConfiguration().port)."
         ))
         var port: Int?
 
@@ -51,11 +51,11 @@ extension Tiler {
             }
         }
 
-        /// `--port`, else `TILER_PORT` (the variable `tiler serve` reads), else 8080.
+        /// `--port`, else `TILER_PORT` (the variable `tiler serve` reads), else `tiler serve`'s default port.
         private func resolvedPort() throws(HealthcheckError) -> Int {
             if let port { return port }
             guard let raw = getenv("TILER_PORT").map({ String(cString: $0) }), !raw.isEmpty else {
-                return 8080
+                return HTTPConfiguration().port
             }
             guard let port = Int(raw), (1...65535).contains(port) else {
                 throw .badEnvironmentPort(raw)

@@ -27,7 +27,18 @@ import Testing
         ("maximumRequestLineBytes", with { $0.maximumRequestLineBytes = 1 << 62 }),
         ("maximumHeaderBytes", with { $0.maximumHeaderBytes = 10 }),
         ("maximumConnections", with { $0.maximumConnections = 0 }),
+        ("host", with { $0.host = "example.org" }),
+        ("host", with { $0.host = "" }),
+        ("corsAllowOrigin", with { $0.corsAllowOrigin = "*\r\nSet-Cookie: a=b" }),
     ]
+
+    /// The hosts a server can listen on; the header values it can send.
+    @Test func hostsAndHeaderValues() {
+        for host in ["127.0.0.1", "0.0.0.0", "::", "::1", "localhost"] { #expect(HTTPConfiguration.isListenableHost(host), "\(host)") }
+        for host in ["example.org", "", "256.0.0.1", "127.0.0.1:80"] { #expect(!HTTPConfiguration.isListenableHost(host), "\(host)") }
+        #expect(HTTPConfiguration.isHeaderValue("public, max-age=86400\twith a tab"))
+        for bad in ["a\rb", "a\nb", "a\u{0}b", "a\u{7F}b"] { #expect(!HTTPConfiguration.isHeaderValue(bad), "\(bad.debugDescription)") }
+    }
 
     /// Every numeric setting has a range; values past it (or NaN, or infinite) are refused
     /// by name instead of trapping later in arithmetic.

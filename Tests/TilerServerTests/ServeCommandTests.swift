@@ -2,6 +2,7 @@ import Foundation
 import S3TestSupport
 import Testing
 import TilerCore
+import TilerServer
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -201,8 +202,8 @@ import Glibc
 
         let log = URL(fileURLWithPath: root.path).appendingPathComponent("stderr.log")
         FileManager.default.createFile(atPath: log.path, contents: nil)
-        let (proxied, proxiedPort, _) = try launch([root.path, "--port", "0"],
-                                                   environment: ["TILER_TRUST_PROXY": "1", "TILER_ACCESS_LOG": "1"],
+        let (proxied, proxiedPort, _) = try launch([root.path, "--port", "0", "--access-log"],
+                                                   environment: ["TILER_TRUST_PROXY": "1", "TILER_ACCESS_LOG": "0"],
                                                    standardError: try FileHandle(forWritingTo: log))
         let info = try fetch(proxiedPort, "/iiif/3/a/info.json", headers: ["X-Forwarded-Proto: https", "X-Forwarded-Host: public.example"])
         #expect(info.json["id"] as? String == "https://public.example/iiif/3/a")
@@ -212,6 +213,58 @@ import Glibc
         #expect(entry.contains("client=127.0.0.1:") && entry.contains("duration_ms=") && entry.contains("status=200"), "\(entry)")
         kill(proxied.processIdentifier, SIGTERM)
         #expect(waitForExit(proxied))
+
+        // The flag, over a variable that says no.
+        let (flagged, flaggedPort, _) = try launch([root.path, "--port", "0", "--trust-proxy"],
+                                                   environment: ["TILER_TRUST_PROXY": "0"])
+        let flaggedInfo = try fetch(flaggedPort, "/iiif/3/a/info.json", headers: ["X-Forwarded-Proto: https", "X-Forwarded-Host: public.example"])
+        #expect(flaggedInfo.json["id"] as? String == "https://public.example/iiif/3/a")
+        kill(flagged.processIdentifier, SIGTERM)
+        #expect(waitForExit(flagged))
+    }
+
+    /// Every setting's flag reaches the library's reader: a value it cannot use is a usage
+    /// error (exit 64) that starts by naming the flag. (A flag declared but not handed over
+    /// would be ignored, and the server would start.) The switches `--trust-proxy` and
+    /// `--access-log` are shown to work in `baseURLTrustProxyAndAccessLog`.
+    @Test func everyFlagReachesTheLibrary() throws {
+        typealias Setting = ServerConfiguration.Setting
+        let refused: [Setting: ([String], String)] = [
+            .sources: (["--sources", "/tmp", "--sources-format", "gif"], "--sources-format='gif' is not png, jpeg or webp"),
+            .sourcesFormat: (["--sources-format", "gif"], "--sources-format applies with --sources DIR only"),
+            .sourcesQuality: (["--sources", "/tmp", "--sources-quality", "x"], "--sources-quality='x' is not an integer"),
+            .sourcesCacheMB: (["--sources", "/tmp", "--sources-cache-mb", "x"], "--sources-cache-mb='x' is not an integer"),
+            .maxPixels: (["--sources", "/tmp", "--max-pixels", "x"], "--max-pixels='x' is not an integer"),
+            .allowVector: (["--allow-vector"], "--allow-vector applies with --sources DIR only"),
+            .keep: (["--keep"], "--keep applies with --sources DIR only"),
+            .s3Endpoint: (["--s3-endpoint", "http://minio:9000"], "--s3-endpoint applies to an s3://BUCKET/PREFIX ROOT only"),
+            .host: (["--host", "example.org"], "--host='example.org' is not an IPv4 or IPv6 address"),
+            .cacheControl: (["--cache-control", "a\u{7}b"], "--cache-control holds a control character"),
+            .corsOrigin: (["--cors-origin", "a\u{7}b"], "--cors-origin holds a control character"),
+            .baseURL: (["--base-url", "ftp://example.org/t"], "--base-url: "),
+        ]
+        let covered: Set<Setting> = [.trustProxy, .accessLog]
+        for setting in Setting.allCases where !covered.contains(setting) {
+            let (arguments, message) = refused[setting] ?? ([setting.flag, "x"], "\(setting.flag)='x' is not")
+            let root = try PyramidRoot()
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: try Self.binary)
+            process.arguments = ["serve", root.path] + arguments
+            process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TILER_") }
+            let err = Pipe()
+            process.standardError = err
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            guard waitForExit(process) else {
+                process.terminate()
+                process.waitUntilExit()
+                Issue.record("\(arguments) was accepted: the server started")
+                continue
+            }
+            let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            #expect(process.terminationReason == .exit && process.terminationStatus == 64, "\(arguments): \(text)")
+            #expect(text.hasPrefix("Error: \(message)"), "\(arguments): \(text)")
+        }
     }
 
     @Test func aMissingRootIsAClearError() throws {

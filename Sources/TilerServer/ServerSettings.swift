@@ -1,0 +1,430 @@
+import ObjectStorage
+import TilerCore
+import TilerHTTP
+import TilerImaging
+import TilerStorage
+
+extension ServerConfiguration {
+    /// One setting of `tiler serve`: a flag (`--idle-timeout`) and, for all but
+    /// `--s3-endpoint`, the `TILER_*` variable named after it (`TILER_IDLE_TIMEOUT`).
+    ///
+    /// What each means, its range and its default are declared here, once: the help text
+    /// is made from them (`help`), the command line only declares the flags, and
+    /// `init(root:flags:environment:)` reads and checks every value. The cases are in the
+    /// order values are applied (`--sources` before the settings that need it).
+    public enum Setting: String, CaseIterable, Sendable {
+        case sources
+        case sourcesFormat = "sources-format"
+        case sourcesQuality = "sources-quality"
+        case sourcesCacheMB = "sources-cache-mb"
+        case maxPixels = "max-pixels"
+        case allowVector = "allow-vector"
+        case keep
+        case s3Endpoint = "s3-endpoint"
+        case storageTimeout = "storage-timeout"
+        case storageThreads = "storage-threads"
+        case maxQueuedStorageReads = "max-queued-storage-reads"
+        case directoryCacheEntries = "directory-cache-entries"
+        case host
+        case port
+        case threads
+        case blockingThreads = "blocking-threads"
+        case renderThreads = "render-threads"
+        case maxQueuedReads = "max-queued-reads"
+        case maxQueuedRenders = "max-queued-renders"
+        case cacheMB = "cache-mb"
+        case openTiles = "open-tiles"
+        case cacheControl = "cache-control"
+        case corsOrigin = "cors-origin"
+        case maxConnections = "max-connections"
+        case idleTimeout = "idle-timeout"
+        case headerTimeout = "header-timeout"
+        case writeTimeout = "write-timeout"
+        case shutdownGrace = "shutdown-grace"
+        case maxRequestLine = "max-request-line"
+        case maxHeaderBytes = "max-header-bytes"
+        case maxHeaders = "max-headers"
+        case maxVisibleTiles = "max-visible-tiles"
+        case iiifMaxWidth = "iiif-max-width"
+        case iiifMaxHeight = "iiif-max-height"
+        case iiifMaxArea = "iiif-max-area"
+        case renderMemoryMB = "render-memory-mb"
+        case renderWait = "render-wait"
+        case rescanInterval = "rescan-interval"
+        case baseURL = "base-url"
+        case trustProxy = "trust-proxy"
+        case accessLog = "access-log"
+
+        /// `--NAME`.
+        public var flag: String { "--" + rawValue }
+
+        /// `TILER_NAME`, or nil for `--s3-endpoint` (which every S3 tool reads from
+        /// `AWS_ENDPOINT_URL`).
+        public var variable: String? {
+            self == .s3Endpoint ? nil : "TILER_" + rawValue.uppercased().replacingOccurrences(of: "-", with: "_")
+        }
+
+        /// An on/off flag (`--keep`), not one that takes a value; its variable is on for
+        /// `1`, `true`, `yes` or `on` and off for `0`, `false`, `no` or `off`.
+        public var isSwitch: Bool {
+            if case .toggle = spec.value { return true }
+            return false
+        }
+
+        /// What the flag's value is, for the usage line (`--idle-timeout <seconds>`).
+        public var valueName: String {
+            switch spec.value {
+            case .seconds: "seconds"
+            case .mebibytes: "MiB"
+            case .integer, .toggle: "n"
+            case let .other(name, _, _): name
+            }
+        }
+
+        /// The default, in words where the number alone would mislead ("one per core").
+        public var defaultDescription: String {
+            if let text = spec.defaultText { return text }
+            let d = ServerConfiguration.defaults
+            switch spec.value {
+            case let .integer(keyPath, _): return "\(d[keyPath: keyPath])"
+            case let .mebibytes(keyPath, _): return "\(d[keyPath: keyPath] >> 20)"
+            case let .seconds(keyPath, _): return Self.decimal(d[keyPath: keyPath])
+            case let .toggle(keyPath): return d[keyPath: keyPath] ? "on" : "off"
+            case .other: return "none"
+            }
+        }
+
+        /// The help text: what it does, its variable and its default.
+        public var help: String {
+            let env = variable.map { isSwitch ? "env \($0)=1; " : "env \($0); " } ?? ""
+            return "\(spec.summary) (\(env)default: \(defaultDescription))."
+        }
+
+        /// `value` (from `source`, a flag or a variable) applied to `configuration`.
+        func apply(_ text: String, from source: String, to configuration: inout ServerConfiguration) throws(SettingError) {
+            switch spec.value {
+            case let .integer(keyPath, range):
+                configuration[keyPath: keyPath] = try Self.integer(text, from: source, in: range)
+            case let .mebibytes(keyPath, range):
+                configuration[keyPath: keyPath] = try Self.integer(text, from: source, in: range) << 20
+            case let .seconds(keyPath, range):
+                guard let value = Double(text) else { throw SettingError("\(source)='\(text)' is not a number") }
+                // NaN and infinities are outside every range.
+                guard range.contains(value) else {
+                    throw SettingError("\(source) must be a number of seconds from \(Self.decimal(range.lowerBound)) to \(Self.decimal(range.upperBound)), not \(text)")
+                }
+                configuration[keyPath: keyPath] = value
+            case let .toggle(keyPath):
+                configuration[keyPath: keyPath] = try Self.isOn(text, from: source)
+            case let .other(_, _, apply):
+                try apply(&configuration, text, source)
+            }
+        }
+
+        static func integer(_ text: String, from source: String, in range: ClosedRange<Int>) throws(SettingError) -> Int {
+            guard let value = Int(text) else { throw SettingError("\(source)='\(text)' is not an integer") }
+            guard range.contains(value) else {
+                throw SettingError("\(source) must be \(range.lowerBound)...\(range.upperBound), not \(value)")
+            }
+            return value
+        }
+
+        static func isOn(_ text: String, from source: String) throws(SettingError) -> Bool {
+            switch text.lowercased() {
+            case "1", "true", "yes", "on": return true
+            case "0", "false", "no", "off": return false
+            default: throw SettingError("\(source)='\(text)' is neither on (1, true, yes, on) nor off (0, false, no, off)")
+            }
+        }
+
+        /// `10` for 10.0, `0.001` for 0.001.
+        static func decimal(_ value: Double) -> String {
+            value == value.rounded() && abs(value) < 1e15 ? "\(Int(value))" : "\(value)"
+        }
+
+        /// How a setting reads its text and where it puts it.
+        enum Value {
+            case integer(WritableKeyPath<ServerConfiguration, Int>, ClosedRange<Int>)
+            /// Given in MiB, kept in bytes.
+            case mebibytes(WritableKeyPath<ServerConfiguration, Int>, ClosedRange<Int>)
+            case seconds(WritableKeyPath<ServerConfiguration, Double>, ClosedRange<Double>)
+            case toggle(WritableKeyPath<ServerConfiguration, Bool>)
+            /// Anything else: the value's name in the usage line, whether an empty variable
+            /// is a value (an empty header: none) rather than unset, and how it is applied.
+            case other(valueName: String, emptyIsValue: Bool,
+                       (inout ServerConfiguration, String, _ source: String) throws(SettingError) -> Void)
+        }
+
+        struct Spec {
+            var summary: String
+            var value: Value
+            /// The default in words, where the configuration's value does not say it.
+            var defaultText: String? = nil
+            /// Only with `--sources`: the flag without it is a usage error, the variable
+            /// is ignored.
+            var needsSources = false
+
+            /// Whether an empty variable is a value rather than unset.
+            var emptyIsValue: Bool {
+                if case let .other(_, emptyIsValue, _) = value { return emptyIsValue }
+                return false
+            }
+        }
+
+        var spec: Spec {
+            typealias H = HTTPConfiguration.Range
+            typealias S = ServerConfiguration.Range
+            switch self {
+            case .sources:
+                return Spec(summary: "Also serve every image file in DIR that libvips reads, without cutting it: each as the pyramid `tiler cut` would make (same id, geometry, manifest and routes), tiles made on demand and cached; a pyramid in ROOT with the same id wins",
+                            value: .other(valueName: "DIR", emptyIsValue: false) { c, text, _ in
+                                c.sources = SourceSettings(directory: text)
+                            })
+            case .sourcesFormat:
+                return Spec(summary: "Tile format of images served from --sources, as `tiler cut --format` (png, jpeg or webp)",
+                            value: .other(valueName: "format", emptyIsValue: false) { c, text, source throws(SettingError) in
+                                guard let format = TileFormat(rawValue: text) else {
+                                    throw SettingError("\(source)='\(text)' is not png, jpeg or webp")
+                                }
+                                c.sources!.format = format
+                            },
+                            defaultText: ServerConfiguration.defaults.sources!.format.rawValue, needsSources: true)
+            case .sourcesQuality:
+                return Spec(summary: "JPEG or WebP quality of tiles from --sources, 1-100",
+                            value: .other(valueName: "Q", emptyIsValue: false) { c, text, source throws(SettingError) in
+                                c.sources!.quality = try Setting.integer(text, from: source, in: 1...100)
+                            },
+                            defaultText: "as `tiler cut`", needsSources: true)
+            case .sourcesCacheMB:
+                return Spec(summary: "Memory for tile pixels made from --sources, kept to make the levels below them, MiB",
+                            value: .mebibytes(\.sources!.pixelCacheBytes, S.sourcesCacheMB), needsSources: true)
+            case .maxPixels:
+                return Spec(summary: "Refuse source files with more pixels (width × height) than this, before decoding any, as `tiler cut`",
+                            value: .integer(\.sources!.maxPixels, 1...Int.max), needsSources: true)
+            case .allowVector:
+                return Spec(summary: "Serve SVG, PDF and ImageMagick files from --sources too; `tiler cut` refuses them by default",
+                            value: .toggle(\.sources!.allowVector), needsSources: true)
+            case .keep:
+                return Spec(summary: "Write each tile made from --sources into ROOT/ID/ (atomically; the manifest says partial), so a later `tiler serve ROOT` serves the tiles kept",
+                            value: .toggle(\.sources!.keep), needsSources: true)
+            case .s3Endpoint:
+                // Read with the bucket's other settings, before every other setting.
+                return Spec(summary: "S3-compatible server for an s3:// ROOT, addressed path-style",
+                            value: .other(valueName: "URL", emptyIsValue: false) { _, _, _ in },
+                            defaultText: "AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS itself")
+            case .storageTimeout:
+                return Spec(summary: "Seconds a request that needs object storage may wait for it, queueing included; then 504 (or 503)",
+                            value: .seconds(\.storageTimeout, S.storageTimeout))
+            case .storageThreads:
+                return Spec(summary: "Threads that read from object storage, apart from the disk-read threads: the most storage requests under way at once",
+                            value: .integer(\.http.storageThreads, H.blockingThreads))
+            case .maxQueuedStorageReads:
+                return Spec(summary: "Reads waiting for a storage thread, else 503",
+                            value: .integer(\.http.maximumQueuedStorageReads, H.queueLength))
+            case .directoryCacheEntries:
+                return Spec(summary: "Archive directory entries kept in memory, 24 bytes each, over all archives",
+                            value: .integer(\.directoryCacheEntries, S.directoryCacheEntries))
+            case .host:
+                return Spec(summary: "Address to listen on, an IPv4 or IPv6 literal; 0.0.0.0 for all",
+                            value: .other(valueName: "address", emptyIsValue: false) { c, text, source throws(SettingError) in
+                                guard HTTPConfiguration.isListenableHost(text) else {
+                                    throw SettingError("\(source)='\(text)' is not an IPv4 or IPv6 address (e.g. 127.0.0.1, 0.0.0.0, ::)")
+                                }
+                                c.http.host = text
+                            },
+                            defaultText: ServerConfiguration.defaults.http.host)
+            case .port:
+                return Spec(summary: "TCP port; 0 picks a free one", value: .integer(\.http.port, H.port))
+            case .threads:
+                return Spec(summary: "Event-loop threads", value: .integer(\.http.threads, H.threads),
+                            defaultText: "one per core")
+            case .blockingThreads:
+                return Spec(summary: "Threads that read tiles missing from the page cache, so event loops never wait for the disk",
+                            value: .integer(\.http.blockingThreads, H.blockingThreads),
+                            defaultText: "\(HTTPConfiguration.blockingThreadsPerCore) per core")
+            case .renderThreads:
+                return Spec(summary: "Threads that draw IIIF regions and small DeepZoom levels, apart from the read threads",
+                            value: .integer(\.http.renderThreads, H.renderThreads), defaultText: "one per core")
+            case .maxQueuedReads:
+                return Spec(summary: "Tile reads waiting for a read thread, else 503",
+                            value: .integer(\.http.maximumQueuedReads, H.queueLength))
+            case .maxQueuedRenders:
+                return Spec(summary: "Drawings (and tiles made from --sources) waiting for a render thread, else 503",
+                            value: .integer(\.http.maximumQueuedRenders, H.queueLength),
+                            defaultText: "\(ServerConfiguration.defaults.http.maximumQueuedRenders), or \(ServerConfiguration.sourcesQueuedRenders) with --sources")
+            case .cacheMB:
+                return Spec(summary: "Memory for cached tiles and documents, MiB", value: .mebibytes(\.cacheBytes, S.cacheMB))
+            case .openTiles:
+                return Spec(summary: "Tile files of folder pyramids kept open and sent with sendfile; 0 for none; at most what the file limit leaves beside the connections",
+                            value: .integer(\.openTiles, S.openTiles))
+            case .cacheControl:
+                return Spec(summary: "Cache-Control on tiles, thumbnails and manifests; empty for none",
+                            value: .other(valueName: "value", emptyIsValue: true) { c, text, source throws(SettingError) in
+                                c.cacheControl = try Setting.headerValue(text, from: source)
+                            },
+                            defaultText: "'\(ServerConfiguration.defaults.cacheControl)'")
+            case .corsOrigin:
+                return Spec(summary: "Access-Control-Allow-Origin; empty for no CORS headers",
+                            value: .other(valueName: "origin", emptyIsValue: true) { c, text, source throws(SettingError) in
+                                let origin = try Setting.headerValue(text, from: source)
+                                c.http.corsAllowOrigin = origin.isEmpty ? nil : origin
+                            },
+                            defaultText: ServerConfiguration.defaults.http.corsAllowOrigin ?? "none")
+            case .maxConnections:
+                return Spec(summary: "Most open connections; past it 503 and close",
+                            value: .other(valueName: "n", emptyIsValue: false) { c, text, source throws(SettingError) in
+                                c.http.maximumConnections = try Setting.integer(text, from: source, in: H.connections)
+                            },
+                            defaultText: "min(\(HTTPConfiguration.defaultConnectionCeiling), file limit − \(HTTPConfiguration.reservedDescriptors))")
+            case .idleTimeout:
+                return Spec(summary: "Seconds before an idle keep-alive connection is closed",
+                            value: .seconds(\.http.idleTimeout, H.timeout))
+            case .headerTimeout:
+                return Spec(summary: "Seconds a client may take to send a request head, empty lines before it included; then 408",
+                            value: .seconds(\.http.requestHeadTimeout, H.timeout))
+            case .writeTimeout:
+                return Spec(summary: "Seconds a response may wait for the client to read it before the connection is closed",
+                            value: .seconds(\.http.writeTimeout, H.timeout))
+            case .shutdownGrace:
+                return Spec(summary: "Seconds given to requests in flight after SIGTERM/SIGINT; then 503",
+                            value: .seconds(\.http.shutdownGracePeriod, H.gracePeriod))
+            case .maxRequestLine:
+                return Spec(summary: "Longest request line in bytes, else 414",
+                            value: .integer(\.http.maximumRequestLineBytes, H.requestLineBytes))
+            case .maxHeaderBytes:
+                return Spec(summary: "Largest request header section in bytes, else 431",
+                            value: .integer(\.http.maximumHeaderBytes, H.headerBytes))
+            case .maxHeaders:
+                return Spec(summary: "Most request headers, else 431", value: .integer(\.http.maximumHeaderCount, H.headerCount))
+            case .maxVisibleTiles:
+                return Spec(summary: "Most tiles one /visible answer may list, else 400",
+                            value: .integer(\.maximumVisibleTiles, S.visibleTiles))
+            case .iiifMaxWidth:
+                return Spec(summary: "Widest IIIF image output, px", value: .integer(\.iiifLimits.maxWidth, S.iiifSide))
+            case .iiifMaxHeight:
+                return Spec(summary: "Tallest IIIF image output, px", value: .integer(\.iiifLimits.maxHeight, S.iiifSide))
+            case .iiifMaxArea:
+                return Spec(summary: "Largest IIIF image output, pixels", value: .integer(\.iiifLimits.maxArea, S.iiifArea))
+            case .renderMemoryMB:
+                return Spec(summary: "Memory drawn IIIF and DeepZoom images may hold at once, MiB; past it they wait, then 503",
+                            value: .mebibytes(\.renderMemoryBytes, S.renderMemoryMB),
+                            defaultText: "half the memory available, at most \(ServerConfiguration.renderMemoryCeiling >> 20)")
+            case .renderWait:
+                return Spec(summary: "Seconds a drawn image may wait for render memory before its 503",
+                            value: .seconds(\.renderWait, S.renderWait))
+            case .rescanInterval:
+                return Spec(summary: "Seconds between scans of ROOT for new, re-cut, replaced and deleted pyramids; for s3:// each scan is a listing",
+                            value: .seconds(\.rescanInterval, S.rescanInterval),
+                            defaultText: "\(Self.decimal(ServerConfiguration.defaults.rescanInterval)), or \(Self.decimal(ServerConfiguration.bucketRescanInterval)) for s3://")
+            case .baseURL:
+                return Spec(summary: "The public address every URL the server writes starts with, e.g. https://example.org/tiles behind a reverse proxy that mounts tiler under /tiles/: http or https, no query or fragment",
+                            value: .other(valueName: "URL", emptyIsValue: false) { c, text, source throws(SettingError) in
+                                do {
+                                    c.baseURL = try BaseURL(parsing: text)
+                                } catch {
+                                    throw SettingError("\(source): \(error)")
+                                }
+                            },
+                            defaultText: "none, links are root-relative and IIIF ids use the Host header")
+            case .trustProxy:
+                return Spec(summary: "Build absolute URLs (IIIF ids, Presentation manifests) from the Forwarded, X-Forwarded-Proto and X-Forwarded-Host headers; only behind a proxy that sets them, and only without --base-url",
+                            value: .toggle(\.trustProxy))
+            case .accessLog:
+                return Spec(summary: "Log one line per request to stderr: client address, method, target, status, bytes and duration",
+                            value: .toggle(\.accessLog))
+            }
+        }
+
+        /// `text` if it can be a header's value (no control character but tab).
+        static func headerValue(_ text: String, from source: String) throws(SettingError) -> String {
+            guard HTTPConfiguration.isHeaderValue(text) else {
+                throw SettingError("\(source) holds a control character, which a header value cannot")
+            }
+            return text
+        }
+    }
+
+    /// A setting's value that cannot be used: which flag or variable, and why.
+    public struct SettingError: Error, Sendable, Hashable, CustomStringConvertible {
+        public let description: String
+        public init(_ description: String) { self.description = description }
+    }
+
+    /// `tiler serve`'s configuration: each setting from its flag (`flags`, by setting, as
+    /// typed), else its variable in `environment` (an empty one is unset, except where
+    /// empty means none), else its default; ROOT from `root`, else `TILER_ROOT`, else
+    /// `DefaultRoot.folder`. Every value is checked: the first one that cannot be used
+    /// throws, naming the flag or variable it came from.
+    public init(root: String? = nil, flags: [Setting: String] = [:],
+                environment: [String: String]) throws(SettingError) {
+        self.init(root: root ?? DefaultRoot.resolved(environment: environment))
+        if S3Location.isS3(self.root) {
+            let outcome = Result { () throws(S3Error) -> S3Configuration in
+                _ = try S3Location(parsing: self.root)
+                return try S3Configuration(environment: environment, endpoint: flags[.s3Endpoint])
+            }
+            switch outcome {
+            case let .success(s3): self.s3 = s3
+            case let .failure(error): throw SettingError("ROOT: \(error.message)")
+            }
+            rescanInterval = Self.bucketRescanInterval
+        } else if flags[.s3Endpoint] != nil {
+            throw SettingError("\(Setting.s3Endpoint.flag) applies to an s3://BUCKET/PREFIX ROOT only")
+        }
+        var given: [Setting: String] = [:]  // each setting given, and by which flag or variable
+        for setting in Setting.allCases where setting != .s3Endpoint {
+            let spec = setting.spec
+            let text: String, source: String
+            if let flag = flags[setting] {
+                (text, source) = (flag, setting.flag)
+            } else if let variable = setting.variable, let value = environment[variable], !value.isEmpty || spec.emptyIsValue {
+                (text, source) = (value, variable)
+            } else {
+                continue
+            }
+            if spec.needsSources, sources == nil {
+                if flags[setting] != nil {
+                    throw SettingError("\(setting.flag) applies with \(Setting.sources.flag) DIR only")
+                }
+                // A variable for sources without sources: checked, then nothing to apply it to.
+                var unused = self
+                unused.sources = SourceSettings(directory: "")
+                try setting.apply(text, from: source, to: &unused)
+                continue
+            }
+            try setting.apply(text, from: source, to: &self)
+            given[setting] = source
+        }
+        if let quality = given[.sourcesQuality], sources?.format == .png {
+            throw SettingError("\(quality) applies to \(Setting.sourcesFormat.flag) jpeg or webp; PNG tiles are lossless")
+        }
+        if let keep = given[.keep], sources?.keep == true, s3 != nil {
+            throw SettingError("\(keep) writes pyramid folders into ROOT, which must then be a folder, not \(self.root)")
+        }
+        // Tiles made from sources share the render queue with drawings: a viewer asks for
+        // dozens of tiles at once, so the queue is longer unless set.
+        if sources != nil, given[.maxQueuedRenders] == nil {
+            http.maximumQueuedRenders = max(http.maximumQueuedRenders, Self.sourcesQueuedRenders)
+        }
+        // Every field was checked above; this keeps the two in step.
+        do {
+            try validate()
+        } catch {
+            throw SettingError(error.description)
+        }
+    }
+
+    /// The configuration with every default (ROOT `DefaultRoot.folder`), with the default
+    /// source settings.
+    static let defaults: ServerConfiguration = {
+        var c = ServerConfiguration(root: DefaultRoot.folder)
+        c.sources = SourceSettings(directory: "")
+        return c
+    }()
+
+    /// `rescanInterval` for an `s3://` ROOT, where each scan is a listing.
+    public static let bucketRescanInterval: Double = 10
+    /// `http.maximumQueuedRenders` with `--sources`, when not set: a viewer asks for
+    /// dozens of tiles at once.
+    public static let sourcesQueuedRenders = 1024
+}
