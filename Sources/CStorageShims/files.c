@@ -70,3 +70,51 @@ int tiler_range_resident(int fd, long long offset, size_t length) {
     if (all < 0) errno = saved;
     return all;
 }
+
+int tiler_copy_range(int from, long long from_offset, int to, long long to_offset, long long length, int *use_kernel) {
+    long long done = 0;
+#if defined(__linux__)
+    while (*use_kernel && done < length) {
+        loff_t in = (loff_t)(from_offset + done), out = (loff_t)(to_offset + done);
+        long long want = length - done;
+        size_t chunk = want > (1LL << 30) ? (size_t)(1LL << 30) : (size_t)want;
+        ssize_t n = copy_file_range(from, &in, to, &out, chunk, 0);
+        if (n > 0) { done += n; continue; }
+        if (n == 0) { errno = EIO; return -1; }  /* the source ends early */
+        if (errno == EINTR) continue;
+        if (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP || errno == EPERM) {
+            *use_kernel = 0;  /* this kernel or file system cannot: copy through memory */
+            break;
+        }
+        return -1;
+    }
+#else
+    *use_kernel = 0;
+#endif
+    if (done == length) return 0;
+    long long rest = length - done;
+    size_t size = rest > (1LL << 20) ? (size_t)(1LL << 20) : (size_t)rest;
+    char *buffer = malloc(size);
+    if (buffer == NULL) { errno = ENOMEM; return -1; }
+    while (done < length) {
+        long long want = length - done;
+        size_t n = want > (long long)size ? size : (size_t)want;
+        ssize_t got = pread(from, buffer, n, (off_t)(from_offset + done));
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            if (got == 0) errno = EIO;
+            free(buffer);
+            return -1;
+        }
+        ssize_t put = 0;
+        while (put < got) {
+            ssize_t w = pwrite(to, buffer + put, (size_t)(got - put), (off_t)(to_offset + done + put));
+            if (w < 0 && errno == EINTR) continue;
+            if (w < 0) { free(buffer); return -1; }
+            put += w;
+        }
+        done += got;
+    }
+    free(buffer);
+    return 0;
+}

@@ -1,3 +1,4 @@
+import CStorageShims
 import Foundation
 import PMTiles
 import Synchronization
@@ -52,6 +53,8 @@ final class ArchiveWriter: Sendable {
         /// Offsets of the extra blobs, relative to the tile data section.
         var extraOffsets: [UInt64]
         var leafDirectories: Int
+        /// Whether the archive was written into the file `reorderInto` made.
+        var reordered = false
     }
 
     /// The largest single tile accepted (PMTiles lengths are 32-bit).
@@ -62,6 +65,9 @@ final class ArchiveWriter: Sendable {
     /// closed descriptor's number.
     private let file: Int32
     private let path: String
+    /// Whether `finish` may copy with `copy_file_range` (tests turn it off to exercise the
+    /// `pread`/`pwrite` fallback).
+    private let kernelCopy: Bool
 
     private struct State {
         /// Bytes of tile data written or being written: where the next blob goes.
@@ -80,11 +86,12 @@ final class ArchiveWriter: Sendable {
     /// Writes into `output`, an empty file open for reading and writing at `outputPath`.
     /// `expectedTiles` reserves the index and the hash table, so that neither grows by
     /// doubling.
-    init(output: Int32, outputPath: String, expectedTiles: Int = 0) throws(StorageError) {
+    init(output: Int32, outputPath: String, expectedTiles: Int = 0, kernelCopy: Bool = true) throws(StorageError) {
         let copy = fcntl(output, F_DUPFD_CLOEXEC, 0)
         guard copy >= 0 else { throw StorageError.system(outputPath) }
         file = copy
         path = outputPath
+        self.kernelCopy = kernelCopy
         state.withLock { s in
             s.tiles.reserveCapacity(expectedTiles)
             s.firstWithHash.reserveCapacity(expectedTiles)
@@ -133,7 +140,17 @@ final class ArchiveWriter: Sendable {
     /// Completes the archive: `extras` are blobs stored after the last tile, outside
     /// every directory; `metadata` gets their offsets (relative to the tile data section)
     /// and returns the metadata JSON, before compression. Every `add` must have returned.
+    ///
+    /// With `reorderInto`, an archive whose tiles did not arrive in tile-id order is
+    /// written clustered into another file: `reorderInto` makes it (an empty file, open
+    /// for reading and writing) and every distinct tile's bytes are copied there in
+    /// tile-id order (runs already contiguous and in order in one call, with
+    /// `copy_file_range`, else `pread`/`pwrite` where the kernel or file system cannot),
+    /// then the extras, metadata, leaves and header as always. `Summary.reordered` says
+    /// which file holds the archive. Without it, or when the tiles came in order (`pack`),
+    /// the archive is finished in place.
     func finish(header template: ArchiveHeader, extras: [[UInt8]],
+                reorderInto: (() throws(StorageError) -> (descriptor: Int32, path: String))? = nil,
                 metadata: ([UInt64]) throws(StorageError) -> [UInt8]) throws(StorageError) -> Summary {
         var (tiles, dataSize, blobs) = state.withLock { s in
             s.finished = true
@@ -160,12 +177,17 @@ final class ArchiveWriter: Sendable {
             } else if tile.offset > inOrder {
                 clustered = false
             }
-            if let last = entries.last, last.offset == tile.offset, last.length == tile.length,
-               last.tileID + UInt64(last.runLength) == tile.tileID, last.runLength < UInt32.max {
-                entries[entries.count - 1].runLength += 1
-            } else {
-                entries.append(DirectoryEntry(tileID: tile.tileID, offset: tile.offset, length: tile.length, runLength: 1))
-            }
+            Self.append(tile, to: &entries)
+        }
+        var outFile = file
+        var outPath = path
+        var reordered = false
+        if !clustered, let reorderInto {
+            entries = []  // remade from the new offsets, after the copy's map is dropped
+            let target = try reorderInto()
+            try copyInTileIDOrder(&tiles, from: file, to: target.descriptor, targetPath: target.path)
+            (outFile, outPath, reordered, clustered) = (target.descriptor, target.path, true, true)
+            for tile in tiles { Self.append(tile, to: &entries) }
         }
         let addressed = UInt64(tiles.count)
         tiles = []
@@ -197,15 +219,64 @@ final class ArchiveWriter: Sendable {
         header.leafDirectoryLength = UInt64(layout.leaves.count)
 
         // After the tile data: the extras, the metadata, the leaves. Then the start.
-        let out = BufferedFileWriter(fd: file, path: path, startingAt: Self.tileDataOffset + dataSize)
+        let out = BufferedFileWriter(fd: outFile, path: outPath, startingAt: Self.tileDataOffset + dataSize)
         for extra in extras { try out.append(extra) }
         try out.append(compressedMetadata)
         try out.append(layout.leaves)
         try out.flush()
         try (header.encoded() + layout.root).withBytes { (raw) throws(StorageError) in
-            try Self.writeAll(file, raw, at: 0, path: path)
+            try Self.writeAll(outFile, raw, at: 0, path: outPath)
         }
-        return Summary(header: header, bytes: out.position, extraOffsets: extraOffsets, leafDirectories: layout.leafCount)
+        return Summary(header: header, bytes: out.position, extraOffsets: extraOffsets, leafDirectories: layout.leafCount,
+                       reordered: reordered)
+    }
+
+    /// Adds `tile` to the directory entries: to the last one's run when it is the next
+    /// tile id with the same bytes.
+    private static func append(_ tile: StoredTile, to entries: inout [DirectoryEntry]) {
+        if let last = entries.last, last.offset == tile.offset, last.length == tile.length,
+           last.tileID + UInt64(last.runLength) == tile.tileID, last.runLength < UInt32.max {
+            entries[entries.count - 1].runLength += 1
+        } else {
+            entries.append(DirectoryEntry(tileID: tile.tileID, offset: tile.offset, length: tile.length, runLength: 1))
+        }
+    }
+
+    /// Copies each distinct blob of `tiles` (sorted by tile id) from the tile data section
+    /// of `source` to that of `target`, in tile-id order, and points the tiles at their new
+    /// offsets. A blob goes where its first tile in tile-id order puts it; later tiles
+    /// sharing it follow it. Runs of blobs already back to back in the same order are one
+    /// copy.
+    private func copyInTileIDOrder(_ tiles: inout [StoredTile], from source: Int32, to target: Int32,
+                                   targetPath: String) throws(StorageError) {
+        var newOffset: [UInt64: UInt64] = [:]
+        let blobs = state.withLock { $0.blobs }
+        newOffset.reserveCapacity(Int(blobs))
+        var runs: [(from: UInt64, to: UInt64, length: UInt64)] = []
+        var next: UInt64 = 0
+        for i in tiles.indices {
+            let old = tiles[i].offset
+            if let moved = newOffset[old] {
+                tiles[i].offset = moved
+                continue
+            }
+            newOffset[old] = next
+            let length = UInt64(tiles[i].length)
+            if let last = runs.last, last.from + last.length == old, last.to + last.length == next {
+                runs[runs.count - 1].length += length
+            } else {
+                runs.append((old, next, length))
+            }
+            tiles[i].offset = next
+            next += length
+        }
+        newOffset = [:]
+        var useKernel: Int32 = kernelCopy ? 1 : 0
+        for run in runs {
+            let rc = tiler_copy_range(source, Int64(Self.tileDataOffset + run.from), target, Int64(Self.tileDataOffset + run.to),
+                                      Int64(run.length), &useKernel)
+            guard rc == 0 else { throw StorageError.system(targetPath) }
+        }
     }
 
     /// Whether `bytes` equal the `bytes.count` bytes at `offset` of the tile data.

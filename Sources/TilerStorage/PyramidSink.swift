@@ -135,17 +135,25 @@ public final class ArchiveSink: PyramidSink, Sendable {
     private let geometry: PyramidGeometry
     private let format: TileFormat
     private let thumbnail = Mutex<[UInt8]?>(nil)
+    private let name: String
 
     public var destination: String { staged.destination }
 
-    public init(root: String, id: PyramidID, geometry: PyramidGeometry, format: TileFormat) throws(StorageError) {
+    public convenience init(root: String, id: PyramidID, geometry: PyramidGeometry, format: TileFormat) throws(StorageError) {
+        try self.init(root: root, id: id, geometry: geometry, format: format, kernelCopy: true)
+    }
+
+    /// `kernelCopy` false makes commit copy a cut's tiles into tile-id order through
+    /// memory (`pread`/`pwrite`) rather than with `copy_file_range`: the fallback, for tests.
+    init(root: String, id: PyramidID, geometry: PyramidGeometry, format: TileFormat, kernelCopy: Bool) throws(StorageError) {
         let name = "\(id.rawValue).\(PyramidLayout.archiveExtension)"
+        self.name = name
         guard geometry.maxLevel <= PyramidArchive.maximumLevel else {
             throw .invalid(path: "\(root)/\(name)", reason: "\(geometry.maxLevel + 1) levels do not fit in a PMTiles archive (at most \(PyramidArchive.maximumLevel + 1))")
         }
         staged = try StagedOutput(root: root, name: name, kind: .file)
         writer = try ArchiveWriter(output: staged.descriptor, outputPath: staged.path,
-                                   expectedTiles: geometry.levels.reduce(0) { $0 + $1.tileCount })
+                                   expectedTiles: geometry.levels.reduce(0) { $0 + $1.tileCount }, kernelCopy: kernelCopy)
         self.geometry = geometry
         self.format = format
     }
@@ -171,11 +179,24 @@ public final class ArchiveSink: PyramidSink, Sendable {
             throw .invalid(path: staged.destination, reason: "\(writer.count) of the pyramid's \(expected) tiles were written")
         }
         let header = PyramidArchive.header(geometry: geometry, format: format)
-        let summary = try writer.finish(header: header, extras: [thumbnail]) { (offsets) throws(StorageError) in
+        // Tiles that did not come in tile-id order (a cut's) are copied in that order into
+        // a second partial file, which is installed instead, so the archive is clustered.
+        var ordered: StagedOutput?
+        defer { ordered?.discard() }  // nothing once installed
+        let summary = try writer.finish(header: header, extras: [thumbnail], reorderInto: { () throws(StorageError) in
+            let made = try StagedOutput(root: self.staged.root, name: self.name, kind: .file)
+            ordered = made
+            return (made.descriptor, made.path)
+        }) { (offsets) throws(StorageError) in
             try PyramidArchive.metadata(manifest: manifest, geometry: geometry, format: format,
                                         thumbnail: (offsets[0], UInt64(thumbnail.count)), path: staged.destination)
         }
-        try staged.install(replace: replace)
+        if let ordered {
+            try ordered.install(replace: replace)
+            staged.discard()
+        } else {
+            try staged.install(replace: replace)
+        }
         return Int(summary.bytes)
     }
 

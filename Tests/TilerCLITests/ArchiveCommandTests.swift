@@ -36,7 +36,7 @@ import TilerCore
 
     /// The same input cut as a folder and as an archive: the official reader opens the
     /// archive, its header says the right tile type and zooms, and every tile it returns
-    /// equals the folder's file byte for byte.
+    /// equals the folder's file byte for byte; the archive is clustered.
     @Test(arguments: formats, sizes)
     func officialReaderSeesTheFolderCutsTiles(format: String, size: (Int, Int)) throws {
         let (width, height) = size
@@ -58,6 +58,9 @@ import TilerCore
         let geometry = try PyramidGeometry(width: width, height: height)
         #expect(figures["tiles"] as? Int == geometry.levels.map(\.tileCount).reduce(0, +))
         #expect(figures["tile_type"] as? String == format && figures["max_zoom"] as? Int == geometry.maxLevel)
+        // The contract's "ordered and clustered": the tile data in tile-id order, and the
+        // header says so (check-pmtiles checks the flag against the data).
+        #expect(figures["clustered"] as? Bool == true)
     }
 
     /// The check above can fail: one changed byte in one tile, and the reader's tiles no

@@ -48,8 +48,24 @@ import TilerCore
         #expect(try archive.cachedLocation(of: beyond) == .absent)
 
         try Self.expectTileData(archive, distinctTiles: pyramid.distinctTiles, thumbnail: pyramid.thumbnail.count)
-        // Written from many threads in a shuffled order: not clustered (one tile is).
-        #expect(h.clustered == (pyramid.tiles.count == 1))
+        // Written from many threads in a shuffled order, copied into tile-id order at
+        // commit: clustered.
+        #expect(h.clustered)
+        try Self.expectClustered(archive)
+    }
+
+    /// Distinct blobs appear in tile-id order, each once, as the clustered flag says.
+    static func expectClustered(_ archive: ArchivedPyramid) throws {
+        var next: UInt64 = 0
+        var seen = Set<UInt64>()
+        try archive.reader.forEachTileEntry { entry in
+            if seen.insert(entry.offset).inserted {
+                #expect(entry.offset == next, "tile \(entry.tileID)'s bytes are not in tile-id order")
+                next += UInt64(entry.length)
+            } else {
+                #expect(entry.offset < next)
+            }
+        }
     }
 
     /// Written in tile-id order from one thread, as `pack` writes, the tile data is in
@@ -64,32 +80,30 @@ import TilerCore
         let archive = try ArchivedPyramid.open(path: "\(scratch.path)/sample.pmtiles")
         #expect(archive.reader.header.clustered)
         try Self.expectTileData(archive, distinctTiles: pyramid.distinctTiles, thumbnail: pyramid.thumbnail.count)
-        // Clustered: distinct blobs appear in tile-id order, each once.
-        var next: UInt64 = 0
-        var seen = Set<UInt64>()
-        try archive.reader.forEachTileEntry { entry in
-            if seen.insert(entry.offset).inserted {
-                #expect(entry.offset == next)
-                next += UInt64(entry.length)
-            } else {
-                #expect(entry.offset < next)
-            }
-        }
+        try Self.expectClustered(archive)
+        // Already in order: finished in place, nothing copied (only the archive is left).
+        #expect(scratch.entries() == ["sample.pmtiles"])
         for (tile, expected) in pyramid.tiles where tile.level == pyramid.geometry.maxLevel || tile.level < 3 {
             #expect(try archive.tile(tile) == expected, "tile \(tile)")
         }
     }
 
-    /// Tiles go straight into the partial archive as they come (no spool to copy at the
-    /// end): before commit, the hidden partial file already holds every distinct tile's
-    /// bytes after the first 16 KiB, and commit only adds the thumbnail, metadata and
-    /// directories after them.
-    @Test func tilesAreWrittenOnceIntoThePartialArchive() throws {
+    /// Tiles go straight into the partial archive as they come: before commit, the hidden
+    /// partial file already holds every distinct tile's bytes after the first 16 KiB, out
+    /// of tile-id order. Commit copies them in tile-id order into a second partial file
+    /// (with `copy_file_range`, or through memory where the kernel cannot: both paths),
+    /// installs that one and removes the first: the archive is clustered, holds the same
+    /// bytes, and nothing else is left in ROOT.
+    @Test(arguments: [true, false])
+    func commitCopiesTheTilesIntoTileIDOrder(kernelCopy: Bool) throws {
         let scratch = try Scratch()
         defer { scratch.cleanUp() }
         let pyramid = try SyntheticPyramid(width: 3001, height: 1999, seed: 9)
-        let sink = try ArchiveSink(root: scratch.path, id: pyramid.id, geometry: pyramid.geometry, format: .png)
-        for (tile, bytes) in pyramid.tiles { try sink.writeTile(tile, bytes) }
+        let sink = try ArchiveSink(root: scratch.path, id: pyramid.id, geometry: pyramid.geometry, format: .png, kernelCopy: kernelCopy)
+        // Level by level from the largest, row by row, as a cut makes them: not tile-id order.
+        for (tile, bytes) in pyramid.tiles.sorted(by: { ($0.key.level, $0.key.row, $0.key.column) > ($1.key.level, $1.key.row, $1.key.column) }) {
+            try sink.writeTile(tile, bytes)
+        }
         let partials = scratch.entries()
         #expect(partials.count == 1 && partials[0].hasPrefix(".sample.pmtiles.partial-"), "ROOT holds \(partials)")
         let partial = try [UInt8](Data(contentsOf: URL(fileURLWithPath: "\(scratch.path)/\(partials[0])")))
@@ -100,10 +114,17 @@ import TilerCore
         }
         try pyramid.thumbnail.withUnsafeBytes { try sink.writeThumbnail(named: "thumbnail.png", $0) }
         let size = try sink.commit(manifest: pyramid.manifest, replace: false)
+        #expect(scratch.entries() == ["sample.pmtiles"], "ROOT holds \(scratch.entries())")
         let archive = try ArchivedPyramid.open(path: "\(scratch.path)/sample.pmtiles")
-        #expect(Array(try [UInt8](Data(contentsOf: URL(fileURLWithPath: "\(scratch.path)/sample.pmtiles")))[ArchiveHeader.headerAndRootLimit..<partial.count])
-            == Array(partial[ArchiveHeader.headerAndRootLimit...]), "the tile data was not moved")
-        #expect(UInt64(size) == archive.reader.source.size && archive.reader.header.tileDataOffset == UInt64(ArchiveHeader.headerAndRootLimit))
+        let h = archive.reader.header
+        #expect(h.clustered)
+        try Self.expectClustered(archive)
+        try Self.expectTileData(archive, distinctTiles: pyramid.distinctTiles, thumbnail: pyramid.thumbnail.count)
+        let final = try [UInt8](Data(contentsOf: URL(fileURLWithPath: "\(scratch.path)/sample.pmtiles")))
+        let data = ArchiveHeader.headerAndRootLimit..<(ArchiveHeader.headerAndRootLimit + partial.count - ArchiveHeader.headerAndRootLimit)
+        #expect(final[data] != partial[data], "the tile data was not reordered")
+        #expect(final[data].sorted() == partial[data].sorted(), "the same bytes, moved")
+        #expect(UInt64(size) == archive.reader.source.size && h.tileDataOffset == UInt64(ArchiveHeader.headerAndRootLimit))
         for (tile, expected) in pyramid.tiles { #expect(try archive.tile(tile) == expected) }
     }
 

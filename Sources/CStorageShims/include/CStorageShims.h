@@ -26,4 +26,12 @@ ssize_t tiler_pread_nowait(int fd, void *buffer, size_t length, long long offset
    touches it (mincore), so a file truncated meanwhile cannot raise SIGBUS. */
 int tiler_range_resident(int fd, long long offset, size_t length);
 
+/* Copies `length` bytes at `from_offset` of `from` to `to_offset` of `to`: with
+   copy_file_range(2) (in the kernel, no user-space buffer) while *use_kernel is non-zero,
+   else, or once the kernel or file system refuses it (EXDEV, ENOSYS, EINVAL, EOPNOTSUPP,
+   EPERM: overlayfs, older kernels; *use_kernel is then set to 0), with pread and pwrite
+   through a buffer of at most 1 MiB. Returns 0, or -1 with errno set (EIO when `from`
+   ends early). */
+int tiler_copy_range(int from, long long from_offset, int to, long long to_offset, long long length, int *use_kernel);
+
 #endif
