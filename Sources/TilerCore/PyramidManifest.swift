@@ -250,6 +250,25 @@ public struct PyramidManifest: Sendable, Hashable, Codable {
     /// The most columns (and rows) a level may have: tile coordinates stay 32-bit.
     public static let maximumTilesPerSide = Int(Int32.max)
 
+    /// The largest tile file tiler accepts, wherever a tile is read: served from a folder
+    /// or an archive, drawn from, packed, unpacked or verified. Twice a decoded tile of the
+    /// manifest's bands (four when it does not say), plus 64 KiB: no encoder makes a tile
+    /// larger (a PNG of incompressible pixels is its raw rows and a little), so a larger
+    /// file or archive entry is not a tile, and no read is sized by what it claims.
+    public var maximumTileBytes: Int {
+        2 * tileSize * tileSize * max(1, min(4, bands ?? 4)) + Self.encodingSlack
+    }
+
+    /// The largest thumbnail file accepted, by the same rule for four bands, and at most
+    /// 64 MiB.
+    public var maximumThumbnailBytes: Int {
+        let (pixels, overflow) = thumbnail.width.multipliedReportingOverflow(by: thumbnail.height)
+        return overflow || pixels > 8 << 20 ? 64 << 20 : 2 * 4 * pixels + Self.encodingSlack
+    }
+
+    /// What a tile or thumbnail file may hold beyond twice its pixels: headers, metadata.
+    static let encodingSlack = 64 << 10
+
     /// The relative path of a tile inside the pyramid folder: `LEVEL/ROW/COLUMN.EXT`.
     public func tilePath(_ tile: TileCoordinate) -> String {
         "\(tile.level)/\(tile.row)/\(tile.column).\(format.fileExtension)"

@@ -52,8 +52,10 @@ public enum RootedFiles {
     /// What `readIfCached` found.
     public enum CachedRead {
         case read([UInt8], FileInfo)
-        /// Missing, a link, not a regular file, too large, or it shrank.
+        /// Missing, a link, not a regular file, or it shrank.
         case unavailable
+        /// A regular file larger than allowed: there, but damaged, not missing.
+        case tooLarge(FileInfo)
         /// Reading it would wait for the disk: read it where blocking is allowed.
         case wouldBlock
     }
@@ -96,26 +98,43 @@ public enum RootedFiles {
     }
 
     private static func read(root: String, _ components: [String], maximumBytes: Int, onlyIfCached: Bool) -> CachedRead {
-        guard let (fd, info) = open(root: root, components, maximumBytes: maximumBytes) else { return .unavailable }
-        defer { fd.close() }
-        return read(fd, info, onlyIfCached: onlyIfCached)
+        switch open(root: root, components, maximumBytes: maximumBytes) {
+        case let .file(fd, info):
+            defer { fd.close() }
+            return read(fd, info, onlyIfCached: onlyIfCached)
+        case .unavailable: return .unavailable
+        case let .tooLarge(info): return .tooLarge(info)
+        }
+    }
+
+    /// What `open` found.
+    public enum Opened {
+        /// The open file and its `fstat`; the caller owns the descriptor.
+        case file(FileDescriptor, FileInfo)
+        /// Missing, a link, not a regular file, or not readable.
+        case unavailable
+        /// A regular file larger than allowed (closed again).
+        case tooLarge(FileInfo)
     }
 
     /// Opens the regular file `root/components…` as `read` does (no link followed, at
-    /// most `maximumBytes`) without reading it: nil if `read` would find it unavailable.
-    /// The caller owns the descriptor.
-    public static func open(root: String, _ components: [String], maximumBytes: Int) -> (FileDescriptor, FileInfo)? {
+    /// most `maximumBytes`) without reading it.
+    public static func open(root: String, _ components: [String], maximumBytes: Int) -> Opened {
         guard let last = components.last, isPlainName(last), let dir = openParent(root: root, components) else {
-            return nil
+            return .unavailable
         }
         let opened = try? dir.open(at: last, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
         dir.close()
-        guard let fd = opened else { return nil }
-        guard let info = try? fd.info(), info.isRegularFile, info.size <= maximumBytes else {
+        guard let fd = opened else { return .unavailable }
+        guard let info = try? fd.info(), info.isRegularFile else {
             fd.close()
-            return nil
+            return .unavailable
         }
-        return (fd, info)
+        guard info.size <= maximumBytes else {
+            fd.close()
+            return .tooLarge(info)
+        }
+        return .file(fd, info)
     }
 
     /// The bytes of an open file whose `fstat` is `info`: only what the page cache holds

@@ -65,12 +65,9 @@ public struct PyramidVerifier: Sendable {
         return (rect.width, rect.height)
     }
 
-    /// The largest tile file accepted: what the server serves (twice a decoded tile of
-    /// the manifest's bands plus 64 KiB).
-    public var maximumTileBytes: Int {
-        let t = pyramid.geometry.tileSize
-        return 2 * t * t * max(1, min(4, pyramid.manifest.bands ?? 4)) + (64 << 10)
-    }
+    /// The largest tile file accepted: what the server serves and pack packs
+    /// (`PyramidManifest.maximumTileBytes`).
+    public var maximumTileBytes: Int { pyramid.manifest.maximumTileBytes }
 
     /// Checks everything, calling `report` with each problem in tile order (level, row,
     /// column for a folder; tile-id order for an archive), from the calling thread.
@@ -268,9 +265,7 @@ public struct PyramidVerifier: Sendable {
             }
             let folder = open(pyramid.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
             defer { if folder >= 0 { close(folder) } }
-            let pixels = thumbnail.width.multipliedReportingOverflow(by: thumbnail.height)
-            let limit = pixels.overflow || pixels.partialValue > 8 << 20 ? 64 << 20 : 8 * pixels.partialValue + (64 << 10)
-            switch Self.readFile(in: folder, thumbnail.file, maximumBytes: limit) {
+            switch Self.readFile(in: folder, thumbnail.file, maximumBytes: pyramid.manifest.maximumThumbnailBytes) {
             case let .failure(reason):
                 report(Problem(tile: "thumbnail", path: path, reason: reason))
                 return

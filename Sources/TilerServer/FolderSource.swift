@@ -44,11 +44,15 @@ final class FolderSource: PyramidSource {
     }
 
     /// Opens the tile `t`'s file as `read` would (no read yet): its descriptor (the
-    /// caller's to close), `fstat` and path below ROOT; nil where `read` finds nothing.
-    func openTile(_ t: TileCoordinate, maximumBytes: Int) -> (FileDescriptor, FileInfo, [String])? {
-        guard let path = components(.tile(t)), let (fd, info) = RootedFiles.open(root: root, path, maximumBytes: maximumBytes)
-        else { return nil }
-        return (fd, info, path)
+    /// caller's to close), `fstat` and path below ROOT; nil where `read` finds nothing,
+    /// `.damaged` where it finds a file larger than `maximumBytes`.
+    func openTile(_ t: TileCoordinate, maximumBytes: Int) throws(SourceError) -> (FileDescriptor, FileInfo, [String])? {
+        guard let path = components(.tile(t)) else { return nil }
+        switch RootedFiles.open(root: root, path, maximumBytes: maximumBytes) {
+        case let .file(fd, info): return (fd, info, path)
+        case .unavailable: return nil
+        case let .tooLarge(info): throw tooLarge(path, info, maximumBytes)
+        }
     }
 
     func readIfReady(_ part: PyramidPart, maximumBytes: Int) throws(SourceError) -> SourceRead {
@@ -56,8 +60,15 @@ final class FolderSource: PyramidSource {
         switch RootedFiles.readIfCached(root: root, path, maximumBytes: maximumBytes) {
         case let .read(bytes, info): return .read(StoredBytes(bytes: bytes, validators: Validators(info)))
         case .unavailable: return .absent
+        case let .tooLarge(info): throw tooLarge(path, info, maximumBytes)
         case .wouldBlock: return .mustWait(.read)
         }
+    }
+
+    /// A file larger than any tile (or thumbnail) of this pyramid can be: damage, not a
+    /// missing file (as `read` says of it).
+    private func tooLarge(_ path: [String], _ info: FileInfo, _ maximumBytes: Int) -> SourceError {
+        .damaged("\(root)/\(path.joined(separator: "/")): \(info.size) bytes, more than the \(maximumBytes) allowed")
     }
 
     func read(_ part: PyramidPart, maximumBytes: Int) throws(SourceError) -> StoredBytes {

@@ -43,18 +43,12 @@ public final class Pyramid: Sendable {
         return file
     }
 
-    /// The largest tile served or drawn: twice a tile's decoded size plus 64 KiB (no
-    /// encoder makes a tile larger). A bigger one is not a tile.
-    public var maximumTileBytes: Int {
-        let t = geometry.tileSize
-        return 2 * t * t * max(1, min(4, manifest.bands ?? 4)) + (64 << 10)
-    }
+    /// The largest tile served or drawn (`PyramidManifest.maximumTileBytes`, as pack and
+    /// verify).
+    public var maximumTileBytes: Int { manifest.maximumTileBytes }
 
-    /// The largest thumbnail served, by the same rule, and at most 64 MiB.
-    public var maximumThumbnailBytes: Int {
-        let (pixels, overflow) = manifest.thumbnail.width.multipliedReportingOverflow(by: manifest.thumbnail.height)
-        return overflow || pixels > 8 << 20 ? 64 << 20 : 8 * pixels + (64 << 10)
-    }
+    /// The largest thumbnail served (`PyramidManifest.maximumThumbnailBytes`).
+    public var maximumThumbnailBytes: Int { manifest.maximumThumbnailBytes }
 
     /// The most bytes `part` may have.
     func maximumBytes(_ part: PyramidPart) -> Int {
@@ -217,7 +211,13 @@ public final class TileStore: Sendable {
     /// answered and its descriptor kept in `openTiles` (sent with `sendfile` next time).
     private func openAndRead(_ t: TileCoordinate, of pyramid: Pyramid, _ folder: FolderSource, in openTiles: OpenTiles,
                              key: CachedItem, contentType: String) throws(HTTPError) -> SourceRead {
-        guard let (fd, info, path) = folder.openTile(t, maximumBytes: pyramid.maximumTileBytes) else { return .absent }
+        let opened: (FileDescriptor, FileInfo, [String])?
+        do throws(SourceError) {
+            opened = try folder.openTile(t, maximumBytes: pyramid.maximumTileBytes)
+        } catch {
+            throw httpError(error, .tile(t), of: pyramid)
+        }
+        guard let (fd, info, path) = opened else { return .absent }
         switch RootedFiles.read(fd, info, onlyIfCached: true) {
         case let .read(bytes, info):
             let stored = StoredBytes(bytes: bytes, validators: Validators(info))
@@ -228,7 +228,7 @@ public final class TileStore: Sendable {
             openTiles.keep(fd, info, root: folder.root, components: path, contentType: contentType,
                            validators: stored.validators, cacheControl: configuration.cacheControl, for: key)
             return .read(stored)
-        case .unavailable:
+        case .unavailable, .tooLarge:  // it shrank or failed since it was opened and checked
             fd.close()
             return .absent
         case .wouldBlock:

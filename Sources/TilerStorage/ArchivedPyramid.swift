@@ -13,9 +13,9 @@ public struct ArchivedPyramid: Sendable {
     public let geometry: PyramidGeometry
     /// The thumbnail's bytes in the file.
     public let thumbnail: TileLocation
-    /// The largest tile this pyramid can hold: every pixel raw, four bands, plus 64 KiB
-    /// of container overhead. A directory entry longer than this is corruption, and no
-    /// read is made for it.
+    /// The largest tile this pyramid can hold (`PyramidManifest.maximumTileBytes`, as
+    /// for a folder). A directory entry longer than this is corruption, and no read is
+    /// made for it.
     public let maximumTileBytes: Int
 
     /// Opens the archive at `path`.
@@ -64,7 +64,7 @@ public struct ArchivedPyramid: Sendable {
         }
         let t = layout.thumbnail
         let (end, overflow) = t.offset.addingReportingOverflow(t.length)
-        let thumbnailLimit = 4 * manifest.thumbnail.width * manifest.thumbnail.height + (64 << 10)
+        let thumbnailLimit = manifest.maximumThumbnailBytes
         guard t.length > 0, !overflow, end <= header.tileDataLength, t.length <= UInt64(max(0, thumbnailLimit)) else {
             throw .archive(path: name, .corrupt("the thumbnail (\(t.length) bytes at \(t.offset)) lies outside the tile data or is too large"))
         }
@@ -73,7 +73,7 @@ public struct ArchivedPyramid: Sendable {
         manifestBytes = bytes
         self.geometry = geometry
         thumbnail = TileLocation(offset: header.tileDataOffset + t.offset, length: Int(t.length))
-        maximumTileBytes = 4 * geometry.tileSize * geometry.tileSize + (64 << 10)
+        maximumTileBytes = manifest.maximumTileBytes
     }
 
     /// Where a tile is, if every directory on its way is cached; never reads. `.absent`

@@ -31,7 +31,7 @@ public enum PyramidConversion {
         let output = output ?? FolderOutput(root: root)
         let destination = output.destination(of: id, layout: .archive)
         if !replace, try output.exists(id, layout: .archive) { throw .exists(path: destination) }
-        let tileLimit = 4 * geometry.tileSize * geometry.tileSize + (64 << 10)
+        let tileLimit = manifest.maximumTileBytes
         let sink = try output.makeSink(id: id, layout: .archive, geometry: geometry, format: manifest.format)
         do throws(StorageError) {
             // In tile-id order, so that the archive's tile data is too (clustered).
@@ -52,8 +52,7 @@ public enum PyramidConversion {
             guard Self.isPlainName(manifest.thumbnail.file) else {
                 throw StorageError.invalid(path: manifestPath, reason: "the thumbnail '\(manifest.thumbnail.file)' is not a file name")
             }
-            let thumbnail = try readFile(thumbnailPath, limit: 4 * manifest.thumbnail.width * manifest.thumbnail.height + (64 << 10),
-                                         missing: "missing thumbnail")
+            let thumbnail = try readFile(thumbnailPath, limit: manifest.maximumThumbnailBytes, missing: "missing thumbnail")
             guard !thumbnail.isEmpty else { throw StorageError.invalid(path: thumbnailPath, reason: "empty thumbnail") }
             try thumbnail.withBytes { (raw) throws(StorageError) in try sink.writeThumbnail(named: manifest.thumbnail.file, raw) }
             let bytes = try sink.commit(manifest: manifestBytes, replace: replace)

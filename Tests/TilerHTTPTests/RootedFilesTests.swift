@@ -39,6 +39,28 @@ import Testing
         }
     }
 
+    /// A regular file past the limit is there but too large (damage, which the server
+    /// answers 500), not missing; at the limit it is read.
+    @Test func aFileLargerThanAllowedIsTooLargeNotMissing() throws {
+        try withTree { root, bytes in
+            _ = RootedFiles.read(root: root, ["a", "b", "file"])  // cached
+            guard case let .tooLarge(info) = RootedFiles.readIfCached(root: root, ["a", "b", "file"], maximumBytes: bytes.count - 1) else {
+                Issue.record("a file one byte over the limit was not .tooLarge")
+                return
+            }
+            #expect(info.size == bytes.count)
+            guard case .tooLarge = RootedFiles.open(root: root, ["a", "b", "file"], maximumBytes: bytes.count - 1) else {
+                Issue.record("open: a file one byte over the limit was not .tooLarge")
+                return
+            }
+            guard case let .file(fd, _) = RootedFiles.open(root: root, ["a", "b", "file"], maximumBytes: bytes.count) else {
+                Issue.record("open: a file at the limit was not opened")
+                return
+            }
+            fd.close()
+        }
+    }
+
     /// tmpfs has no `RWF_NOWAIT` (EOPNOTSUPP) but its files are always in memory: read at
     /// once, with the probe switched to `.residency` for that file system.
     @Test(.enabled(if: FileManager.default.isWritableFile(atPath: "/dev/shm"), "needs /dev/shm"))
@@ -109,7 +131,7 @@ import Testing
             switch RootedFiles.readIfCached(root: root, ["a", "b", "file"]) {
             case .wouldBlock: break
             case .read: Issue.record("read a file the page cache had dropped without blocking")
-            case .unavailable: Issue.record("an uncached file was reported unavailable")
+            case .unavailable, .tooLarge: Issue.record("an uncached file was reported unavailable")
             }
             // The blocking read still gets it.
             #expect(RootedFiles.read(root: root, ["a", "b", "file"])?.bytes == bytes)

@@ -73,7 +73,10 @@ import Glibc
             for path in ["/iiif/3/a/768,768,232,232/200,/0/default.png", "/iiif/3/a/512,768,256,232/200,/0/default.png",
                          "/images/a/tiles/2/3/3.png", "/images/a/tiles/2/3/2.png"] {
                 let r = try fetch(port, path)
-                #expect(r.status == (path.hasPrefix("/iiif") ? 500 : 404), "\(path): \(r.status)")
+                // The link is refused like a missing tile (404); the huge file is there but
+                // cannot be a tile: damage, 500 (it was a 404 when the event loop's read
+                // took it for missing).
+                #expect(r.status == (path == "/images/a/tiles/2/3/3.png" ? 404 : 500), "\(path): \(r.status)")
             }
         }
         #expect(log.messages.contains { $0.contains("a/2/3/2.png") && $0.contains("larger than allowed") }, "\(log.messages)")
