@@ -34,9 +34,7 @@ import TilerImaging
         // OpenSeadragon's TileSource: maxLevel = ceil(log(max(w,h)) / log(2)),
         // scale(l) = 1 / 2^(maxLevel − l), numTiles = ceil(scale·w / tileSize).
         let maxLevel = Int((log(Double(max(dzi.width, dzi.height))) / log(2.0)).rounded(.up))
-        let root = try ViewerPyramids.root.get()
-        let manifest = try JSONDecoder().decode(PyramidManifest.self,
-                                                from: Data(contentsOf: URL(fileURLWithPath: "\(root)/\(id)/pyramid.json")))
+        let manifest = try ViewerPyramids.expected(kind).manifest(id)
         #expect(dzi.format == manifest.format.fileExtension && dzi.width == manifest.width && dzi.height == manifest.height)
         var fetched = 0
         for level in 0...maxLevel {
@@ -65,15 +63,14 @@ import TilerImaging
 
     @Test(arguments: RootKind.allCases) func pyramidLevelsAreTheStoredTilesAndSmallerLevelsShrinkLevelZero(_ kind: RootKind) throws {
         let port = try ViewerPyramids.port(kind)
-        let root = try ViewerPyramids.root.get()
+        let expected = try ViewerPyramids.expected(kind)
         let id = ValidatorImage.id
         // DZ level 10 is our level 2, tile for tile, byte for byte.
         for (column, row) in [(0, 0), (3, 3), (2, 1)] {
             let tile = try fetch(port, "/images/\(id)_files/10/\(column)_\(row).png")
-            let stored = try Data(contentsOf: URL(fileURLWithPath: "\(root)/\(id)/2/\(row)/\(column).png"))
-            #expect(tile.body == Array(stored))
+            expected.expect(tile.body, servedAs: "\(id)/2/\(row)/\(column).png")
         }
-        #expect(try fetch(port, "/images/\(id)_files/8/0_0.png").body == Array(try Data(contentsOf: URL(fileURLWithPath: "\(root)/\(id)/0/0/0.png"))))
+        expected.expect(try fetch(port, "/images/\(id)_files/8/0_0.png").body, servedAs: "\(id)/0/0/0.png")
         // DZ level 7 (125 × 125) is level 0 (250 × 250) halved: square (0, 0) at its corner.
         let small = try DecodedImage(encoded: try fetch(port, "/images/\(id)_files/7/0_0.png").body)
         #expect(small.width == 125 && small.height == 125)

@@ -31,6 +31,8 @@ import TilerCore
 
     @Test(arguments: RootKind.allCases) func manifestShape(_ kind: RootKind) throws {
         let port = try ViewerPyramids.port(kind)
+        // JPEG tiles (PNG from sources: `ViewerPyramids.sourcesFormat`), and so JPEG images.
+        let (ext, mime) = try ViewerPyramids.expected(kind).manifest("panorama").format == .jpeg ? ("jpg", "image/jpeg") : ("png", "image/png")
         let r = try fetch(port, "/iiif/3/panorama/manifest.json")
         #expect(r.status == 200)
         #expect(r.header("Content-Type") == #"application/ld+json;profile="http://iiif.io/api/presentation/3/context.json""#)
@@ -41,16 +43,16 @@ import TilerCore
         #expect(m["id"] as? String == base + "/manifest.json" && m["type"] as? String == "Manifest")
         #expect((m["label"] as? [String: [String]]) == ["none": ["panorama"]])
         let thumbnail = try #require((m["thumbnail"] as? [[String: Any]])?.first)
-        #expect(thumbnail["id"] as? String == "http://127.0.0.1/images/panorama/thumbnail.jpg")
-        #expect(thumbnail["format"] as? String == "image/jpeg" && thumbnail["width"] as? Int == 256)
+        #expect(thumbnail["id"] as? String == "http://127.0.0.1/images/panorama/thumbnail.\(ext)")
+        #expect(thumbnail["format"] as? String == mime && thumbnail["width"] as? Int == 256)
         let canvas = try #require((m["items"] as? [[String: Any]])?.first)
         #expect(canvas["type"] as? String == "Canvas" && canvas["width"] as? Int == 2400 && canvas["height"] as? Int == 600)
         let page = try #require((canvas["items"] as? [[String: Any]])?.first)
         let annotation = try #require((page["items"] as? [[String: Any]])?.first)
         #expect(annotation["motivation"] as? String == "painting" && annotation["target"] as? String == canvas["id"] as? String)
         let body = try #require(annotation["body"] as? [String: Any])
-        #expect(body["id"] as? String == base + "/full/max/0/default.jpg")
-        #expect(body["format"] as? String == "image/jpeg" && body["width"] as? Int == 2400 && body["height"] as? Int == 600)
+        #expect(body["id"] as? String == base + "/full/max/0/default.\(ext)")
+        #expect(body["format"] as? String == mime && body["width"] as? Int == 2400 && body["height"] as? Int == 600)
         let service = try #require((body["service"] as? [[String: Any]])?.first)
         #expect(service["id"] as? String == base && service["type"] as? String == "ImageService3"
             && service["profile"] as? String == "level2")

@@ -72,7 +72,7 @@ import TilerHTTP
                 #expect(url == "\(base)/images/a/tiles/2/\(t["row"]!)/\(t["column"]!).png")
                 // The URL, with the base swapped for this server, is the tile.
                 let path = String(url.dropFirst(base.count))
-                #expect(try fetch(port, path).body == root.file("a/2/\(t["row"]!)/\(t["column"]!).png"))
+                try #require(root.served).expect(try fetch(port, path).body, servedAs: "a/2/\(t["row"]!)/\(t["column"]!).png")
             }
 
             let info = try request(port, "GET", "/iiif/3/a/info.json", headers: headers)

@@ -5,63 +5,29 @@ import TilerHTTP
 @testable import TilerImaging
 @testable import TilerServer
 
-/// What a `--sources` folder holds in these tests: the same picture as a pyramidal TIFF
-/// (`vips tiffsave --tile --pyramid --compression jpeg`), as a plain JPEG, or as a PNG
-/// (no stored levels: every level made from the one above).
-enum SourceKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case pyramidalTIFF
-    case jpeg
-    case png
-
-    var testDescription: String { rawValue }
-    var fileExtension: String {
-        switch self {
-        case .pyramidalTIFF: "tif"
-        case .jpeg: "jpg"
-        case .png: "png"
-        }
-    }
-}
-
 /// A folder of source images and a folder of what `tiler cut` makes of the same files, to
 /// compare the server's on-the-fly pyramids with.
 final class SourceFolder: @unchecked Sendable {
     let sources: PyramidRoot
     let cut: PyramidRoot
-    let vips: String
+    let pictures: SourcePictures
 
     init() throws {
         sources = try PyramidRoot()
         cut = try PyramidRoot()
-        guard let vips = findExecutable(["vips"]) else { throw ClientError("the vips command is missing: run scripts/install-deps") }
-        self.vips = vips
+        pictures = try SourcePictures()
     }
 
-    /// A smooth colour picture (blurred Worley cells in warm tones: like a photograph,
-    /// its colour changes less than its brightness, which JPEG's chroma subsampling
-    /// relies on) of `width × height` written as `name.EXT` in the sources folder; returns its path.
+    /// A picture (`SourcePictures.writePicture`) of `width × height` written as `name.EXT`
+    /// in the sources folder; returns its path.
     @discardableResult
     func addPicture(_ name: String, width: Int, height: Int, as kind: SourceKind, seed: Int = 1) throws -> String {
         let work = sources.path + "/.work-\(name)"
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: work) }
-        _ = try runTool(vips, ["worley", "\(work)/w.v", "\(width)", "\(height)", "--cell-size", "\(96 + 16 * seed)"])
-        _ = try runTool(vips, ["gaussblur", "\(work)/w.v", "\(work)/b.v", "4"])
-        _ = try runTool(vips, ["linear", "\(work)/b.v", "\(work)/r.v", "1", "\(10 * seed)", "--uchar"])
-        _ = try runTool(vips, ["linear", "\(work)/b.v", "\(work)/g.v", "0.8", "20", "--uchar"])
-        _ = try runTool(vips, ["linear", "\(work)/b.v", "\(work)/b2.v", "0.6", "40", "--uchar"])
-        _ = try runTool(vips, ["bandjoin", "\(work)/r.v \(work)/g.v \(work)/b2.v", "\(work)/rgb.v"])
         let file = "\(sources.path)/\(name).\(kind.fileExtension)"
         let staged = "\(work)/out.\(kind.fileExtension)"
-        switch kind {
-        case .pyramidalTIFF:
-            _ = try runTool(vips, ["tiffsave", "\(work)/rgb.v", staged, "--tile", "--pyramid", "--compression", "jpeg",
-                               "--tile-width", "256", "--tile-height", "256"])
-        case .jpeg:
-            _ = try runTool(vips, ["jpegsave", "\(work)/rgb.v", staged])
-        case .png:
-            _ = try runTool(vips, ["pngsave", "\(work)/rgb.v", staged])
-        }
+        try pictures.writePicture(width: width, height: height, seed: seed, to: staged, as: kind, work: work)
         guard rename(staged, file) == 0 else { throw ClientError("rename \(staged): errno \(errno)") }
         return file
     }

@@ -31,8 +31,9 @@ import TilerCore
         configuration.http.port = 0
         configuration.http.threads = 2
         configuration.baseURL = try BaseURL(parsing: base)
-        // The same pyramids as folders, as archives, or as archives in the S3 test server.
-        let served = try ServedRoot(kind, folders: root)
+        // The same pyramids as folders, as archives, as archives in the S3 test server, or
+        // as source files.
+        let served = try ServedRoot(kind, folders: root, sourcesFormat: ViewerPyramids.sourcesFormat)
         served.configure(&configuration)
         defer { withExtendedLifetime(served) {} }  // its deinit removes the bucket's copy
         let server = TileServer(configuration: configuration)

@@ -51,34 +51,51 @@ enum ViewerPyramids {
         return root.path
     }
 
-    /// A server over the root on a free loopback port, started once per process; and
-    /// one over the same pyramids as archives, and as archives in the S3 test server.
-    static let server: Result<TileServer, Error> = Result { try start(.folders) }
-    private static let archiveServer: Result<TileServer, Error> = Result { try start(.archives) }
-    private static let bucketServer: Result<TileServer, Error> = Result { try start(.bucket) }
-    /// The archive copies, kept as long as the process.
-    nonisolated(unsafe) private static var copies: [ServedRoot] = []
-    private static let copiesLock = NSLock()
+    /// The one tile format a `--sources` server makes these pictures in: their pyramids
+    /// have three (PNG, JPEG, WebP), a `--sources` server makes one (`--sources-format`).
+    static let sourcesFormat = TileFormat.png
 
-    private static func start(_ kind: RootKind) throws -> TileServer {
+    /// A server over the root on a free loopback port, started once per process; and
+    /// one over the same pyramids as archives, as archives in the S3 test server, and as
+    /// source files (pyramidal TIFF, JPEG) served on the fly.
+    private static let folderServer: Result<Served, Error> = Result { try start(.folders) }
+    private static let archiveServer: Result<Served, Error> = Result { try start(.archives) }
+    private static let bucketServer: Result<Served, Error> = Result { try start(.bucket) }
+    private static let tiffSourcesServer: Result<Served, Error> = Result { try start(.sources(.pyramidalTIFF)) }
+    private static let jpegSourcesServer: Result<Served, Error> = Result { try start(.sources(.jpeg)) }
+
+    /// A running server and the copy of the pyramids it serves, kept as long as the process.
+    struct Served: @unchecked Sendable {
+        let server: TileServer
+        let root: ServedRoot
+    }
+
+    private static func start(_ kind: RootKind) throws -> Served {
         var configuration = ServerConfiguration(root: try root.get())
         configuration.http.port = 0
         configuration.http.threads = 2
-        let served = try ServedRoot(kind, folders: try root.get())
-        copiesLock.withLock { copies.append(served) }
+        let served = try ServedRoot(kind, folders: try root.get(), sourcesFormat: sourcesFormat)
         served.configure(&configuration)
         let server = TileServer(configuration: configuration)
         try server.start()
-        return server
+        return Served(server: server, root: served)
     }
 
-    static func port(_ kind: RootKind = .folders) throws -> Int {
+    private static func served(_ kind: RootKind) throws -> Served {
         switch kind {
-        case .folders: try server.get().port
-        case .archives: try archiveServer.get().port
-        case .bucket: try bucketServer.get().port
+        case .folders: try folderServer.get()
+        case .archives: try archiveServer.get()
+        case .bucket: try bucketServer.get()
+        case .sources(.pyramidalTIFF): try tiffSourcesServer.get()
+        case .sources(.jpeg): try jpegSourcesServer.get()
+        case let .sources(other): throw ClientError("no viewer server over \(other) sources")
         }
     }
+
+    static func port(_ kind: RootKind = .folders) throws -> Int { try served(kind).server.port }
+
+    /// What the server of `kind` serves: its files and manifests as a client should get them.
+    static func expected(_ kind: RootKind) throws -> ServedRoot { try served(kind).root }
 }
 
 /// Runs a tool and fails with its output unless it exits 0.
