@@ -128,6 +128,8 @@ final class ServedRoot: @unchecked Sendable {
             var settings = ServerConfiguration.SourceSettings(directory: sources.files.path)
             settings.format = sources.format
             config.sources = settings
+            // As `tiler serve --sources` sets it: a viewer's burst of tiles fits in the queue.
+            config.http.maximumQueuedRenders = ServerConfiguration.sourcesQueuedRenders
         }
     }
 
