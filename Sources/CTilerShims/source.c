@@ -14,25 +14,25 @@ int tiler_source_region(VipsImage *in, int left, int top, int width, int height,
                         uint8_t **pixels, size_t *length) {
     *pixels = NULL;
     *length = 0;
-    if (left < 0 || top < 0 || width <= 0 || height <= 0 || left >= in->Xsize || top >= in->Ysize) {
+    if (left < 0 || top < 0 || width <= 0 || height <= 0 || width > in->Xsize - left || height > in->Ysize - top) {
         vips_error("tiler", "region %dx%d at %d,%d is outside the %dx%d image", width, height, left, top,
                    in->Xsize, in->Ysize);
         return -1;
     }
-    int inside_width = VIPS_MIN(width, in->Xsize - left);
-    int inside_height = VIPS_MIN(height, in->Ysize - top);
-    VipsImage *crop = NULL, *full = NULL;
-    if (vips_crop(in, &crop, left, top, inside_width, inside_height, NULL)) return -1;
-    if (inside_width != width || inside_height != height) {
-        int r = vips_embed(crop, &full, 0, 0, width, height, "extend", VIPS_EXTEND_COPY, NULL);
-        g_object_unref(crop);
-        if (r) return -1;
-    } else {
-        full = crop;
-    }
-    *pixels = vips_image_write_to_memory(full, length);
-    g_object_unref(full);
+    VipsImage *crop = NULL;
+    if (vips_crop(in, &crop, left, top, width, height, NULL)) return -1;
+    *pixels = vips_image_write_to_memory(crop, length);
+    g_object_unref(crop);
     return *pixels ? 0 : -1;
+}
+
+int tiler_source_extend(VipsImage *in, int width, int height, VipsImage **out) {
+    *out = NULL;
+    if (width < in->Xsize || height < in->Ysize) {
+        vips_error("tiler", "cannot extend a %dx%d image to %dx%d", in->Xsize, in->Ysize, width, height);
+        return -1;
+    }
+    return vips_embed(in, out, 0, 0, width, height, "extend", VIPS_EXTEND_COPY, NULL);
 }
 
 int tiler_source_thumbnail_size(int width, int height, int bands, int size, int *out_width, int *out_height) {

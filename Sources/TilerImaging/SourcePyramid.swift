@@ -16,9 +16,11 @@ import TilerCore
 ///   decoded once, by libvips, to a temporary file it then reads regions of);
 /// - a level the source stores itself (a page or sub-IFD of a pyramidal TIFF one
 ///   `2^k` step down, or JPEG shrink-on-load 2, 4 or 8) whose longest side is at least
-///   four tiles is cropped from that level, its last row or column repeated when it is
-///   one pixel short of the geometry (TIFF pyramids round sizes down, the geometry
-///   rounds up);
+///   four tiles is cropped from that level (autorotated), its last row or column (as
+///   stored) repeated when it is one pixel short of the geometry (TIFF pyramids and
+///   libvips' shrink-on-load round sizes down, the geometry rounds up). A stored level
+///   whose pixel grid autorotation shifts against the level's (an odd size along an
+///   axis it reverses) is not used;
 /// - every other level is the 2×2 area average of the level above (`AreaAverage`, the
 ///   cutter's filter): each tile from its four children, which come from the pixel cache
 ///   or are made the same way. Without a stored level this equals what `tiler cut`
@@ -30,12 +32,16 @@ import TilerCore
 // and the libvips images are only read.
 public final class SourcePyramid: @unchecked Sendable {
     /// A level of the source as libvips opens it: the file itself (`option` nil), a TIFF
-    /// `page` or `subifd`, or a JPEG `shrink`.
+    /// `page` or `subifd`, or a JPEG `shrink`; `width × height` as stored, and
+    /// `levelWidth × levelHeight` the size of the pyramid's level it is (before
+    /// autorotation), which its last column or row is repeated to fill.
     struct StoredLevel: Sendable, Hashable {
         let option: String?
         let value: Int
         let width: Int
         let height: Int
+        var levelWidth: Int
+        var levelHeight: Int
     }
 
     /// The file as the user named it, for messages.
@@ -105,22 +111,39 @@ public final class SourcePyramid: @unchecked Sendable {
         self.encoder = encoder
 
         // The levels the file stores, matched to the geometry's levels.
-        let full = StoredLevel(option: nil, value: 0, width: base.width, height: base.height)
+        let full = StoredLevel(option: nil, value: 0, width: base.width, height: base.height,
+                               levelWidth: base.width, levelHeight: base.height)
         var stored: [Int: StoredLevel] = [0: full]
         let geometry = self.geometry
-        func step(_ w: Int, _ h: Int) -> Int? {
+        // Autorotation reverses the stored x axis in orientations 2, 3, 7 and 8, and the y
+        // axis in 3, 4, 6 and 7. Pixel i of a level stored 2^k smaller covers the source's
+        // pixels from i·2^k on, counted from the stored left (top) edge, while the
+        // pyramid's levels count from the turned image's: along a reversed axis the two
+        // grids agree only when the source's size is a multiple of 2^k (else every pixel
+        // is shifted by the remainder). Such a level is not used.
+        let reversesX = [2, 3, 7, 8].contains(orientation), reversesY = [3, 4, 6, 7].contains(orientation)
+        func aligned(_ k: Int) -> Bool {
+            (!reversesX || base.width % (1 << k) == 0) && (!reversesY || base.height % (1 << k) == 0)
+        }
+        /// The stored level `w × h` as level `maxLevel - k` (sizes before autorotation),
+        /// when it is one and its pixel grid is the level's.
+        func matched(_ option: String, _ value: Int, _ w: Int, _ h: Int) -> (Int, StoredLevel)? {
             let (tw, th) = turned ? (h, w) : (w, h)
             for k in 1...max(1, geometry.maxLevel) where k <= geometry.maxLevel {
                 let level = geometry.level(geometry.maxLevel - k)
-                if abs(level.width - tw) <= 1, abs(level.height - th) <= 1 { return k }
+                guard abs(level.width - tw) <= 1, abs(level.height - th) <= 1 else { continue }
+                guard aligned(k) else { return nil }
+                let (lw, lh) = turned ? (level.height, level.width) : (level.width, level.height)
+                return (k, StoredLevel(option: option, value: value, width: w, height: h,
+                                       levelWidth: max(w, lw), levelHeight: max(h, lh)))
             }
             return nil
         }
         if loader.hasPrefix("jpegload") {
             for (k, shrink) in [(1, 2), (2, 4), (3, 8)] where k <= geometry.maxLevel {
                 if let (image, _) = try? Self.open(file, option: "shrink", value: shrink, allowVector: false),
-                   step(image.width, image.height) == k {
-                    stored[k] = StoredLevel(option: "shrink", value: shrink, width: image.width, height: image.height)
+                   let (found, level) = matched("shrink", shrink, image.width, image.height), found == k {
+                    stored[k] = level
                 }
             }
         } else if loader.hasPrefix("tiffload") {
@@ -134,8 +157,8 @@ public final class SourcePyramid: @unchecked Sendable {
                           image.bands == base.bands, image.pointer.pointee.BandFmt == base.pointer.pointee.BandFmt,
                           (tiler_source_has_icc(image.pointer) != 0) == hasICC,
                           (options.autorotate ? image.orientation : 1) == orientation,
-                          let k = step(image.width, image.height), stored[k] == nil else { continue }
-                    stored[k] = StoredLevel(option: option, value: n, width: image.width, height: image.height)
+                          let (k, level) = matched(option, n, image.width, image.height), stored[k] == nil else { continue }
+                    stored[k] = level
                 }
             }
         }
@@ -215,6 +238,9 @@ public final class SourcePyramid: @unchecked Sendable {
             if let image = opened[level] { return .success(image) }
             do {
                 var image = try Self.open(file, option: level.option, value: level.value, allowVector: options.allowVector).0
+                if image.width != level.levelWidth || image.height != level.levelHeight {
+                    image = try image.extended(toWidth: level.levelWidth, height: level.levelHeight)
+                }
                 if orientation != 1 { image = try image.autorotated() }
                 image = try image.tilePixels(options.tilePixelSettings)
                 guard image.bands == bands else {
@@ -300,11 +326,16 @@ public final class SourcePyramid: @unchecked Sendable {
         let tileBytes = geometry.tileSize * geometry.tileSize * max(bands, 1)
         var level = t?.level ?? Self.thumbnailLevel(geometry, size: options.thumbnailSize)
         var derived = 0
+        if let t, plan[t.level] != nil, storedLevel(for: t) == nil {
+            derived = 1
+            level += 1
+        }
         while level < geometry.maxLevel, plan[level] == nil {
             derived += 1
             level += 1
         }
-        let stored = plan[level] ?? StoredLevel(option: nil, value: 0, width: geometry.width, height: geometry.height)
+        let stored = plan[level] ?? StoredLevel(option: nil, value: 0, width: geometry.width, height: geometry.height,
+                                                levelWidth: geometry.width, levelHeight: geometry.height)
         let strip = stored.width * max(bands, 1) * 2 * geometry.tileSize
         var total = tileBytes * (2 + 9 * derived) + 4 * tileBytes + strip
         if t == nil {
@@ -334,7 +365,7 @@ public final class SourcePyramid: @unchecked Sendable {
         let size = geometry.tileSize
         let rect = geometry.rectInLevel(t)
         let (x, y, width, height) = (rect.x, rect.y, rect.width, rect.height)
-        if let stored = plan[t.level] {
+        if let stored = storedLevel(for: t) {
             let image = try image(stored).image
             var data: UnsafeMutablePointer<UInt8>?
             var length = 0
@@ -364,6 +395,19 @@ public final class SourcePyramid: @unchecked Sendable {
         let shrunk = AreaAverage.shrink(canvas, width: canvasWidth, height: canvasHeight, bands: bands)
         precondition(shrunk.width == width && shrunk.height == height, "2×2 of \(canvasWidth)×\(canvasHeight) is not \(width)×\(height)")
         return TilePixels(bytes: shrunk.pixels, width: width, height: height)
+    }
+
+    /// The stored level tile `t` is cropped from: its level's, unless the tile lies wholly
+    /// in the last row or column that level lacks where it is a pixel short (then, like
+    /// any level without one, it is made from the level above, as the cut makes it).
+    private func storedLevel(for t: TileCoordinate) -> StoredLevel? {
+        guard let stored = plan[t.level] else { return nil }
+        let rect = geometry.rectInLevel(t)
+        let turned = orientation >= 5 && orientation <= 8
+        // Where a stored level is short, autorotation keeps the gap at the right or the
+        // bottom: levels it would move to the left or top are not used (see `init`).
+        let (width, height) = turned ? (stored.height, stored.width) : (stored.width, stored.height)
+        return rect.x < width && rect.y < height ? stored : nil
     }
 
     private func copy(_ part: TilePixels, into canvas: inout [UInt8], rowBytes: Int, x: Int, y: Int) {

@@ -110,6 +110,15 @@ final class VipsImageHandle {
         return VipsImageHandle(taking: out, keepAlive: keepAlive)
     }
 
+    /// Made `width × height` (never smaller) by repeating the last column and row.
+    func extended(toWidth width: Int, height: Int) throws(ImagingError) -> VipsImageHandle {
+        var out: UnsafeMutablePointer<VipsImage>?
+        guard tiler_source_extend(pointer, Int32(width), Int32(height), &out) == 0, let out else {
+            throw .libvips(Vips.takeError())
+        }
+        return VipsImageHandle(taking: out, keepAlive: keepAlive)
+    }
+
     /// Turned and flipped as its EXIF orientation says, the tag removed.
     func autorotated() throws(ImagingError) -> VipsImageHandle {
         var out: UnsafeMutablePointer<VipsImage>?

@@ -7,18 +7,6 @@ import TilerCore
 /// `icc_transform`, and padded pyramids against an unpadded cut of the same image, also
 /// through a running server's DeepZoom and IIIF routes.
 @Suite(.serialized) struct FaithfulPicturesTests {
-    /// `jpeg` with an EXIF APP1 segment right after SOI holding one tag: Orientation.
-    static func withOrientation(_ jpeg: [UInt8], _ orientation: UInt16) -> [UInt8] {
-        func be16(_ v: UInt16) -> [UInt8] { [UInt8(v >> 8), UInt8(v & 0xFF)] }
-        func be32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8((v >> 16) & 0xFF), UInt8((v >> 8) & 0xFF), UInt8(v & 0xFF)] }
-        // Big-endian TIFF header, IFD0 at 8 with one entry: 0x0112 SHORT ×1, then no next IFD.
-        let tiff = Array("MM".utf8) + be16(42) + be32(8) + be16(1)
-            + be16(0x0112) + be16(3) + be32(1) + be16(orientation) + be16(0) + be32(0)
-        let payload = Array("Exif".utf8) + [0, 0] + tiff
-        let app1 = [0xFF, 0xE1] + be16(UInt16(payload.count + 2)) + payload
-        return Array(jpeg[..<2]) + app1 + Array(jpeg[2...])
-    }
-
     /// The largest difference of any sample between two rasters of the same size.
     static func maximumDifference(_ a: Raster, _ b: Raster) -> Int {
         precondition((a.width, a.height, a.bands) == (b.width, b.height, b.bands))
@@ -42,7 +30,7 @@ import TilerCore
         let plain = scratch.path("plain.jpg")
         try CutCommandTests.makeImage(plain, width: 600, height: 300, bands: 3, scratch: scratch)
         let photo = scratch.path("photo.jpg")
-        try Data(Self.withOrientation([UInt8](try Data(contentsOf: URL(fileURLWithPath: plain))), UInt16(orientation)))
+        try Data(jpegWithOrientation([UInt8](try Data(contentsOf: URL(fileURLWithPath: plain))), UInt16(orientation)))
             .write(to: URL(fileURLWithPath: photo))
         #expect(try run("vipsheader", ["-f", "orientation", photo]).stdout.hasPrefix("\(orientation)"))
         let root = scratch.url.appendingPathComponent("tiles")

@@ -147,6 +147,89 @@ func withSourcesServer(_ folder: SourceFolder, root: PyramidRoot? = nil, log: Co
         }
     }
 
+    /// EXIF orientations 5–8 (those that swap width and height) on sources with stored
+    /// levels: a pyramidal TIFF whose pages carry the tag, and a JPEG read with
+    /// shrink-on-load. Served tiles are `vips autorot` of the source: at full resolution
+    /// exactly, below within a mean absolute difference of 2 of `vips shrink` of it. The
+    /// source is 2561 × 1794 as stored: odd across, so the TIFF's second page (1280 wide)
+    /// is a pixel short of its level (1281), whose last tile row or column is one pixel of
+    /// that missing edge; and a stored level is used only where its pixel grid is the
+    /// level's (not when autorotation reverses the odd axis: orientations 7 and 8). Before,
+    /// that one-pixel row was a 500 (a region outside the stored level), and so was every
+    /// tile made from it, upright too (orientation 1).
+    @Test(.timeLimit(.minutes(5)), arguments: [SourceKind.pyramidalTIFF, .jpeg], [1, 5, 6, 7, 8])
+    func orientedSourcesAreServedAsVipsAutorotTurnsThem(_ kind: SourceKind, _ orientation: Int) throws {
+        let folder = try SourceFolder()
+        let vips = folder.pictures.vips
+        let work = folder.sources.path + "/.work"
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        try folder.pictures.writePicture(width: 2561, height: 1794, to: "\(work)/plain.jpg", as: .jpeg, work: work)
+        let oriented = "\(work)/oriented.jpg"
+        let plain = try Array(Data(contentsOf: URL(fileURLWithPath: "\(work)/plain.jpg")))
+        try Data(jpegWithOrientation(plain, UInt16(orientation))).write(to: URL(fileURLWithPath: oriented))
+        let staged = "\(work)/turned.\(kind.fileExtension)"
+        if kind == .jpeg {
+            #expect(rename(oriented, staged) == 0)
+        } else {
+            try folder.pictures.save(oriented, to: staged, as: kind)
+        }
+        #expect(try runTool("/usr/bin/env", ["vipsheader", "-f", "orientation", staged]).hasPrefix("\(orientation)"))
+        let file = "\(folder.sources.path)/turned.\(kind.fileExtension)"
+        #expect(rename(staged, file) == 0)
+        try runTool(vips, ["autorot", file, "\(work)/upright.v"])
+
+        try withSourcesServer(folder) { server in
+            let pyramid = try #require(server.store.pyramids.first)
+            let source = try #require(pyramid.source as? SourceFileSource)
+            let geometry = pyramid.geometry
+            #expect(orientation == 1 ? (geometry.width, geometry.height) == (2561, 1794) : (geometry.width, geometry.height) == (1794, 2561))
+            let aligned = [1, 5, 6].contains(orientation)
+            #expect(source.pyramid.levelSources[geometry.maxLevel - 1] == (aligned ? (kind == .jpeg ? "shrink 2" : "page 1") : "from the level above"),
+                    "\(source.pyramid.levelSources)")
+            for level in geometry.levels {
+                let k = geometry.maxLevel - level.level
+                let reference = "\(work)/level-\(k).v"
+                if k == 0 {
+                    try runTool(vips, ["copy", "\(work)/upright.v", reference])
+                } else {
+                    try runTool(vips, ["shrink", "\(work)/upright.v", reference, "\(1 << k)", "\(1 << k)", "--ceil"])
+                }
+                let expected = try VipsImageHandle.openSequential(path: reference)
+                #expect((expected.width, expected.height) == (level.width, level.height))
+                let pixels = try expected.pixels(), bands = expected.bands
+                for row in 0..<level.rows {
+                    for column in 0..<level.columns {
+                        let tile = TileCoordinate(level: level.level, row: row, column: column)
+                        let r = try fetch(server.port, "/images/turned/tiles/\(tile.level)/\(tile.row)/\(tile.column).png")
+                        guard r.status == 200 else {
+                            Issue.record("tile \(tile): \(r.status) \(r.text.prefix(200))")
+                            continue
+                        }
+                        let got = try decodedPixels(r.body)
+                        let rect = geometry.rectInLevel(tile)
+                        guard (got.width, got.height, got.bands) == (rect.width, rect.height, bands) else {
+                            Issue.record("tile \(tile) is \(got.width)×\(got.height)×\(got.bands), not \(rect.width)×\(rect.height)×\(bands)")
+                            continue
+                        }
+                        var sum = 0
+                        for y in 0..<rect.height {
+                            for x in 0..<rect.width * bands {
+                                sum += abs(Int(got.pixels[y * rect.width * bands + x]) - Int(pixels[((rect.y + y) * level.width + rect.x) * bands + x]))
+                            }
+                        }
+                        let mad = Double(sum) / Double(got.pixels.count)
+                        if k == 0 {
+                            #expect(sum == 0, "orientation \(orientation): full-resolution tile \(tile) is not vips autorot's (MAD \(mad))")
+                        } else {
+                            #expect(mad <= 2, "orientation \(orientation): tile \(tile): mean absolute difference \(mad)")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// A level is made the same way whatever is cached: asking coarse levels first (made
     /// from the source or from the level above, nothing cached) and fine levels first
     /// (the level above cached) gives the same bytes.
@@ -190,7 +273,7 @@ func withSourcesServer(_ folder: SourceFolder, root: PyramidRoot? = nil, log: Co
             (0..<deepest.columns).map { TileCoordinate(level: deepest.level, row: row, column: $0) }
         }
         // As `tiler serve --sources` sets it: the 64 requests fit in the render queue.
-        try withSourcesServer(folder, { $0.http.threads = 2; $0.http.maximumQueuedRenders = 1024 }) { server in
+        try withSourcesServer(folder, { $0.http.threads = 2; $0.http.maximumQueuedRenders = ServerConfiguration.sourcesQueuedRenders }) { server in
             let source = try #require(server.store.pyramids.first?.source as? SourceFileSource)
             let failures = Failures()
             // Real threads (not GCD's pool, which other tests in this process share).

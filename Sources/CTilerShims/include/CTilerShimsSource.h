@@ -21,10 +21,13 @@ int tiler_source_get_int(VipsImage *in, const char *name, int fallback);
 /* Whether the image carries an embedded ICC profile. */
 int tiler_source_has_icc(VipsImage *in);
 
+/* `in` made `width` × `height` (never smaller) by repeating its last column and row
+   (VIPS_EXTEND_COPY): a reduced level stored a pixel smaller than the pyramid's level
+   (TIFF pyramids and JPEG shrink-on-load round sizes down, the geometry rounds up). */
+int tiler_source_extend(VipsImage *in, int width, int height, VipsImage **out);
+
 /* The pixels of the rectangle (left, top, width, height) of `in` (8-bit, any bands),
-   computed into a new buffer of rows (free with g_free). The part of the rectangle past
-   the image's right or bottom edge repeats its last column or row (VIPS_EXTEND_COPY):
-   a reduced level stored one pixel smaller than the pyramid's geometry. */
+   which must lie inside it, computed into a new buffer of rows (free with g_free). */
 int tiler_source_region(VipsImage *in, int left, int top, int width, int height,
                         uint8_t **pixels, size_t *length);
 

@@ -1,0 +1,1 @@
+../TilerCLITests/ExifOrientation.swift
