@@ -26,8 +26,9 @@ let package = Package(
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // Fixed-arity wrappers for the libvips calls Swift cannot make (C varargs).
         // Also JPEG and WebP tiles straight from strip rows with libjpeg and libwebp.
-        .target(name: "CTilerShims", dependencies: ["CVips", "CPNG"],
-                linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("webp"), .linkedLibrary("deflate")]),
+        .target(
+            name: "CTilerShims", dependencies: ["CVips", "CPNG"],
+            linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("webp"), .linkedLibrary("deflate")]),
         // epoll, accept4 and friends, which Glibc's Swift module does not expose.
         .target(name: "CNetShims"),
         // renameat2 (exchange, no-replace), which Glibc's Swift module does not expose.
@@ -50,25 +51,32 @@ let package = Package(
         // libvips and libpng behind small Swift types; the pyramid cutter.
         .target(name: "TilerImaging", dependencies: ["TilerCore", "TilerStorage", "CVips", "CPNG", "CTilerShims"]),
         // Sockets, HTTP/1.1 parsing and writing, connections, limits.
-        .target(name: "TilerHTTP", dependencies: [
-            "CNetShims",
-            .product(name: "Logging", package: "swift-log"),
-        ]),
+        .target(
+            name: "TilerHTTP",
+            dependencies: [
+                "CNetShims",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         // Routes: tile store, cache, JSON API, DeepZoom, IIIF, viewer assets. The viewer's
         // files are compiled in as byte arrays (`PackageResources`): the binary needs no
         // bundle beside it.
-        .target(name: "TilerServer", dependencies: [
-            "TilerCore", "TilerHTTP", "TilerImaging", "TilerStorage", "ObjectStorage",
-            .product(name: "Logging", package: "swift-log"),
-        ], resources: [
-            .embedInCode("Viewer/index.html"), .embedInCode("Viewer/viewer.css"), .embedInCode("Viewer/viewer.js"),
-        ]),
+        .target(
+            name: "TilerServer",
+            dependencies: [
+                "TilerCore", "TilerHTTP", "TilerImaging", "TilerStorage", "ObjectStorage",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            resources: [
+                .embedInCode("Viewer/index.html"), .embedInCode("Viewer/viewer.css"), .embedInCode("Viewer/viewer.js"),
+            ]),
         // The command line: thin, one file per subcommand.
-        .executableTarget(name: "tiler", dependencies: [
-            "TilerCore", "TilerImaging", "TilerServer", "TilerHTTP", "TilerStorage", "ObjectStorage",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            .product(name: "Logging", package: "swift-log"),
-        ]),
+        .executableTarget(
+            name: "tiler",
+            dependencies: [
+                "TilerCore", "TilerImaging", "TilerServer", "TilerHTTP", "TilerStorage", "ObjectStorage",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
 
         .testTarget(name: "TilerCoreTests", dependencies: ["TilerCore"]),
         .testTarget(name: "PMTilesTests", dependencies: ["PMTiles"]),
@@ -76,10 +84,12 @@ let package = Package(
         .testTarget(name: "TilerStorageTests", dependencies: ["TilerStorage", "PMTiles", "TilerCore", "ObjectStorage", "S3TestSupport"]),
         .testTarget(name: "TilerImagingTests", dependencies: ["TilerImaging", "TilerCore"]),
         .testTarget(name: "TilerHTTPTests", dependencies: ["TilerHTTP"]),
-        .testTarget(name: "TilerServerTests", dependencies: [
-            "TilerServer", "TilerCore", "TilerHTTP", "TilerImaging", "TilerStorage", "ObjectStorage", "S3TestSupport",
-            .product(name: "Logging", package: "swift-log"),
-        ]),
+        .testTarget(
+            name: "TilerServerTests",
+            dependencies: [
+                "TilerServer", "TilerCore", "TilerHTTP", "TilerImaging", "TilerStorage", "ObjectStorage", "S3TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         .testTarget(name: "TilerCLITests", dependencies: ["TilerCore", "S3TestSupport"]),
         // Tests only: starts scripts/s3-test-server (moto) on a loopback port.
         .target(name: "S3TestSupport", path: "Tests/S3TestSupport"),

@@ -38,7 +38,8 @@ public struct S3Object: Sendable, Hashable {
             return n
         }
         guard let y = number(0..<4), let m = number(5..<7), let d = number(8..<10), let h = number(11..<13),
-              let mi = number(14..<16), let s = number(17..<19), (1...12).contains(m), (1...31).contains(d), h < 24, mi < 60, s < 61 else {
+            let mi = number(14..<16), let s = number(17..<19), (1...12).contains(m), (1...31).contains(d), h < 24, mi < 60, s < 61
+        else {
             return nil
         }
         // Days from the civil date (Howard Hinnant's algorithm).
@@ -76,8 +77,9 @@ public final class S3Client: Sendable {
 
     public init(configuration: S3Configuration) {
         self.configuration = configuration
-        session = CurlSession(credentials: configuration.credentials, region: configuration.region,
-                              connectTimeout: configuration.connectTimeout)
+        session = CurlSession(
+            credentials: configuration.credentials, region: configuration.region,
+            connectTimeout: configuration.connectTimeout)
     }
 
     // MARK: - Operations
@@ -87,7 +89,7 @@ public final class S3Client: Sendable {
         let response: HTTPResponse
         do {
             response = try send("HEAD", bucket: bucket, key: key, method: "HEAD", bodyLimit: 0)
-        } catch where error.status == 404 {
+        } catch  where error.status == 404 {
             return nil
         }
         return try objectInfo(response, operation: "HEAD", bucket: bucket, key: key)
@@ -96,15 +98,18 @@ public final class S3Client: Sendable {
     /// Exactly `length` bytes at `offset` (a range request). With `ifMatch`, an object
     /// whose ETag is no longer that one is refused (`412 PreconditionFailed`) instead of
     /// mixing bytes of two versions.
-    public func get(bucket: String, key: String, offset: UInt64, length: Int, ifMatch: String? = nil,
-                    timeout: Double? = nil) throws(S3Error) -> [UInt8] {
+    public func get(
+        bucket: String, key: String, offset: UInt64, length: Int, ifMatch: String? = nil,
+        timeout: Double? = nil
+    ) throws(S3Error) -> [UInt8] {
         precondition(length >= 0)
         if length == 0 { return [] }
         let last = offset + UInt64(length) - 1
         var headers = ["Range: bytes=\(offset)-\(last)"]
         if let ifMatch { headers.append("If-Match: \(ifMatch)") }
-        let response = try send("GET", bucket: bucket, key: key, method: "GET", headers: headers,
-                                bodyLimit: length, reserve: length, timeout: timeout)
+        let response = try send(
+            "GET", bucket: bucket, key: key, method: "GET", headers: headers,
+            bodyLimit: length, reserve: length, timeout: timeout)
         let bad = { (why: String) in S3Error(.invalidResponse, operation: "GET", bucket: bucket, key: key, message: why) }
         switch response.status {
         case 206:
@@ -113,7 +118,7 @@ public final class S3Client: Sendable {
                 throw bad("asked for bytes \(offset)-\(last), got Content-Range '\(response.headers["content-range"] ?? "")'")
             }
         case 200 where offset == 0:
-            break // the whole object, which is exactly the range if the length matches below
+            break  // the whole object, which is exactly the range if the length matches below
         default:
             throw bad("asked for a range, got HTTP \(response.status)")
         }
@@ -126,33 +131,41 @@ public final class S3Client: Sendable {
     /// Stores `body` under `key` in one request. With `ifNoneMatch`, an existing key is
     /// left alone and the answer is `412 PreconditionFailed`. Returns the new ETag.
     @discardableResult
-    public func put(bucket: String, key: String, body: HTTPBody, ifNoneMatch: Bool = false,
-                    isCancelled: (@Sendable () -> Bool)? = nil) throws(S3Error) -> String {
-        let response = try send("PUT", bucket: bucket, key: key, method: "PUT",
-                                headers: ifNoneMatch ? ["If-None-Match: *"] : [], body: body.request,
-                                bodyLimit: Self.errorDocumentLimit, isCancelled: isCancelled)
+    public func put(
+        bucket: String, key: String, body: HTTPBody, ifNoneMatch: Bool = false,
+        isCancelled: (@Sendable () -> Bool)? = nil
+    ) throws(S3Error) -> String {
+        let response = try send(
+            "PUT", bucket: bucket, key: key, method: "PUT",
+            headers: ifNoneMatch ? ["If-None-Match: *"] : [], body: body.request,
+            bodyLimit: Self.errorDocumentLimit, isCancelled: isCancelled)
         return response.headers["etag"] ?? ""
     }
 
     /// Starts a multipart upload; returns its id. Not retried (a retry could leave an
     /// orphan upload).
     public func createMultipartUpload(bucket: String, key: String) throws(S3Error) -> String {
-        let response = try send("CreateMultipartUpload", bucket: bucket, key: key, method: "POST",
-                                query: [("uploads", "")], bodyLimit: Self.documentLimit, idempotent: false)
+        let response = try send(
+            "CreateMultipartUpload", bucket: bucket, key: key, method: "POST",
+            query: [("uploads", "")], bodyLimit: Self.documentLimit, idempotent: false)
         guard let id = XMLText.value("UploadId", in: response.text), !id.isEmpty else {
-            throw S3Error(.invalidResponse, operation: "CreateMultipartUpload", bucket: bucket, key: key,
-                          message: "the answer has no UploadId")
+            throw S3Error(
+                .invalidResponse, operation: "CreateMultipartUpload", bucket: bucket, key: key,
+                message: "the answer has no UploadId")
         }
         return id
     }
 
     /// Uploads part `number` (1...10,000); returns its ETag for ``completeMultipartUpload``.
-    public func uploadPart(bucket: String, key: String, uploadID: String, number: Int, body: HTTPBody,
-                           isCancelled: (@Sendable () -> Bool)? = nil) throws(S3Error) -> String {
+    public func uploadPart(
+        bucket: String, key: String, uploadID: String, number: Int, body: HTTPBody,
+        isCancelled: (@Sendable () -> Bool)? = nil
+    ) throws(S3Error) -> String {
         let operation = "UploadPart \(number)"
-        let response = try send(operation, bucket: bucket, key: key, method: "PUT",
-                                query: [("partNumber", String(number)), ("uploadId", uploadID)],
-                                body: body.request, bodyLimit: Self.errorDocumentLimit, isCancelled: isCancelled)
+        let response = try send(
+            operation, bucket: bucket, key: key, method: "PUT",
+            query: [("partNumber", String(number)), ("uploadId", uploadID)],
+            body: body.request, bodyLimit: Self.errorDocumentLimit, isCancelled: isCancelled)
         guard let etag = response.headers["etag"], !etag.isEmpty else {
             throw S3Error(.invalidResponse, operation: operation, bucket: bucket, key: key, message: "the answer has no ETag")
         }
@@ -163,8 +176,10 @@ public final class S3Client: Sendable {
     /// existing key is left alone (`412 PreconditionFailed`). If a retry finds the upload
     /// gone because the first attempt completed it, an object of `expectedSize` bytes
     /// under `key` counts as success.
-    public func completeMultipartUpload(bucket: String, key: String, uploadID: String, parts: [(number: Int, etag: String)],
-                                        expectedSize: UInt64, ifNoneMatch: Bool = false) throws(S3Error) {
+    public func completeMultipartUpload(
+        bucket: String, key: String, uploadID: String, parts: [(number: Int, etag: String)],
+        expectedSize: UInt64, ifNoneMatch: Bool = false
+    ) throws(S3Error) {
         var xml = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
         for part in parts {
             xml += "<Part><PartNumber>\(part.number)</PartNumber><ETag>\(XMLText.escape(part.etag))</ETag></Part>"
@@ -172,17 +187,19 @@ public final class S3Client: Sendable {
         xml += "</CompleteMultipartUpload>"
         var attempts = 0
         do throws(S3Error) {
-            let response = try send("CompleteMultipartUpload", bucket: bucket, key: key, method: "POST",
-                                    query: [("uploadId", uploadID)],
-                                    headers: ["Content-Type: application/xml"] + (ifNoneMatch ? ["If-None-Match: *"] : []),
-                                    body: .bytes(Array(xml.utf8)), bodyLimit: Self.documentLimit, reserve: 0,
-                                    idempotent: true, timeout: nil, isCancelled: nil, attempts: &attempts)
+            let response = try send(
+                "CompleteMultipartUpload", bucket: bucket, key: key, method: "POST",
+                query: [("uploadId", uploadID)],
+                headers: ["Content-Type: application/xml"] + (ifNoneMatch ? ["If-None-Match: *"] : []),
+                body: .bytes(Array(xml.utf8)), bodyLimit: Self.documentLimit, reserve: 0,
+                idempotent: true, timeout: nil, isCancelled: nil, attempts: &attempts)
             // S3 may answer 200 and report the failure in the body.
             if let code = XMLText.value("Code", in: response.text), XMLText.elements("Error", in: response.text).count > 0 {
-                throw S3Error(.service(status: 200, code: code), operation: "CompleteMultipartUpload", bucket: bucket, key: key,
-                              message: XMLText.value("Message", in: response.text) ?? "")
+                throw S3Error(
+                    .service(status: 200, code: code), operation: "CompleteMultipartUpload", bucket: bucket, key: key,
+                    message: XMLText.value("Message", in: response.text) ?? "")
             }
-        } catch where attempts > 1 && (error.code == "NoSuchUpload" || error.code == "PreconditionFailed") {
+        } catch  where attempts > 1 && (error.code == "NoSuchUpload" || error.code == "PreconditionFailed") {
             guard let info = try head(bucket: bucket, key: key), info.size == expectedSize else { throw error }
         }
     }
@@ -191,54 +208,67 @@ public final class S3Client: Sendable {
     /// error.
     public func abortMultipartUpload(bucket: String, key: String, uploadID: String) throws(S3Error) {
         do {
-            try send("AbortMultipartUpload", bucket: bucket, key: key, method: "DELETE",
-                     query: [("uploadId", uploadID)], bodyLimit: Self.errorDocumentLimit)
-        } catch where error.status == 404 {
+            try send(
+                "AbortMultipartUpload", bucket: bucket, key: key, method: "DELETE",
+                query: [("uploadId", uploadID)], bodyLimit: Self.errorDocumentLimit)
+        } catch  where error.status == 404 {
             return
         }
     }
 
     /// One page (up to `maxKeys`, at most 1,000 objects) of the keys starting with
     /// `prefix`.
-    public func list(bucket: String, prefix: String, continuationToken: String? = nil, maxKeys: Int? = nil,
-                     timeout: Double? = nil) throws(S3Error) -> S3ListPage {
+    public func list(
+        bucket: String, prefix: String, continuationToken: String? = nil, maxKeys: Int? = nil,
+        timeout: Double? = nil
+    ) throws(S3Error) -> S3ListPage {
         var query = [("list-type", "2"), ("prefix", prefix)]
         if let continuationToken { query.append(("continuation-token", continuationToken)) }
         if let maxKeys { query.append(("max-keys", String(maxKeys))) }
-        let response = try send("ListObjectsV2", bucket: bucket, key: nil, method: "GET", query: query,
-                                bodyLimit: Self.documentLimit, timeout: timeout)
+        let response = try send(
+            "ListObjectsV2", bucket: bucket, key: nil, method: "GET", query: query,
+            bodyLimit: Self.documentLimit, timeout: timeout)
         let text = response.text
         guard text.contains("<ListBucketResult") else {
-            throw S3Error(.invalidResponse, operation: "ListObjectsV2", bucket: bucket, key: nil, message: "the answer is not a ListBucketResult")
+            throw S3Error(
+                .invalidResponse, operation: "ListObjectsV2", bucket: bucket, key: nil, message: "the answer is not a ListBucketResult")
         }
         var objects: [S3Object] = []
         for block in XMLText.elements("Contents", in: text) {
             guard let key = XMLText.value("Key", in: block), let size = XMLText.value("Size", in: block).flatMap({ UInt64($0) }) else {
-                throw S3Error(.invalidResponse, operation: "ListObjectsV2", bucket: bucket, key: nil, message: "an entry has no Key or Size")
+                throw S3Error(
+                    .invalidResponse, operation: "ListObjectsV2", bucket: bucket, key: nil, message: "an entry has no Key or Size")
             }
-            objects.append(S3Object(key: key, size: size, etag: XMLText.value("ETag", in: block) ?? "",
-                                    lastModified: XMLText.value("LastModified", in: block).flatMap(S3Object.seconds(iso8601:))))
+            objects.append(
+                S3Object(
+                    key: key, size: size, etag: XMLText.value("ETag", in: block) ?? "",
+                    lastModified: XMLText.value("LastModified", in: block).flatMap(S3Object.seconds(iso8601:))))
         }
         let truncated = XMLText.value("IsTruncated", in: text) == "true"
         let token = XMLText.value("NextContinuationToken", in: text)
         if truncated, token?.isEmpty ?? true {
-            throw S3Error(.invalidResponse, operation: "ListObjectsV2", bucket: bucket, key: nil, message: "a truncated listing without a NextContinuationToken")
+            throw S3Error(
+                .invalidResponse, operation: "ListObjectsV2", bucket: bucket, key: nil,
+                message: "a truncated listing without a NextContinuationToken")
         }
         return S3ListPage(objects: objects, continuationToken: truncated ? token : nil)
     }
 
     /// Every key starting with `prefix`, page after page; more than `limit` objects is
     /// an error rather than an unbounded list.
-    public func listAll(bucket: String, prefix: String, limit: Int = 1_000_000, pageSize: Int? = nil,
-                        timeout: Double? = nil) throws(S3Error) -> [S3Object] {
+    public func listAll(
+        bucket: String, prefix: String, limit: Int = 1_000_000, pageSize: Int? = nil,
+        timeout: Double? = nil
+    ) throws(S3Error) -> [S3Object] {
         var objects: [S3Object] = []
         var token: String?
         repeat {
             let page = try list(bucket: bucket, prefix: prefix, continuationToken: token, maxKeys: pageSize, timeout: timeout)
             objects += page.objects
             guard objects.count <= limit else {
-                throw S3Error(.invalidResponse, operation: "ListObjectsV2", bucket: bucket, key: nil,
-                              message: "more than \(limit) objects under '\(prefix)'")
+                throw S3Error(
+                    .invalidResponse, operation: "ListObjectsV2", bucket: bucket, key: nil,
+                    message: "more than \(limit) objects under '\(prefix)'")
             }
             token = page.continuationToken
         } while token != nil
@@ -249,7 +279,7 @@ public final class S3Client: Sendable {
     public func delete(bucket: String, key: String) throws(S3Error) {
         do {
             try send("DELETE", bucket: bucket, key: key, method: "DELETE", bodyLimit: Self.errorDocumentLimit)
-        } catch where error.status == 404 {
+        } catch  where error.status == 404 {
             return
         }
     }
@@ -263,14 +293,17 @@ public final class S3Client: Sendable {
     /// signal handler can abort it) and `uploadEnded` is called when it is completed or
     /// aborted; `uploaded` gets the bytes sent so far after each part. With
     /// `ifNoneMatch`, an existing key is left alone (412).
-    public func upload(file descriptor: Int32, size: UInt64, bucket: String, key: String, ifNoneMatch: Bool,
-                       isCancelled: (@Sendable () -> Bool)? = nil,
-                       uploadStarted: (String) -> Void = { _ in }, uploadEnded: () -> Void = {},
-                       uploaded: (UInt64) -> Void = { _ in }) throws(S3Error) {
+    public func upload(
+        file descriptor: Int32, size: UInt64, bucket: String, key: String, ifNoneMatch: Bool,
+        isCancelled: (@Sendable () -> Bool)? = nil,
+        uploadStarted: (String) -> Void = { _ in }, uploadEnded: () -> Void = {},
+        uploaded: (UInt64) -> Void = { _ in }
+    ) throws(S3Error) {
         let partSize = configuration.partSize(forObjectOf: size)
         if size <= UInt64(partSize) {
-            try put(bucket: bucket, key: key, body: .file(descriptor: descriptor, offset: 0, length: Int(size)),
-                    ifNoneMatch: ifNoneMatch, isCancelled: isCancelled)
+            try put(
+                bucket: bucket, key: key, body: .file(descriptor: descriptor, offset: 0, length: Int(size)),
+                ifNoneMatch: ifNoneMatch, isCancelled: isCancelled)
             uploaded(size)
             return
         }
@@ -285,9 +318,10 @@ public final class S3Client: Sendable {
                     throw S3Error(.cancelled, operation: "UploadPart \(parts.count + 1)", bucket: bucket, key: key, message: "interrupted")
                 }
                 let length = Int(min(UInt64(partSize), size - offset))
-                let etag = try uploadPart(bucket: bucket, key: key, uploadID: uploadID, number: parts.count + 1,
-                                          body: .file(descriptor: descriptor, offset: offset, length: length),
-                                          isCancelled: isCancelled)
+                let etag = try uploadPart(
+                    bucket: bucket, key: key, uploadID: uploadID, number: parts.count + 1,
+                    body: .file(descriptor: descriptor, offset: offset, length: length),
+                    isCancelled: isCancelled)
                 parts.append((parts.count + 1, etag))
                 offset += UInt64(length)
                 uploaded(offset)
@@ -295,8 +329,9 @@ public final class S3Client: Sendable {
             if isCancelled?() == true {
                 throw S3Error(.cancelled, operation: "CompleteMultipartUpload", bucket: bucket, key: key, message: "interrupted")
             }
-            try completeMultipartUpload(bucket: bucket, key: key, uploadID: uploadID, parts: parts, expectedSize: size,
-                                        ifNoneMatch: ifNoneMatch)
+            try completeMultipartUpload(
+                bucket: bucket, key: key, uploadID: uploadID, parts: parts, expectedSize: size,
+                ifNoneMatch: ifNoneMatch)
         } catch {
             try? abortMultipartUpload(bucket: bucket, key: key, uploadID: uploadID)
             throw error
@@ -327,23 +362,28 @@ public final class S3Client: Sendable {
     }
 
     @discardableResult
-    private func send(_ operation: String, bucket: String, key: String?, method: String, query: [(String, String)] = [],
-                      headers: [String] = [], body: HTTPRequest.Body = .none, bodyLimit: Int, reserve: Int = 0,
-                      idempotent: Bool = true, timeout: Double? = nil,
-                      isCancelled: (@Sendable () -> Bool)? = nil) throws(S3Error) -> HTTPResponse {
+    private func send(
+        _ operation: String, bucket: String, key: String?, method: String, query: [(String, String)] = [],
+        headers: [String] = [], body: HTTPRequest.Body = .none, bodyLimit: Int, reserve: Int = 0,
+        idempotent: Bool = true, timeout: Double? = nil,
+        isCancelled: (@Sendable () -> Bool)? = nil
+    ) throws(S3Error) -> HTTPResponse {
         var attempts = 0
-        return try send(operation, bucket: bucket, key: key, method: method, query: query, headers: headers, body: body,
-                        bodyLimit: bodyLimit, reserve: reserve, idempotent: idempotent, timeout: timeout,
-                        isCancelled: isCancelled, attempts: &attempts)
+        return try send(
+            operation, bucket: bucket, key: key, method: method, query: query, headers: headers, body: body,
+            bodyLimit: bodyLimit, reserve: reserve, idempotent: idempotent, timeout: timeout,
+            isCancelled: isCancelled, attempts: &attempts)
     }
 
     /// Sends a request, retrying it (if `idempotent`) after connection errors, timeouts,
     /// 429 and 5xx, at most ``S3Configuration/retries`` times; any other non-2xx answer is
     /// an error carrying S3's code and message.
-    private func send(_ operation: String, bucket: String, key: String?, method: String, query: [(String, String)],
-                      headers: [String], body: HTTPRequest.Body, bodyLimit: Int, reserve: Int,
-                      idempotent: Bool, timeout: Double?, isCancelled: (@Sendable () -> Bool)?,
-                      attempts: inout Int) throws(S3Error) -> HTTPResponse {
+    private func send(
+        _ operation: String, bucket: String, key: String?, method: String, query: [(String, String)],
+        headers: [String], body: HTTPRequest.Body, bodyLimit: Int, reserve: Int,
+        idempotent: Bool, timeout: Double?, isCancelled: (@Sendable () -> Bool)?,
+        attempts: inout Int
+    ) throws(S3Error) -> HTTPResponse {
         let configuration = self.configuration
         var seconds = timeout ?? configuration.requestTimeout
         var lowSpeed: (Int, Int)?
@@ -351,9 +391,10 @@ public final class S3Client: Sendable {
             seconds += Double(body.length) / Double(configuration.minimumUploadRate)
             lowSpeed = (configuration.minimumUploadRate, max(1, Int(configuration.requestTimeout.rounded(.up))))
         }
-        var request = HTTPRequest(method: method, url: url(bucket: bucket, key: key, query: query), headers: headers,
-                                  body: body, bodyLimit: bodyLimit, reserve: reserve, timeout: seconds,
-                                  lowSpeed: lowSpeed, isCancelled: isCancelled)
+        var request = HTTPRequest(
+            method: method, url: url(bucket: bucket, key: key, query: query), headers: headers,
+            body: body, bodyLimit: bodyLimit, reserve: reserve, timeout: seconds,
+            lowSpeed: lowSpeed, isCancelled: isCancelled)
         let deadline = StorageDeadline.current
         while true {
             // A caller's deadline (a server answering a client) caps every attempt, and
@@ -361,8 +402,9 @@ public final class S3Client: Sendable {
             if let deadline {
                 let left = deadline.secondsLeft
                 guard left > 0.001 else {
-                    throw S3Error(.timedOut, operation: operation, bucket: bucket, key: key,
-                                  message: "no complete answer within the \(deadline.text) s allowed")
+                    throw S3Error(
+                        .timedOut, operation: operation, bucket: bucket, key: key,
+                        message: "no complete answer within the \(deadline.text) s allowed")
                 }
                 request.timeout = min(seconds, left)
             }
@@ -375,8 +417,11 @@ public final class S3Client: Sendable {
                 let text = response.text
                 let code = XMLText.value("Code", in: text) ?? Self.code(forStatus: response.status)
                 var message = XMLText.value("Message", in: text) ?? ""
-                if code == "PreconditionFailed", method == "GET" { message = "the object changed (its ETag is no longer the one read first)" }
-                error = S3Error(.service(status: response.status, code: code), operation: operation, bucket: bucket, key: key, message: message)
+                if code == "PreconditionFailed", method == "GET" {
+                    message = "the object changed (its ETag is no longer the one read first)"
+                }
+                error = S3Error(
+                    .service(status: response.status, code: code), operation: operation, bucket: bucket, key: key, message: message)
             case let .failure(failure):
                 error = Self.error(failure, operation: operation, bucket: bucket, key: key, seconds: request.timeout)
             }
@@ -388,20 +433,25 @@ public final class S3Client: Sendable {
         }
     }
 
-    private static func error(_ failure: TransferFailure, operation: String, bucket: String, key: String?,
-                              seconds: Double) -> S3Error {
+    private static func error(
+        _ failure: TransferFailure, operation: String, bucket: String, key: String?,
+        seconds: Double
+    ) -> S3Error {
         switch failure {
         case .cancelled:
             return S3Error(.cancelled, operation: operation, bucket: bucket, key: key, message: "interrupted")
         case let .bodyTooLarge(limit):
-            return S3Error(.invalidResponse, operation: operation, bucket: bucket, key: key, message: "the answer is larger than \(limit) bytes")
+            return S3Error(
+                .invalidResponse, operation: operation, bucket: bucket, key: key, message: "the answer is larger than \(limit) bytes")
         case let .readFailed(code):
-            return S3Error(.localFile, operation: operation, bucket: bucket, key: key,
-                           message: "reading the file to upload: \(String(cString: strerror(code)))")
+            return S3Error(
+                .localFile, operation: operation, bucket: bucket, key: key,
+                message: "reading the file to upload: \(String(cString: strerror(code)))")
         case let .curl(code, message):
             if code == CURLE_OPERATION_TIMEDOUT.rawValue {
-                return S3Error(.timedOut, operation: operation, bucket: bucket, key: key,
-                               message: "no complete answer within \(String(format: "%g", seconds)) s (\(message))")
+                return S3Error(
+                    .timedOut, operation: operation, bucket: bucket, key: key,
+                    message: "no complete answer within \(String(format: "%g", seconds)) s (\(message))")
             }
             return S3Error(.connection, operation: operation, bucket: bucket, key: key, message: message)
         }
@@ -441,7 +491,8 @@ public final class S3Client: Sendable {
             }
             // Byte order of the encoded names, as Signature V4 sorts them.
             let sorted = pairs.sorted { a, b in
-                a.name == b.name ? Array(a.value.utf8).lexicographicallyPrecedes(b.value.utf8)
+                a.name == b.name
+                    ? Array(a.value.utf8).lexicographicallyPrecedes(b.value.utf8)
                     : Array(a.name.utf8).lexicographicallyPrecedes(b.name.utf8)
             }
             url += "?" + sorted.map { pair in pair.name + "=" + pair.value }.joined(separator: "&")
@@ -456,7 +507,8 @@ public final class S3Client: Sendable {
         var out: [UInt8] = []
         out.reserveCapacity(text.utf8.count)
         for byte in text.utf8 {
-            let unreserved = (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39)
+            let unreserved =
+                (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39)
                 || byte == 0x2D || byte == 0x5F || byte == 0x2E || byte == 0x7E
             if unreserved || (keepingSlash && byte == 0x2F) {
                 out.append(byte)

@@ -53,10 +53,12 @@ public struct S3Configuration: Sendable, Hashable {
     public static let partSizeRange = (5 << 20)...(5 << 30)
     public static let maximumParts = 10_000
 
-    public init(credentials: S3Credentials, region: String = "us-east-1", endpoint: String? = nil,
-                connectTimeout: Double = defaultConnectTimeout, requestTimeout: Double = defaultRequestTimeout,
-                minimumUploadRate: Int = defaultMinimumUploadRate, retries: Int = defaultRetries,
-                partSize: Int = defaultPartSize) {
+    public init(
+        credentials: S3Credentials, region: String = "us-east-1", endpoint: String? = nil,
+        connectTimeout: Double = defaultConnectTimeout, requestTimeout: Double = defaultRequestTimeout,
+        minimumUploadRate: Int = defaultMinimumUploadRate, retries: Int = defaultRetries,
+        partSize: Int = defaultPartSize
+    ) {
         self.credentials = credentials
         self.region = region
         self.endpoint = endpoint
@@ -77,7 +79,8 @@ public struct S3Configuration: Sendable, Hashable {
             return text
         }
         guard let key = value("AWS_ACCESS_KEY_ID"), let secret = value("AWS_SECRET_ACCESS_KEY") else {
-            throw S3Error.configuration("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary credentials) to reach a bucket")
+            throw S3Error.configuration(
+                "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary credentials) to reach a bucket")
         }
         self.init(credentials: S3Credentials(accessKeyID: key, secretAccessKey: secret, sessionToken: value("AWS_SESSION_TOKEN")))
         region = value("AWS_REGION") ?? value("AWS_DEFAULT_REGION") ?? "us-east-1"
@@ -111,7 +114,8 @@ public struct S3Configuration: Sendable, Hashable {
         var trimmed = text
         while trimmed.hasSuffix("/") { trimmed.removeLast() }
         guard let url = URL(string: trimmed), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
-              let host = url.host, !host.isEmpty, url.path.isEmpty, url.query == nil, url.user == nil else {
+            let host = url.host, !host.isEmpty, url.path.isEmpty, url.query == nil, url.user == nil
+        else {
             throw S3Error.configuration("the S3 endpoint '\(text)' is not http(s)://HOST[:PORT]")
         }
         return trimmed

@@ -16,15 +16,19 @@ public struct S3Location: Sendable, Hashable, CustomStringConvertible {
         let rest = text.dropFirst(Self.scheme.count)
         let bucket = String(rest.prefix { $0 != "/" })
         guard Self.isBucketName(bucket) else {
-            throw .configuration("'\(bucket)' in '\(text)' is not a bucket name (3-63 characters: a-z, 0-9, '.', '-', starting and ending with a letter or digit)")
+            throw .configuration(
+                "'\(bucket)' in '\(text)' is not a bucket name (3-63 characters: a-z, 0-9, '.', '-', starting and ending with a letter or digit)"
+            )
         }
         var prefix = String(rest.dropFirst(bucket.count))
         while prefix.hasPrefix("/") { prefix.removeFirst() }
         while prefix.hasSuffix("/") { prefix.removeLast() }
         guard !prefix.contains("//"), prefix.utf8.count <= 900,
-              !prefix.split(separator: "/").contains(where: { $0 == "." || $0 == ".." }),
-              prefix.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
-            throw .configuration("the prefix '\(prefix)' in '\(text)' is not usable (no empty, '.' or '..' parts, no control characters, at most 900 bytes)")
+            !prefix.split(separator: "/").contains(where: { $0 == "." || $0 == ".." }),
+            prefix.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F })
+        else {
+            throw .configuration(
+                "the prefix '\(prefix)' in '\(text)' is not usable (no empty, '.' or '..' parts, no control characters, at most 900 bytes)")
         }
         self.bucket = bucket
         self.prefix = prefix

@@ -15,7 +15,8 @@ enum XMLText {
             let afterName = rest[start.upperBound...]
             guard let next = afterName.first else { break }
             guard next == ">" || next == "/" || next == " " || next == "\t" || next == "\n" || next == "\r",
-                  let tagEnd = afterName.firstIndex(of: ">") else {
+                let tagEnd = afterName.firstIndex(of: ">")
+            else {
                 rest = afterName
                 continue
             }

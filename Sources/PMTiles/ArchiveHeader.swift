@@ -89,8 +89,10 @@ public struct ArchiveHeader: Sendable, Hashable {
         var b: [UInt8] = Array("PMTiles".utf8)
         b.reserveCapacity(Self.size)
         b.append(Self.version)
-        for v in [rootOffset, rootLength, metadataOffset, metadataLength, leafDirectoryOffset, leafDirectoryLength,
-                  tileDataOffset, tileDataLength, addressedTiles, tileEntries, tileContents] {
+        for v in [
+            rootOffset, rootLength, metadataOffset, metadataLength, leafDirectoryOffset, leafDirectoryLength,
+            tileDataOffset, tileDataLength, addressedTiles, tileEntries, tileContents,
+        ] {
             Self.appendLittleEndian(v, byteCount: 8, to: &b)
         }
         b.append(clustered ? 1 : 0)

@@ -146,9 +146,11 @@ public struct DirectoryLayout: Sendable {
     /// Lays out `entries` (sorted by tile id, all with `runLength > 0`) as one root
     /// directory if it fits in `rootLimit` compressed bytes, else as leaves of
     /// `initialLeafSize` entries (grown by a fifth until the root of leaf pointers fits).
-    public init(entries: [DirectoryEntry], compression: Compression,
-                rootLimit: Int = ArchiveHeader.headerAndRootLimit - ArchiveHeader.size,
-                initialLeafSize: Int = 4096) {
+    public init(
+        entries: [DirectoryEntry], compression: Compression,
+        rootLimit: Int = ArchiveHeader.headerAndRootLimit - ArchiveHeader.size,
+        initialLeafSize: Int = 4096
+    ) {
         precondition(!entries.isEmpty, "an archive needs at least one tile")
         let whole = compression.compress(Directory.encode(entries))
         if whole.count <= rootLimit {
@@ -163,8 +165,10 @@ public struct DirectoryLayout: Sendable {
             while start < entries.count {
                 let end = min(start + leafSize, entries.count)
                 let leaf = compression.compress(Directory.encode(Array(entries[start..<end])))
-                pointers.append(DirectoryEntry(tileID: entries[start].tileID, offset: UInt64(leaves.count),
-                                               length: UInt32(leaf.count), runLength: 0))
+                pointers.append(
+                    DirectoryEntry(
+                        tileID: entries[start].tileID, offset: UInt64(leaves.count),
+                        length: UInt32(leaf.count), runLength: 0))
                 leaves.append(contentsOf: leaf)
                 start = end
             }

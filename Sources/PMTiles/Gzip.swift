@@ -8,8 +8,9 @@ public enum Gzip {
     public static func compress(_ bytes: [UInt8]) -> [UInt8] {
         var stream = z_stream()
         // windowBits 15 + 16: a gzip wrapper instead of zlib's.
-        let status = deflateInit2_(&stream, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY,
-                                   zlibVersion(), Int32(MemoryLayout<z_stream>.size))
+        let status = deflateInit2_(
+            &stream, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY,
+            zlibVersion(), Int32(MemoryLayout<z_stream>.size))
         precondition(status == Z_OK, "zlib deflateInit2 failed (\(status)): out of memory")
         defer { deflateEnd(&stream) }
         let bound = Int(deflateBound(&stream, uLong(bytes.count)))

@@ -81,8 +81,10 @@ public enum TileID {
     /// before it enters the next, so the quarters are visited in the order of their
     /// first cells' ids, and recursively. Memory is the recursion's depth, time a few id
     /// computations per tile.
-    public static func forEachTile<E: Error>(zoom: Int, columns: UInt64, rows: UInt64,
-                                             _ body: (_ x: UInt64, _ y: UInt64) throws(E) -> Void) throws(E) {
+    public static func forEachTile<E: Error>(
+        zoom: Int, columns: UInt64, rows: UInt64,
+        _ body: (_ x: UInt64, _ y: UInt64) throws(E) -> Void
+    ) throws(E) {
         precondition(zoom >= 0 && zoom <= maximumZoom, "zoom \(zoom) outside 0...\(maximumZoom)")
         let n = UInt64(1) << UInt64(zoom)
         precondition(columns <= n && rows <= n, "\(columns)×\(rows) tiles do not fit zoom \(zoom)")

@@ -43,9 +43,10 @@ public struct DeepZoomGeometry: Sendable, Hashable {
         let w = ceilDiv(pyramid.width, f)
         let h = ceilDiv(pyramid.height, f)
         let z = level - levelsBelowPyramid
-        return DeepZoomLevel(level: level, width: w, height: h,
-                             columns: ceilDiv(w, pyramid.tileSize), rows: ceilDiv(h, pyramid.tileSize),
-                             pyramidLevel: z >= 0 ? z : nil)
+        return DeepZoomLevel(
+            level: level, width: w, height: h,
+            columns: ceilDiv(w, pyramid.tileSize), rows: ceilDiv(h, pyramid.tileSize),
+            pyramidLevel: z >= 0 ? z : nil)
     }
 
     /// Every DeepZoom level, smallest first.
@@ -101,10 +102,10 @@ extension DeepZoomGeometry {
     /// Returns nil for anything that is not non-negative decimal numbers and an extension.
     public static func parseTilePath(level: String, file: String) -> (level: Int, column: Int, row: Int, fileExtension: String)? {
         guard let l = strictNonNegative(level),
-              let dot = file.lastIndex(of: "."),
-              let underscore = file[..<dot].firstIndex(of: "_"),
-              let c = strictNonNegative(String(file[..<underscore])),
-              let r = strictNonNegative(String(file[file.index(after: underscore)..<dot]))
+            let dot = file.lastIndex(of: "."),
+            let underscore = file[..<dot].firstIndex(of: "_"),
+            let c = strictNonNegative(String(file[..<underscore])),
+            let r = strictNonNegative(String(file[file.index(after: underscore)..<dot]))
         else { return nil }
         let ext = String(file[file.index(after: dot)...])
         guard !ext.isEmpty else { return nil }
@@ -115,7 +116,7 @@ extension DeepZoomGeometry {
 /// A non-negative decimal integer of at most 9 digits (no sign, no spaces).
 func strictNonNegative(_ text: String) -> Int? {
     guard !text.isEmpty, text.utf8.count <= 9,
-          text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+        text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
     else { return nil }
     return Int(text)
 }

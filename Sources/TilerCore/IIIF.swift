@@ -134,8 +134,10 @@ public struct IIIFImageRequest: Sendable, Hashable {
     public var quality: IIIFQuality
     public var format: IIIFFormat
 
-    public init(identifier: String, region: IIIFRegion, size: IIIFSize, rotation: IIIFRotation,
-                quality: IIIFQuality, format: IIIFFormat) {
+    public init(
+        identifier: String, region: IIIFRegion, size: IIIFSize, rotation: IIIFRotation,
+        quality: IIIFQuality, format: IIIFFormat
+    ) {
         self.identifier = identifier
         self.region = region
         self.size = size
@@ -198,8 +200,10 @@ public enum IIIFRoute: Sendable, Hashable {
             guard let format = IIIFFormat(rawValue: String(qf[qf.index(after: dot)...])) else {
                 throw .badRequest("format '\(qf[qf.index(after: dot)...].prefix(40))' is not supported; use jpg, png or webp")
             }
-            return .image(IIIFImageRequest(identifier: identifier, region: region, size: size,
-                                           rotation: rotation, quality: quality, format: format))
+            return .image(
+                IIIFImageRequest(
+                    identifier: identifier, region: region, size: size,
+                    rotation: rotation, quality: quality, format: format))
         default:
             throw .notFound("not a IIIF URL: expected {identifier}/info.json or {identifier}/{region}/{size}/{rotation}/{quality}.{format}")
         }
@@ -314,8 +318,9 @@ public struct IIIFImagePlan: Sendable, Hashable {
         case .max:
             // The largest scale the limits allow; without ^ never above 1 (the region's
             // own size), with ^ exactly that (grown to the limits).
-            let fit = min(Double(limits.maxWidth) / rw, Double(limits.maxHeight) / rh,
-                          (Double(limits.maxArea) / (rw * rh)).squareRoot())
+            let fit = min(
+                Double(limits.maxWidth) / rw, Double(limits.maxHeight) / rh,
+                (Double(limits.maxArea) / (rw * rh)).squareRoot())
             let s = request.size.upscale ? fit : min(1, fit)
             w = s == 1 ? region.width : max(1, clampedInt((rw * s).rounded(.down)))
             h = s == 1 ? region.height : max(1, clampedInt((rh * s).rounded(.down)))
@@ -344,12 +349,16 @@ public struct IIIFImagePlan: Sendable, Hashable {
             throw .badRequest("the requested size of the \(region.width)×\(region.height) region is less than one pixel")
         }
         if !request.size.upscale, w > region.width || h > region.height {
-            throw .badRequest("size \(w)×\(h) is larger than the \(region.width)×\(region.height) region; prefix the size with ^ to upscale")
+            throw .badRequest(
+                "size \(w)×\(h) is larger than the \(region.width)×\(region.height) region; prefix the size with ^ to upscale")
         }
         // Sizes come from the request: every product is overflow-checked.
         guard w <= limits.maxWidth, h <= limits.maxHeight,
-              case let (area, false) = w.multipliedReportingOverflow(by: h), area <= limits.maxArea else {
-            throw .badRequest("size \(w)×\(h) exceeds this server's limits (maxWidth \(limits.maxWidth), maxHeight \(limits.maxHeight), maxArea \(limits.maxArea))")
+            case let (area, false) = w.multipliedReportingOverflow(by: h), area <= limits.maxArea
+        else {
+            throw .badRequest(
+                "size \(w)×\(h) exceeds this server's limits (maxWidth \(limits.maxWidth), maxHeight \(limits.maxHeight), maxArea \(limits.maxArea))"
+            )
         }
         self.region = region
         self.width = w
@@ -454,8 +463,11 @@ public struct IIIFImageInfo: Sendable, Hashable, Codable {
         self.sizes = geometry.levels
             .filter { $0.width <= limits.maxWidth && $0.height <= limits.maxHeight && $0.width * $0.height <= limits.maxArea }
             .map { Size(width: $0.width, height: $0.height) }
-        self.tiles = [Tiles(width: geometry.tileSize, height: geometry.tileSize,
-                            scaleFactors: geometry.levelNumbers.map { 1 << $0 })]
+        self.tiles = [
+            Tiles(
+                width: geometry.tileSize, height: geometry.tileSize,
+                scaleFactors: geometry.levelNumbers.map { 1 << $0 })
+        ]
         self.preferredFormats = [IIIFFormat(format).rawValue]
         self.extraFormats = ["webp"]
         self.extraQualities = ["color", "gray", "bitonal"]

@@ -61,8 +61,9 @@ public struct PyramidGeometry: Sendable, Hashable, Codable {
         let f = downscale(of: level)
         let w = ceilDiv(width, f)
         let h = ceilDiv(height, f)
-        return Level(level: level, width: w, height: h,
-                     columns: ceilDiv(w, tileSize), rows: ceilDiv(h, tileSize), downscale: f)
+        return Level(
+            level: level, width: w, height: h,
+            columns: ceilDiv(w, tileSize), rows: ceilDiv(h, tileSize), downscale: f)
     }
 
     /// Every level, coarsest (0) first.
@@ -81,9 +82,10 @@ public struct PyramidGeometry: Sendable, Hashable, Codable {
         let l = level(tile.level)
         let x = tile.column * tileSize
         let y = tile.row * tileSize
-        return PixelRect(x: x, y: y,
-                         width: min(x + tileSize, l.width) - x,
-                         height: min(y + tileSize, l.height) - y)
+        return PixelRect(
+            x: x, y: y,
+            width: min(x + tileSize, l.width) - x,
+            height: min(y + tileSize, l.height) - y)
     }
 
     /// The full-resolution pixels a tile covers: `x = column·T·f`,
@@ -93,9 +95,10 @@ public struct PyramidGeometry: Sendable, Hashable, Codable {
         let span = tileSize * downscale(of: tile.level)
         let x = tile.column * span
         let y = tile.row * span
-        return PixelRect(x: x, y: y,
-                         width: min(x + span, width) - x,
-                         height: min(y + span, height) - y)
+        return PixelRect(
+            x: x, y: y,
+            width: min(x + span, width) - x,
+            height: min(y + span, height) - y)
     }
 
     /// The level to show at `scale` display pixels per image pixel: the smallest level

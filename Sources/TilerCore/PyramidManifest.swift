@@ -73,8 +73,8 @@ public struct PyramidID: Sendable, Hashable, Codable, Comparable, CustomStringCo
     public init?(_ text: String) {
         let bytes = Array(text.utf8)
         guard !bytes.isEmpty, bytes.count <= Self.maximumLength,
-              Self.isAlphanumeric(bytes[0]),
-              bytes.allSatisfy({ Self.isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") })
+            Self.isAlphanumeric(bytes[0]),
+            bytes.allSatisfy({ Self.isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") })
         else { return nil }
         self.rawValue = text
     }
@@ -116,9 +116,8 @@ public struct PyramidID: Sendable, Hashable, Codable, Comparable, CustomStringCo
     public static func < (a: PyramidID, b: PyramidID) -> Bool { a.rawValue < b.rawValue }
 
     private static func isAlphanumeric(_ b: UInt8) -> Bool {
-        (b >= UInt8(ascii: "a") && b <= UInt8(ascii: "z")) ||
-            (b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z")) ||
-            (b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9"))
+        (b >= UInt8(ascii: "a") && b <= UInt8(ascii: "z")) || (b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z"))
+            || (b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9"))
     }
 }
 
@@ -201,8 +200,10 @@ public struct PyramidManifest: Sendable, Hashable, Codable {
         }
     }
 
-    public init(id: PyramidID, geometry: PyramidGeometry, format: TileFormat, thumbnail: Thumbnail,
-                quality: Int? = nil, bands: Int? = nil, created: String? = nil) {
+    public init(
+        id: PyramidID, geometry: PyramidGeometry, format: TileFormat, thumbnail: Thumbnail,
+        quality: Int? = nil, bands: Int? = nil, created: String? = nil
+    ) {
         self.formatVersion = 1
         self.id = id
         self.width = geometry.width

@@ -69,8 +69,9 @@ public struct VisibleTilesQuery: Sendable, Hashable {
             }
             return value
         }
-        let viewport = Viewport(x: try number("x"), y: try number("y"),
-                                width: try number("width"), height: try number("height"))
+        let viewport = Viewport(
+            x: try number("x"), y: try number("y"),
+            width: try number("width"), height: try number("height"))
         let scale = try number("scale")
         var margin = 0
         if let text = values["margin"] {
@@ -115,7 +116,8 @@ extension VisibleTilesQuery {
             guard eq < partEnd else { return nil }
             let name = query[i..<eq], value = query[(eq + 1)..<partEnd]
             guard !value.isEmpty, value.count <= 64, !value.contains(UInt8(ascii: "%")),
-                  !name.contains(UInt8(ascii: "%")) else { return nil }
+                !name.contains(UInt8(ascii: "%"))
+            else { return nil }
             let bit: UInt8
             switch name.count {
             case 1 where name.first == UInt8(ascii: "x"): bit = 1
@@ -140,9 +142,12 @@ extension VisibleTilesQuery {
             default:
                 // What `parseDecimal` accepts; a short value makes a small (inline) String.
                 guard value.contains(where: { $0 >= 0x30 && $0 <= 0x39 }),
-                      value.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-")
-                          || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") }),
-                      let d = Double(String(decoding: value, as: UTF8.self)), d.isFinite else { return nil }
+                    value.allSatisfy({
+                        ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-")
+                            || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E")
+                    }),
+                    let d = Double(String(decoding: value, as: UTF8.self)), d.isFinite
+                else { return nil }
                 switch bit {
                 case 1: numbers.x = d
                 case 2: numbers.y = d
@@ -153,8 +158,9 @@ extension VisibleTilesQuery {
             }
         }
         guard seen & 31 == 31 else { return nil }
-        return try VisibleTilesQuery(viewport: Viewport(x: numbers.x, y: numbers.y, width: numbers.width, height: numbers.height),
-                                     scale: numbers.scale, margin: margin, wrapX: wrapX)
+        return try VisibleTilesQuery(
+            viewport: Viewport(x: numbers.x, y: numbers.y, width: numbers.width, height: numbers.height),
+            scale: numbers.scale, margin: margin, wrapX: wrapX)
     }
 }
 
@@ -212,8 +218,10 @@ extension PyramidGeometry {
     /// repetitions), ordered by distance from the tile's centre to the viewport's centre,
     /// then row, column and x. (`visibleTilesPlan` gives them one at a time, in the same
     /// order, without this array.)
-    public func visibleTiles(for query: VisibleTilesQuery,
-                             maximumTiles: Int = defaultMaximumVisibleTiles) throws(VisibleTilesError) -> VisibleTiles {
+    public func visibleTiles(
+        for query: VisibleTilesQuery,
+        maximumTiles: Int = defaultMaximumVisibleTiles
+    ) throws(VisibleTilesError) -> VisibleTiles {
         let plan = try visibleTilesPlan(for: query, maximumTiles: maximumTiles)
         var tiles: [VisibleTile] = []
         tiles.reserveCapacity(plan.count)
@@ -223,15 +231,18 @@ extension PyramidGeometry {
 
     /// The level and the block of tiles `visibleTiles(for:maximumTiles:)` lists, without
     /// listing them: arithmetic only, no allocation.
-    public func visibleTilesPlan(for query: VisibleTilesQuery,
-                                 maximumTiles: Int = defaultMaximumVisibleTiles) throws(VisibleTilesError) -> VisibleTilesPlan {
+    public func visibleTilesPlan(
+        for query: VisibleTilesQuery,
+        maximumTiles: Int = defaultMaximumVisibleTiles
+    ) throws(VisibleTilesError) -> VisibleTilesPlan {
         let z = level(forScale: query.scale)
         let l = level(z)
         let span = Double(tileSize * l.downscale)  // full-resolution pixels per tile step
         let v = query.viewport
         let W = Double(width), H = Double(height)
-        let empty = VisibleTilesPlan(level: l, scale: scale(of: z), geometry: self, rows: 0..<0, columns: 0..<0,
-                                     centerX: v.centerX, centerY: v.centerY)
+        let empty = VisibleTilesPlan(
+            level: l, scale: scale(of: z), geometry: self, rows: 0..<0, columns: 0..<0,
+            centerX: v.centerX, centerY: v.centerY)
 
         // Rows: the viewport clipped to [0, H); none when it misses the image.
         let top = max(v.y, 0), bottom = min(v.y + v.height, H)
@@ -266,8 +277,9 @@ extension PyramidGeometry {
 
         let count = (lastColumn - firstColumn + 1) * (lastRow - firstRow + 1)
         guard count <= maximumTiles else { throw .tooManyTiles(count: count, limit: maximumTiles) }
-        return VisibleTilesPlan(level: l, scale: scale(of: z), geometry: self, rows: firstRow..<(lastRow + 1),
-                                columns: firstColumn..<(lastColumn + 1), centerX: v.centerX, centerY: v.centerY)
+        return VisibleTilesPlan(
+            level: l, scale: scale(of: z), geometry: self, rows: firstRow..<(lastRow + 1),
+            columns: firstColumn..<(lastColumn + 1), centerX: v.centerX, centerY: v.centerY)
     }
 
     /// The global column index (over the plane repeated with period W) of the tile that
@@ -313,8 +325,10 @@ public struct VisibleTilesPlan: Sendable {
     let centerX: Double, centerY: Double
     let step: Int, width: Int, height: Int, levelColumns: Int
 
-    init(level: Level, scale: Double, geometry: PyramidGeometry, rows: Range<Int>, columns: Range<Int>,
-         centerX: Double, centerY: Double) {
+    init(
+        level: Level, scale: Double, geometry: PyramidGeometry, rows: Range<Int>, columns: Range<Int>,
+        centerX: Double, centerY: Double
+    ) {
         self.level = level
         self.scale = scale
         self.rows = rows
@@ -343,8 +357,11 @@ public struct VisibleTilesPlan: Sendable {
         let x = k * width + local
         let dx = Double(x) + Double(w) / 2 - centerX
         let dy = Double(y) + Double(h) / 2 - centerY
-        return (VisibleTile(coordinate: TileCoordinate(level: level.level, row: row, column: column), x: x, y: y,
-                            width: w, height: h), dx * dx + dy * dy)
+        return (
+            VisibleTile(
+                coordinate: TileCoordinate(level: level.level, row: row, column: column), x: x, y: y,
+                width: w, height: h), dx * dx + dy * dy
+        )
     }
 
     /// Whether `a` comes before `b`: nearer, then by row, column and x.
@@ -381,8 +398,9 @@ public struct VisibleTilesPlan: Sendable {
         withUnsafeTemporaryAllocation(of: RowWalk.self, capacity: rowCount) { walks in
             let w = walks.baseAddress!
             for i in 0..<rowCount {
-                var walk = RowWalk(left: split, right: split + 1, next: tile(row: rows.lowerBound + i, global: split + 1),
-                                   nextIsLeft: false, done: false)
+                var walk = RowWalk(
+                    left: split, right: split + 1, next: tile(row: rows.lowerBound + i, global: split + 1),
+                    nextIsLeft: false, done: false)
                 advance(&walk, row: rows.lowerBound + i)
                 (w + i).initialize(to: walk)
             }

@@ -146,8 +146,9 @@ final class BlockingPool: Sendable {
 
         var statistics: Statistics {
             state.withLock { s in
-                Statistics(queued: s.queued, running: s.running, finished: s.finished, dropped: s.dropped,
-                           refused: s.refused, threads: s.started, held: s.entries.count - s.head)
+                Statistics(
+                    queued: s.queued, running: s.running, finished: s.finished, dropped: s.dropped,
+                    refused: s.refused, threads: s.started, held: s.entries.count - s.head)
             }
         }
 

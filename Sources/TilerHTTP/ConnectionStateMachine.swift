@@ -258,8 +258,9 @@ struct ConnectionStateMachine {
     mutating func respond(_ response: HTTPResponse, at time: ServerTime) -> ConnectionAction {
         if let work = response.blockingWork { return .submit(work.kind, work.make) }
         let keepAlive = parser.head.keepAlive && !stopping
-        let written = settings.serializer.write(response, for: parser.head, keepAlive: keepAlive, date: time.date,
-                                                into: &output)
+        let written = settings.serializer.write(
+            response, for: parser.head, keepAlive: keepAlive, date: time.date,
+            into: &output)
         if settings.recordsAnswers { record(parser.head, written, at: time) }
         if !keepAlive { return closeAfterAnswer() }
         return continueParsing(at: time)
@@ -274,11 +275,12 @@ struct ConnectionStateMachine {
 
     /// The pool's lane refused the work: its queue is full.
     mutating func queueFull(_ kind: BlockingKind, at time: ServerTime) -> ConnectionAction {
-        let message = switch kind {
-        case .read: "too many tile reads are waiting for the disk; retry later"
-        case .render: "too many images are waiting to be drawn; retry later"
-        case .storage: "too many reads are waiting for object storage; retry later"
-        }
+        let message =
+            switch kind {
+            case .read: "too many tile reads are waiting for the disk; retry later"
+            case .render: "too many images are waiting to be drawn; retry later"
+            case .storage: "too many reads are waiting for object storage; retry later"
+            }
         return respond(.withHeaders([("Retry-After", "1")], .error(HTTPError(503, message))), at: time)
     }
 
@@ -289,8 +291,9 @@ struct ConnectionStateMachine {
         lastActivity = time.milliseconds
         // An answer finished after a stop began closes its connection.
         let keepAlive = pending.keepAlive && !stopping
-        let written = settings.serializer.write(response, for: pending.head, keepAlive: keepAlive, date: time.date,
-                                                into: &output)
+        let written = settings.serializer.write(
+            response, for: pending.head, keepAlive: keepAlive, date: time.date,
+            into: &output)
         record(pending.head, written, at: time)
         if !keepAlive { return closeAfterAnswer() }
         return continueParsing(at: time)
@@ -367,7 +370,8 @@ struct ConnectionStateMachine {
             if !output.isEmpty {
                 if now - lastActivity > settings.writeTimeout { return close() }
             } else {
-                let limit = requestsParsed > 0
+                let limit =
+                    requestsParsed > 0
                     ? settings.idleTimeout : min(settings.idleTimeout, settings.requestHeadTimeout)
                 if now - lastActivity > limit { return close() }
             }
@@ -402,8 +406,9 @@ struct ConnectionStateMachine {
         case .draining, .lingering, .closed:
             return .none
         }
-        return protocolError(HTTPError(503, "the server is shutting down; retry the request"), at: time,
-                             lingerUntil: time.milliseconds)
+        return protocolError(
+            HTTPError(503, "the server is shutting down; retry the request"), at: time,
+            lingerUntil: time.milliseconds)
     }
 
     // MARK: Parsing
@@ -471,8 +476,9 @@ struct ConnectionStateMachine {
                     return (offset, .handle)
                 case .options:
                     let keepAlive = parser.head.keepAlive && !stopping
-                    settings.serializer.writeOptions(for: parser.head, keepAlive: keepAlive, date: time.date,
-                                                     into: &output)
+                    settings.serializer.writeOptions(
+                        for: parser.head, keepAlive: keepAlive, date: time.date,
+                        into: &output)
                     record(parser.head, .init(status: 204, bytes: 0), at: time)
                     if !keepAlive { return (offset, closeAfterAnswer()) }
                 case .other:
@@ -503,11 +509,14 @@ struct ConnectionStateMachine {
     /// the connection: the answer, then the write side shut and input dropped until the
     /// linger ends, so the client reads the answer instead of a reset.
     private mutating func protocolError(_ error: HTTPError, at time: ServerTime, lingerUntil: Int64? = nil)
-        -> ConnectionAction {
+        -> ConnectionAction
+    {
         settings.serializer.writeProtocolError(error, date: time.date, into: &output)
         if settings.recordsAnswers {
-            answers.append(Answer(head: nil, error: error.message, status: error.status, bytes: error.jsonBody.count,
-                                  milliseconds: max(0, time.milliseconds - requestStarted)))
+            answers.append(
+                Answer(
+                    head: nil, error: error.message, status: error.status, bytes: error.jsonBody.count,
+                    milliseconds: max(0, time.milliseconds - requestStarted)))
         }
         state = .draining(lingerUntil: lingerUntil ?? time.milliseconds + settings.lingerTime)
         dropHeldInput()
@@ -528,7 +537,9 @@ struct ConnectionStateMachine {
 
     private mutating func record(_ head: HTTPRequestHead, _ written: ResponseSerializer.Written, at time: ServerTime) {
         guard settings.recordsAnswers else { return }
-        answers.append(Answer(head: head, error: nil, status: written.status, bytes: written.bytes,
-                              milliseconds: max(0, time.milliseconds - requestStarted)))
+        answers.append(
+            Answer(
+                head: head, error: nil, status: written.status, bytes: written.bytes,
+                milliseconds: max(0, time.milliseconds - requestStarted)))
     }
 }

@@ -43,8 +43,10 @@ final class EventLoop {
         /// `SO_SNDBUF` for accepted sockets, or nil for the kernel's.
         let sendBufferBytes: Int?
 
-        init(configuration: HTTPConfiguration, accessLog: Logger?, maximumConnections: Int, pool: BlockingPool,
-             clock: any ServerClock, sendBufferBytes: Int? = nil) {
+        init(
+            configuration: HTTPConfiguration, accessLog: Logger?, maximumConnections: Int, pool: BlockingPool,
+            clock: any ServerClock, sendBufferBytes: Int? = nil
+        ) {
             settings = ConnectionSettings(configuration: configuration, recordsAnswers: accessLog != nil)
             self.accessLog = accessLog
             self.maximumConnections = maximumConnections
@@ -432,7 +434,8 @@ final class EventLoop {
     }
 
     private func submit(_ c: Connection, _ kind: BlockingKind, _ make: @escaping @Sendable () -> HTTPResponse)
-        -> ConnectionAction {
+        -> ConnectionAction
+    {
         let mailbox = mailbox
         let descriptor = c.socket.descriptor.rawValue
         let serial = c.serial
@@ -529,25 +532,32 @@ final class EventLoop {
         guard logsAnswers, let log = shared.accessLog else { return }
         for answer in c.machine.takeAnswers() {
             guard let head = answer.head else {
-                log.info("request", metadata: ["client": .string(c.peer), "status": .stringConvertible(answer.status),
-                                               "error": .string(answer.error ?? "")])
+                log.info(
+                    "request",
+                    metadata: [
+                        "client": .string(c.peer), "status": .stringConvertible(answer.status),
+                        "error": .string(answer.error ?? ""),
+                    ])
                 continue
             }
-            let method: String = switch head.method {
-            case .get: "GET"
-            case .head: "HEAD"
-            case .options: "OPTIONS"
-            case .other: "OTHER"
-            }
-            log.info("request", metadata: [
-                "client": .string(c.peer),
-                "method": .string(method),
-                "target": .string(String(decoding: head.target.prefix(512), as: UTF8.self)),
-                "status": .stringConvertible(answer.status),
-                "bytes": .stringConvertible(answer.bytes),
-                "version": .string(head.version == .http10 ? "1.0" : "1.1"),
-                "duration_ms": .stringConvertible(answer.milliseconds),
-            ])
+            let method: String =
+                switch head.method {
+                case .get: "GET"
+                case .head: "HEAD"
+                case .options: "OPTIONS"
+                case .other: "OTHER"
+                }
+            log.info(
+                "request",
+                metadata: [
+                    "client": .string(c.peer),
+                    "method": .string(method),
+                    "target": .string(String(decoding: head.target.prefix(512), as: UTF8.self)),
+                    "status": .stringConvertible(answer.status),
+                    "bytes": .stringConvertible(answer.bytes),
+                    "version": .string(head.version == .http10 ? "1.0" : "1.1"),
+                    "duration_ms": .stringConvertible(answer.milliseconds),
+                ])
         }
     }
 
@@ -570,13 +580,15 @@ final class EventLoop {
         listener = nil
         for i in connections.indices {
             guard let c = connections[i] else { continue }
-            perform(c, c.machine.serverStopping(hasUnreadInput: {
-                do {
-                    return try c.socket.readableBytes() > 0
-                } catch {
-                    return true  // unknown: keep it, a request may be there
-                }
-            }))
+            perform(
+                c,
+                c.machine.serverStopping(hasUnreadInput: {
+                    do {
+                        return try c.socket.readableBytes() > 0
+                    } catch {
+                        return true  // unknown: keep it, a request may be there
+                    }
+                }))
         }
     }
 

@@ -90,8 +90,9 @@ public struct HTTPConfiguration: Sendable, Hashable {
 
     /// The parser limits these settings imply.
     public var parserLimits: HTTPRequestParser.Limits {
-        .init(maximumRequestLineBytes: maximumRequestLineBytes, maximumHeaderBytes: maximumHeaderBytes,
-              maximumHeaderCount: maximumHeaderCount, maximumBodyBytes: maximumBodyBytes)
+        .init(
+            maximumRequestLineBytes: maximumRequestLineBytes, maximumHeaderBytes: maximumHeaderBytes,
+            maximumHeaderCount: maximumHeaderCount, maximumBodyBytes: maximumBodyBytes)
     }
 
     /// The accepted range of every numeric setting; `validate()` checks them. Each is far
@@ -141,8 +142,9 @@ public struct HTTPConfiguration: Sendable, Hashable {
             throw InvalidSetting(setting: "host", value: host, range: "IPv4 and IPv6 addresses")
         }
         if let corsAllowOrigin, !Self.isHeaderValue(corsAllowOrigin) {
-            throw InvalidSetting(setting: "corsAllowOrigin", value: corsAllowOrigin.debugDescription,
-                                 range: "header values (no control character but tab)")
+            throw InvalidSetting(
+                setting: "corsAllowOrigin", value: corsAllowOrigin.debugDescription,
+                range: "header values (no control character but tab)")
         }
         try check("port", port, Range.port)
         try check("threads", threads, Range.threads)
@@ -195,5 +197,5 @@ public struct HTTPConfiguration: Sendable, Hashable {
 }
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif

@@ -116,8 +116,10 @@ public struct HTTPRequestParser: Sendable {
         /// Largest request body accepted (and discarded): 413 past it.
         public var maximumBodyBytes: Int
 
-        public init(maximumRequestLineBytes: Int = 8192, maximumHeaderBytes: Int = 16384,
-                    maximumHeaderCount: Int = 100, maximumBodyBytes: Int = 0) {
+        public init(
+            maximumRequestLineBytes: Int = 8192, maximumHeaderBytes: Int = 16384,
+            maximumHeaderCount: Int = 100, maximumBodyBytes: Int = 0
+        ) {
             self.maximumRequestLineBytes = maximumRequestLineBytes
             self.maximumHeaderBytes = maximumHeaderBytes
             self.maximumHeaderCount = maximumHeaderCount
@@ -146,8 +148,10 @@ public struct HTTPRequestParser: Sendable {
     }
 
     /// Headers whose values the parser keeps.
-    private enum Field: Sendable { case other, host, connection, contentLength, transferEncoding, ifNoneMatch, ifModifiedSince
-        case forwarded, xForwardedProto, xForwardedHost }
+    private enum Field: Sendable {
+        case other, host, connection, contentLength, transferEncoding, ifNoneMatch, ifModifiedSince
+        case forwarded, xForwardedProto, xForwardedHost
+    }
 
     public let limits: Limits
     /// The head of the request most recently completed (valid until the next `parse`).
@@ -338,8 +342,9 @@ public struct HTTPRequestParser: Sendable {
         head.method = method.withUnsafeBytes { HTTPMethod($0) }
         // "HTTP/" DIGIT "." DIGIT
         guard version.count == 8, version[0] == 0x48, version[1] == 0x54, version[2] == 0x54, version[3] == 0x50,
-              version[4] == slash, version[6] == UInt8(ascii: "."),
-              isDigit(version[5]), isDigit(version[7]) else {
+            version[4] == slash, version[6] == UInt8(ascii: "."),
+            isDigit(version[5]), isDigit(version[7])
+        else {
             return .bad("malformed HTTP version")
         }
         switch (version[5], version[7]) {
@@ -464,8 +469,9 @@ private let slash: UInt8 = 0x2F
     switch b {
     case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: true
     case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
-         UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."),
-         UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"): true
+        UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."),
+        UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+        true
     default: false
     }
 }

@@ -130,27 +130,34 @@ public final class PreparedResponse: Sendable {
     /// `ETag`, `Last-Modified` and `Cache-Control` lines (also sent with 304).
     let validatorHeaders: [UInt8]
 
-    public convenience init(body: [UInt8], contentType: String, etag: String?, lastModified: Int64?,
-                            cacheControl: String?) {
-        self.init(.bytes(body), contentType: contentType, etag: etag, lastModified: lastModified,
-                  cacheControl: cacheControl)
+    public convenience init(
+        body: [UInt8], contentType: String, etag: String?, lastModified: Int64?,
+        cacheControl: String?
+    ) {
+        self.init(
+            .bytes(body), contentType: contentType, etag: etag, lastModified: lastModified,
+            cacheControl: cacheControl)
     }
 
     /// A response whose body is `file`'s range, sent straight from the page cache.
-    public convenience init(file: FileRange, contentType: String, etag: String?, lastModified: Int64?,
-                            cacheControl: String?) {
-        self.init(.file(file), contentType: contentType, etag: etag, lastModified: lastModified,
-                  cacheControl: cacheControl)
+    public convenience init(
+        file: FileRange, contentType: String, etag: String?, lastModified: Int64?,
+        cacheControl: String?
+    ) {
+        self.init(
+            .file(file), contentType: contentType, etag: etag, lastModified: lastModified,
+            cacheControl: cacheControl)
     }
 
     public init(_ content: Content, contentType: String, etag: String?, lastModified: Int64?, cacheControl: String?) {
         self.content = content
         self.etag = etag.map { Array($0.utf8) } ?? []
         self.lastModified = lastModified
-        let length = switch content {
-        case .bytes(let bytes): bytes.count
-        case .file(let range): range.count
-        }
+        let length =
+            switch content {
+            case .bytes(let bytes): bytes.count
+            case .file(let range): range.count
+            }
         entityHeaders = Array("Content-Type: \(contentType)\r\nContent-Length: \(length)\r\n".utf8)
         var v: [UInt8] = []
         if let etag { v += Array("ETag: \(etag)\r\n".utf8) }
@@ -306,8 +313,10 @@ struct ResponseSerializer {
     /// Appends the response to `out`. Bodies are queued as they are: a prepared body is
     /// shared with its cache, a file range is queued for `sendfile`.
     @discardableResult
-    func write(_ response: HTTPResponse, for head: HTTPRequestHead, keepAlive: Bool, date: [UInt8],
-               extra: [UInt8] = [], into out: inout OutputQueue) -> Written {
+    func write(
+        _ response: HTTPResponse, for head: HTTPRequestHead, keepAlive: Bool, date: [UInt8],
+        extra: [UInt8] = [], into out: inout OutputQueue
+    ) -> Written {
         let isHead = head.method == .head
         switch response {
         case let .withHeaders(fields, inner):
@@ -339,17 +348,19 @@ struct ResponseSerializer {
             }
             return Written(status: 200, bytes: p.contentLength)
         case let .bytes(status, contentType, body, cacheControl):
-            writeBytes(status: status, contentType: contentType, body: body, cacheControl: cacheControl, extra: extra,
-                       isHead: isHead, keepAlive: keepAlive, version: head.version, date: date, into: &out)
+            writeBytes(
+                status: status, contentType: contentType, body: body, cacheControl: cacheControl, extra: extra,
+                isHead: isHead, keepAlive: keepAlive, version: head.version, date: date, into: &out)
             return Written(status: status, bytes: body.count)
         case .blocking(_, let make):
             // The event loop runs these on its pool; any other caller waits for it here.
             return write(make(), for: head, keepAlive: keepAlive, date: date, extra: extra, into: &out)
         case .error(let e):
             let body = e.jsonBody
-            writeBytes(status: e.status, contentType: "application/json", body: body, cacheControl: "no-store",
-                       extra: e.status == 405 ? extra + Self.allowHeader : extra,
-                       isHead: isHead, keepAlive: keepAlive, version: head.version, date: date, into: &out)
+            writeBytes(
+                status: e.status, contentType: "application/json", body: body, cacheControl: "no-store",
+                extra: e.status == 405 ? extra + Self.allowHeader : extra,
+                isHead: isHead, keepAlive: keepAlive, version: head.version, date: date, into: &out)
             return Written(status: e.status, bytes: body.count)
         }
     }
@@ -365,8 +376,9 @@ struct ResponseSerializer {
 
     /// An error for a request that never parsed; always closes.
     func writeProtocolError(_ error: HTTPError, date: [UInt8], into out: inout OutputQueue) {
-        writeBytes(status: error.status, contentType: "application/json", body: error.jsonBody, cacheControl: "no-store",
-                   extra: [], isHead: false, keepAlive: false, version: .http11, date: date, into: &out)
+        writeBytes(
+            status: error.status, contentType: "application/json", body: error.jsonBody, cacheControl: "no-store",
+            extra: [], isHead: false, keepAlive: false, version: .http11, date: date, into: &out)
     }
 
     /// `writeProtocolError` as bytes of their own (the refusal sent to a connection past
@@ -380,9 +392,11 @@ struct ResponseSerializer {
     }
 
     /// Headers and body for bytes built per request.
-    private func writeBytes(status: Int, contentType: String, body: [UInt8], cacheControl: String?, extra: [UInt8],
-                            isHead: Bool, keepAlive: Bool, version: HTTPVersion, date: [UInt8],
-                            into out: inout OutputQueue) {
+    private func writeBytes(
+        status: Int, contentType: String, body: [UInt8], cacheControl: String?, extra: [UInt8],
+        isHead: Bool, keepAlive: Bool, version: HTTPVersion, date: [UInt8],
+        into out: inout OutputQueue
+    ) {
         out.appendStaged { o in
             begin(status, date: date, into: &o)
             o.append("Content-Type: ")

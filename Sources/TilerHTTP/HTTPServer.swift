@@ -63,8 +63,10 @@ public final class HTTPServer: Sendable {
     ///     have state (caches) no other loop touches.
     ///   - clock: the clock the loops read for timeouts and `Date` headers (tests pass a
     ///     `ManualClock`).
-    public init(configuration: HTTPConfiguration, accessLog: Logger? = nil, clock: any ServerClock = SystemClock.system,
-                makeHandler: @escaping @Sendable () -> any HTTPHandler) {
+    public init(
+        configuration: HTTPConfiguration, accessLog: Logger? = nil, clock: any ServerClock = SystemClock.system,
+        makeHandler: @escaping @Sendable () -> any HTTPHandler
+    ) {
         self.configuration = configuration
         self.makeHandler = makeHandler
         self.accessLog = accessLog
@@ -98,13 +100,17 @@ public final class HTTPServer: Sendable {
                 if configuration.port != 0 {
                     try ListeningSocket.checkPortIsFree(host: configuration.host, port: configuration.port)
                 }
-                let first = try ListeningSocket.bind(host: configuration.host, port: configuration.port,
-                                                     backlog: configuration.backlog)
+                let first = try ListeningSocket.bind(
+                    host: configuration.host, port: configuration.port,
+                    backlog: configuration.backlog)
                 port = first.port
                 sockets.append(first.socket)
                 for _ in 1..<threads {
-                    sockets.append(try ListeningSocket.bind(host: configuration.host, port: port,
-                                                            backlog: configuration.backlog).socket)
+                    sockets.append(
+                        try ListeningSocket.bind(
+                            host: configuration.host, port: port,
+                            backlog: configuration.backlog
+                        ).socket)
                 }
                 for socket in sockets { resources.append(try s.prepareLoop(socket)) }
             } catch {
@@ -116,10 +122,12 @@ public final class HTTPServer: Sendable {
             let pool = BlockingPool(
                 read: .init(threads: configuration.blockingThreads, queueLength: configuration.maximumQueuedReads),
                 render: .init(threads: configuration.renderThreads, queueLength: configuration.maximumQueuedRenders),
-                storage: .init(threads: configuration.storageThreads,
-                               queueLength: configuration.maximumQueuedStorageReads))
-            let shared = EventLoop.Shared(configuration: configuration, accessLog: accessLog, maximumConnections: cap,
-                                          pool: pool, clock: clock, sendBufferBytes: s.sendBufferBytes)
+                storage: .init(
+                    threads: configuration.storageThreads,
+                    queueLength: configuration.maximumQueuedStorageReads))
+            let shared = EventLoop.Shared(
+                configuration: configuration, accessLog: accessLog, maximumConnections: cap,
+                pool: pool, clock: clock, sendBufferBytes: s.sendBufferBytes)
             s.mailboxes = resources.map(\.mailbox)
             s.shared = shared
             s.port = port

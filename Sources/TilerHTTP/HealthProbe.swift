@@ -60,7 +60,8 @@ public struct HealthProbe: Sendable {
         let deadline = ContinuousClock.now + .milliseconds(Int((timeout * 1000).rounded(.up)))
         let socket = try connect(until: deadline)
         defer { socket.close() }
-        let request = "GET /healthz HTTP/1.1\r\nHost: \(authority):\(port)\r\n"
+        let request =
+            "GET /healthz HTTP/1.1\r\nHost: \(authority):\(port)\r\n"
             + "User-Agent: tiler-healthcheck\r\nAccept: */*\r\nConnection: close\r\n\r\n"
         try send(Array(request.utf8), on: socket, until: deadline)
         return try parseStatus(try readStatusLine(from: socket, until: deadline))
@@ -130,7 +131,8 @@ public struct HealthProbe: Sendable {
     }
 
     private func send(_ bytes: [UInt8], on socket: Socket, until deadline: ContinuousClock.Instant)
-        throws(HealthcheckError) {
+        throws(HealthcheckError)
+    {
         var sent = 0
         while sent < bytes.count {
             let attempt = bytes[sent...].withUnsafeBytes { b in Result { () throws(SystemCallError) in try socket.send(b) } }
@@ -148,7 +150,8 @@ public struct HealthProbe: Sendable {
 
     /// Reads until the first line ends; a status line longer than 4 KiB is not HTTP.
     private func readStatusLine(from socket: Socket, until deadline: ContinuousClock.Instant)
-        throws(HealthcheckError) -> String {
+        throws(HealthcheckError) -> String
+    {
         var received: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 1024)
         while received.count < 4096 {
@@ -180,15 +183,17 @@ public struct HealthProbe: Sendable {
         let trimmed = line.hasSuffix("\r") ? String(line.dropLast()) : line
         let parts = trimmed.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
         guard parts.count >= 2, parts[0].hasPrefix("HTTP/"), parts[1].count == 3,
-              parts[1].allSatisfy({ $0.isASCII && $0.isNumber }), let status = Int(parts[1])
+            parts[1].allSatisfy({ $0.isASCII && $0.isNumber }), let status = Int(parts[1])
         else {
             throw .notHTTP(url: url, firstLine: trimmed)
         }
         return status
     }
 
-    private func wait(for events: Int16, on socket: Socket, until deadline: ContinuousClock.Instant,
-                      while phase: String) throws(HealthcheckError) {
+    private func wait(
+        for events: Int16, on socket: Socket, until deadline: ContinuousClock.Instant,
+        while phase: String
+    ) throws(HealthcheckError) {
         while true {
             let left = deadline - .now
             guard left > .zero else { throw .timedOut(url: url, seconds: timeout, while: phase) }

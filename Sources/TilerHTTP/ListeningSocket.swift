@@ -19,7 +19,8 @@ struct ListeningSocket {
     }
 
     private static func bind(host: String, port: Int, backlog: Int, reusePort: Bool) throws(SystemCallError)
-        -> ListeningSocket {
+        -> ListeningSocket
+    {
         let literal = host == "localhost" ? "127.0.0.1" : host
         guard (0...65535).contains(port) else { throw SystemCallError("bind", "to port \(port)", errno: EINVAL) }
         guard let address = SocketAddress(literal: literal, port: port) else {

@@ -185,21 +185,25 @@ struct OutputQueue {
 
     /// Fills `vectors` one segment at a time; a shared body is only readable inside its
     /// own `withUnsafeBytes`, so each one adds a level of recursion (at most `limit`).
-    private func gather<R>(segment index: Int, into vectors: UnsafeMutableBufferPointer<iovec>, filled: Int,
-                           staged: UnsafeRawBufferPointer, _ body: (UnsafeMutableBufferPointer<iovec>) -> R) -> R {
+    private func gather<R>(
+        segment index: Int, into vectors: UnsafeMutableBufferPointer<iovec>, filled: Int,
+        staged: UnsafeRawBufferPointer, _ body: (UnsafeMutableBufferPointer<iovec>) -> R
+    ) -> R {
         guard filled < vectors.count, index < segments.count else {
             return body(UnsafeMutableBufferPointer(rebasing: vectors[..<filled]))
         }
         let skip = index == first ? sentOfFirst : 0
         switch segments[index] {
         case .staged(let range):
-            vectors[filled] = iovec(iov_base: UnsafeMutableRawPointer(mutating: staged.baseAddress! + range.lowerBound + skip),
-                                    iov_len: range.count - skip)
+            vectors[filled] = iovec(
+                iov_base: UnsafeMutableRawPointer(mutating: staged.baseAddress! + range.lowerBound + skip),
+                iov_len: range.count - skip)
             return gather(segment: index + 1, into: vectors, filled: filled + 1, staged: staged, body)
         case .shared(let bytes):
             return bytes.withUnsafeBytes { b in
-                vectors[filled] = iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress! + skip),
-                                        iov_len: b.count - skip)
+                vectors[filled] = iovec(
+                    iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress! + skip),
+                    iov_len: b.count - skip)
                 return gather(segment: index + 1, into: vectors, filled: filled + 1, staged: staged, body)
             }
         case .file:

@@ -165,7 +165,8 @@ public enum RootedFiles {
             var done = 0
             while done < info.size {
                 do {
-                    let n = try fd.read(into: UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[done...])), at: done)
+                    let n = try fd.read(
+                        into: UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[done...])), at: done)
                     if n == 0 { break }
                     done += n
                 } catch {
@@ -193,7 +194,8 @@ public enum RootedFiles {
             while done < info.size {
                 let result: IOResult<Int>
                 do throws(SystemCallError) {
-                    result = try fd.readWithoutWaiting(into: UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[done...])), at: done)
+                    result = try fd.readWithoutWaiting(
+                        into: UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[done...])), at: done)
                 } catch {
                     // Other errors (EIO): the blocking read decides.
                     if [EOPNOTSUPP, EINVAL, ENOSYS].contains(error.errno) { outcome = .unsupported }

@@ -94,8 +94,9 @@ public final class RootedFolder {
             var done = 0
             while done < info.size {
                 do throws(SystemCallError) {
-                    let n = try fd.read(into: UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[done...])),
-                                        at: done)
+                    let n = try fd.read(
+                        into: UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[done...])),
+                        at: done)
                     if n == 0 { break }
                     done += n
                 } catch {
@@ -113,7 +114,8 @@ public final class RootedFolder {
     /// The regular file `root/components…`, read as `read(_:maximumBytes:)` reads, each
     /// folder on the way opened with `folder(_:)`: nothing below `root` is followed.
     public static func read(root: String, _ components: [String], maximumBytes: Int) throws(RootedFileError)
-        -> (bytes: [UInt8], info: FileInfo) {
+        -> (bytes: [UInt8], info: FileInfo)
+    {
         guard let last = components.last else { throw RootedFileError(.missing) }
         var folder = try RootedFolder(root: root)
         for name in components.dropLast() { folder = try folder.folder(name) }

@@ -12,8 +12,10 @@ public enum AreaAverage {
     /// pixels with `bands` 8-bit bands each (1...4), into one row of `(width + 1) / 2`
     /// pixels. The loops are C (`tiler_shrink_rows`), where they vectorise.
     @inline(__always)
-    public static func shrinkRows(_ upper: UnsafePointer<UInt8>, _ lower: UnsafePointer<UInt8>?,
-                                  width: Int, bands: Int, into out: UnsafeMutablePointer<UInt8>) {
+    public static func shrinkRows(
+        _ upper: UnsafePointer<UInt8>, _ lower: UnsafePointer<UInt8>?,
+        width: Int, bands: Int, into out: UnsafeMutablePointer<UInt8>
+    ) {
         precondition((1...4).contains(bands), "\(bands) bands")
         tiler_shrink_rows(upper, lower, Int32(width), Int32(bands), out)
     }
@@ -32,8 +34,9 @@ public enum AreaAverage {
                 for y in 0..<outHeight {
                     let upper = source.baseAddress! + 2 * y * rowBytes
                     let lower = 2 * y + 1 < height ? source.baseAddress! + (2 * y + 1) * rowBytes : nil
-                    shrinkRows(upper, lower.map { UnsafePointer($0) }, width: width, bands: bands,
-                               into: target.baseAddress! + y * outRowBytes)
+                    shrinkRows(
+                        upper, lower.map { UnsafePointer($0) }, width: width, bands: bands,
+                        into: target.baseAddress! + y * outRowBytes)
                 }
             }
         }

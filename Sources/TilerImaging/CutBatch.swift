@@ -44,8 +44,10 @@ public struct CutBatch {
     ///   - progress: gets each input as it starts, its progress, and its end.
     ///   - failed: called once per input that could not be cut, with the reason.
     ///   - isCancelled: stops the batch (and the cut under way) when it turns true.
-    public func run(_ inputs: [String], progress: CutProgress?, failed: (String, CutError) -> Void,
-                    isCancelled: @escaping @Sendable () -> Bool) -> CutSummary {
+    public func run(
+        _ inputs: [String], progress: CutProgress?, failed: (String, CutError) -> Void,
+        isCancelled: @escaping @Sendable () -> Bool
+    ) -> CutSummary {
         var reports: [CutReport] = []
         var usedIDs = Set<PyramidID>()
         var interrupted = false

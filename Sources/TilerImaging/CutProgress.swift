@@ -42,8 +42,9 @@ public final class CutProgress {
             return
         }
         let m = result.manifest
-        write("\r\u{1B}[K\(name): \(m.width)×\(m.height), \(m.levels.count) levels, \(result.tiles) tiles, "
-            + String(format: "%.1f s", result.seconds) + " → \(result.destination)\n")
+        write(
+            "\r\u{1B}[K\(name): \(m.width)×\(m.height), \(m.levels.count) levels, \(result.tiles) tiles, "
+                + String(format: "%.1f s", result.seconds) + " → \(result.destination)\n")
     }
 
     private static func clock(_ seconds: Double) -> String {

@@ -119,21 +119,26 @@ public struct PNGEncoder: Sendable {
     /// Encodes `height` rows of `width` pixels with `bands` bands (1 grey, 2 grey+alpha,
     /// 3 RGB, 4 RGBA), row `y` starting at `pixels + y * stride`, and hands the PNG bytes
     /// to `body`; they are only valid inside it.
-    public func withEncoded<R>(pixels: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int, bands: Int,
-                               _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+    public func withEncoded<R>(
+        pixels: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int, bands: Int,
+        _ body: (UnsafeRawBufferPointer) throws -> R
+    ) throws -> R {
         var buffer: UnsafeMutablePointer<UInt8>?
         var length = 0
         var message = [CChar](repeating: 0, count: 256)
         let library = settings.usedLibrary
-        let status = switch library {
-        case .libdeflate:
-            tiler_png_deflate_encode(pixels, stride, Int32(width), Int32(height), Int32(bands), Int32(settings.zlibLevel),
-                                     settings.filterType, &buffer, &length, &message, message.count)
-        case .libpng:
-            tiler_png_encode(pixels, stride, Int32(width), Int32(height), Int32(bands),
-                             Int32(settings.zlibLevel), settings.filter.mask, settings.strategy.zlibValue,
-                             &buffer, &length, &message, message.count)
-        }
+        let status =
+            switch library {
+            case .libdeflate:
+                tiler_png_deflate_encode(
+                    pixels, stride, Int32(width), Int32(height), Int32(bands), Int32(settings.zlibLevel),
+                    settings.filterType, &buffer, &length, &message, message.count)
+            case .libpng:
+                tiler_png_encode(
+                    pixels, stride, Int32(width), Int32(height), Int32(bands),
+                    Int32(settings.zlibLevel), settings.filter.mask, settings.strategy.zlibValue,
+                    &buffer, &length, &message, message.count)
+            }
         guard status == 0, let buffer else {
             let text = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             throw ImagingError.encoding(text.isEmpty ? "\(library.rawValue) failed" : "\(library.rawValue): \(text)")

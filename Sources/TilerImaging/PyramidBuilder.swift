@@ -102,7 +102,8 @@ final class PyramidBuilder {
         self.bands = bands
         self.sink = sink
         self.encoder = encoder
-        let thumbnailLevel = geometry.levelNumbers.first { max(geometry.level($0).width, geometry.level($0).height) >= thumbnailSize }
+        let thumbnailLevel =
+            geometry.levelNumbers.first { max(geometry.level($0).width, geometry.level($0).height) >= thumbnailSize }
             ?? geometry.maxLevel
         self.thumbnailLevel = thumbnailLevel
         strips = geometry.levels.map {
@@ -164,8 +165,10 @@ final class PyramidBuilder {
         guard strip.filled == geometry.tileSize || strip.isComplete else { return }
         let tileRow = strip.firstRow / geometry.tileSize
         try sink.prepareRow(level: strip.level.level, row: tileRow)
-        jobs.append(StripJob(level: strip.level, rows: UnsafePointer(strip.rows), rowBytes: strip.rowBytes,
-                             tileRow: tileRow, height: strip.filled))
+        jobs.append(
+            StripJob(
+                level: strip.level, rows: UnsafePointer(strip.rows), rowBytes: strip.rowBytes,
+                tileRow: tileRow, height: strip.filled))
         strip.queued = true
         queuedStrips.append(strip)
         if strip.level.level > 0 { try shrinkStrip(strip, into: strips[strip.level.level - 1]) }
@@ -229,8 +232,10 @@ final class PyramidBuilder {
                 let width = min(x + tileSize, job.level.width) - x
                 let tile = TileCoordinate(level: job.level.level, row: job.tileRow, column: column)
                 do {
-                    let written = try encoder.withEncoded(pixels: job.rows + x * bands, stride: job.rowBytes,
-                                                          width: width, height: job.height, bands: bands) { bytes in
+                    let written = try encoder.withEncoded(
+                        pixels: job.rows + x * bands, stride: job.rowBytes,
+                        width: width, height: job.height, bands: bands
+                    ) { bytes in
                         try sink.writeTile(tile, bytes)
                         return bytes.count
                     }

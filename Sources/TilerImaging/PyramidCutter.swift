@@ -38,11 +38,13 @@ public struct CutOptions: Sendable {
     /// A folder `ROOT/ID/` or an archive `ROOT/ID.pmtiles`.
     public var layout: PyramidLayout
 
-    public init(tileSize: Int = 256, format: TileFormat = .png, quality: Int? = nil,
-                png: PNGSettings = .tiles, thumbnailSize: Int = 256, force: Bool = false,
-                maxPixels: Int = CutOptions.defaultMaxPixels, allowVector: Bool = false,
-                autorotate: Bool = true, convertProfile: Bool = true, pad: Bool = false,
-                background: BackgroundColour? = nil, layout: PyramidLayout = .folder) {
+    public init(
+        tileSize: Int = 256, format: TileFormat = .png, quality: Int? = nil,
+        png: PNGSettings = .tiles, thumbnailSize: Int = 256, force: Bool = false,
+        maxPixels: Int = CutOptions.defaultMaxPixels, allowVector: Bool = false,
+        autorotate: Bool = true, convertProfile: Bool = true, pad: Bool = false,
+        background: BackgroundColour? = nil, layout: PyramidLayout = .folder
+    ) {
         self.tileSize = tileSize
         self.format = format
         self.quality = quality
@@ -92,8 +94,10 @@ public struct CutResult: Sendable {
     public let bytes: Int
     public let seconds: Double
 
-    public init(id: PyramidID, output: URL, destination: String? = nil, manifest: PyramidManifest, tiles: Int,
-                bytes: Int, seconds: Double) {
+    public init(
+        id: PyramidID, output: URL, destination: String? = nil, manifest: PyramidManifest, tiles: Int,
+        bytes: Int, seconds: Double
+    ) {
         self.id = id
         self.output = output
         self.destination = destination ?? output.path
@@ -139,7 +143,8 @@ public enum CutError: Error, Sendable, CustomStringConvertible {
         case let .notAnImage(why): "not a supported image (\(why))"
         case let .unreadablePixels(why): "corrupt or truncated image (\(why))"
         case let .unsupportedSize(why): why
-        case let .exists(id, path): "a pyramid named '\(id)' already exists at \(path); use --force to replace it or --name to choose another id"
+        case let .exists(id, path):
+            "a pyramid named '\(id)' already exists at \(path); use --force to replace it or --name to choose another id"
         case let .duplicate(id): "another input of this run already uses the id '\(id)'; cut it separately with --name"
         case .noUsableName: "cannot derive a pyramid id from the file name; use --name"
         case let .output(why): "cannot write the pyramid: \(why)"
@@ -178,9 +183,11 @@ public struct PyramidCutter: Sendable {
     ///   - progress: called with the fraction of full-resolution rows done, 0...1.
     ///   - isCancelled: polled while cutting; when it turns true the cut stops with
     ///     ``CutError/interrupted`` and leaves nothing behind.
-    public func cut(_ input: String, id: PyramidID,
-                    progress: (Double) -> Void = { _ in },
-                    isCancelled: @escaping () -> Bool = { false }) throws(CutError) -> CutResult {
+    public func cut(
+        _ input: String, id: PyramidID,
+        progress: (Double) -> Void = { _ in },
+        isCancelled: @escaping () -> Bool = { false }
+    ) throws(CutError) -> CutResult {
         let started = DispatchTime.now()
         let file = try InputFile.open(input)
         let destination = output.destination(of: id, layout: options.layout)
@@ -214,17 +221,19 @@ public struct PyramidCutter: Sendable {
             let encoder = TileEncoder(format: options.format, quality: options.quality, png: options.png)
             var tileEncoder = encoder
             if options.pad { tileEncoder.padding = TilePadding(tileSize: options.tileSize, colour: options.paddingColour) }
-            let builder = PyramidBuilder(geometry: geometry, bands: image.bands, sink: sink, encoder: tileEncoder,
-                                         thumbnailSize: options.thumbnailSize)
+            let builder = PyramidBuilder(
+                geometry: geometry, bands: image.bands, sink: sink, encoder: tileEncoder,
+                thumbnailSize: options.thumbnailSize)
             builderInUse = builder
             try stream(image, into: builder, progress: progress, isCancelled: isCancelled)
             try builder.finish()
             if isCancelled() { throw CutError.interrupted }
 
             let thumbnail = try writeThumbnail(builder, encoder: encoder, into: sink)
-            var manifest = PyramidManifest(id: id, geometry: geometry, format: options.format, thumbnail: thumbnail,
-                                           quality: encoder.quality, bands: image.bands,
-                                           created: ISO8601DateFormatter().string(from: Date()))
+            var manifest = PyramidManifest(
+                id: id, geometry: geometry, format: options.format, thumbnail: thumbnail,
+                quality: encoder.quality, bands: image.bands,
+                created: ISO8601DateFormatter().string(from: Date()))
             manifest.source = PyramidManifest.Source(file: (input as NSString).lastPathComponent, bytes: file.size)
             manifest.tilerVersion = TilerVersion.current
             if options.pad { manifest.setPadded(background: options.paddingColour.description) }
@@ -232,8 +241,9 @@ public struct PyramidCutter: Sendable {
             let bytes = try sink.commit(manifest: manifest.fileBytes(), replace: options.force)
             let seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
             let url = destination.hasPrefix("s3://") ? URL(string: destination) : nil
-            return CutResult(id: id, output: url ?? URL(fileURLWithPath: destination), destination: destination, manifest: manifest,
-                             tiles: builder.tilesWritten, bytes: bytes, seconds: seconds)
+            return CutResult(
+                id: id, output: url ?? URL(fileURLWithPath: destination), destination: destination, manifest: manifest,
+                tiles: builder.tilesWritten, bytes: bytes, seconds: seconds)
         } catch {
             builderInUse?.drain()
             sink.discard()
@@ -287,15 +297,19 @@ public struct PyramidCutter: Sendable {
     }
 
     /// Pulls the image through libvips top to bottom into the builder.
-    private func stream(_ image: VipsImageHandle, into builder: PyramidBuilder,
-                        progress: (Double) -> Void, isCancelled: @escaping () -> Bool) throws {
+    private func stream(
+        _ image: VipsImageHandle, into builder: PyramidBuilder,
+        progress: (Double) -> Void, isCancelled: @escaping () -> Bool
+    ) throws {
         try withoutActuallyEscaping(progress) { progress in
             let sink = RowSink(builder: builder, height: image.height, progress: progress, isCancelled: isCancelled)
             let context = Unmanaged.passUnretained(sink).toOpaque()
-            let status = tiler_vips_stream_rows(image.pointer, { first, stride, _, count, context in
-                let sink = Unmanaged<RowSink>.fromOpaque(context!).takeUnretainedValue()
-                return sink.take(first!, stride: stride, count: Int(count)) ? 0 : 1
-            }, context)
+            let status = tiler_vips_stream_rows(
+                image.pointer,
+                { first, stride, _, count, context in
+                    let sink = Unmanaged<RowSink>.fromOpaque(context!).takeUnretainedValue()
+                    return sink.take(first!, stride: stride, count: Int(count)) ? 0 : 1
+                }, context)
             withExtendedLifetime(sink) {}
             if let failure = sink.failure { throw failure }
             if status != 0 {
@@ -307,8 +321,10 @@ public struct PyramidCutter: Sendable {
 
     /// Encodes the thumbnail from the level the builder kept whole and hands it to the
     /// sink; returns the manifest's entry for it.
-    private func writeThumbnail(_ builder: PyramidBuilder, encoder: TileEncoder,
-                                into sink: any PyramidSink) throws -> PyramidManifest.Thumbnail {
+    private func writeThumbnail(
+        _ builder: PyramidBuilder, encoder: TileEncoder,
+        into sink: any PyramidSink
+    ) throws -> PyramidManifest.Thumbnail {
         let source = builder.thumbnailSource
         let file = "thumbnail.\(options.format.fileExtension)"
         let bands = builder.bands
@@ -320,8 +336,10 @@ public struct PyramidCutter: Sendable {
             return (try small.pixels(), small.width, small.height)
         }
         try pixels.withUnsafeBufferPointer { buffer in
-            try encoder.withEncoded(pixels: buffer.baseAddress!, stride: width * bands, width: width, height: height,
-                                    bands: bands) { bytes in
+            try encoder.withEncoded(
+                pixels: buffer.baseAddress!, stride: width * bands, width: width, height: height,
+                bands: bands
+            ) { bytes in
                 try sink.writeThumbnail(named: file, bytes)
             }
         }

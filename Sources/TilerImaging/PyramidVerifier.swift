@@ -71,15 +71,20 @@ public struct PyramidVerifier: Sendable {
 
     /// Checks everything, calling `report` with each problem in tile order (level, row,
     /// column for a folder; tile-id order for an archive), from the calling thread.
-    public func run(isCancelled: @escaping @Sendable () -> Bool = { false },
-                    report: (Problem) -> Void) -> Outcome {
+    public func run(
+        isCancelled: @escaping @Sendable () -> Bool = { false },
+        report: (Problem) -> Void
+    ) -> Outcome {
         do { try Vips.start() } catch {
             report(Problem(tile: nil, path: pyramid.path, reason: error.description))
             return Outcome(tiles: 0, problems: 1, interrupted: false)
         }
         var problems = 0
-        let counting: (Problem) -> Void = { problems += 1; report($0) }
-        let (tiles, interrupted) = pyramid.archive == nil
+        let counting: (Problem) -> Void = {
+            problems += 1; report($0)
+        }
+        let (tiles, interrupted) =
+            pyramid.archive == nil
             ? verifyFolder(isCancelled: isCancelled, report: counting)
             : verifyArchive(isCancelled: isCancelled, report: counting)
         if !interrupted { verifyThumbnail(report: counting) }
@@ -206,8 +211,10 @@ public struct PyramidVerifier: Sendable {
                 present += tiles.count
                 guard location.length <= maximumTileBytes else {
                     for tile in tiles {
-                        report(Problem(tile: "\(tile)", path: path,
-                                       reason: "its entry claims \(location.length) bytes, more than the server serves (\(maximumTileBytes))"))
+                        report(
+                            Problem(
+                                tile: "\(tile)", path: path,
+                                reason: "its entry claims \(location.length) bytes, more than the server serves (\(maximumTileBytes))"))
                     }
                     return
                 }
@@ -232,7 +239,8 @@ public struct PyramidVerifier: Sendable {
                         let tile = TileCoordinate(level: level.level, row: row, column: column)
                         do {
                             if try archive.location(of: tile) == nil {
-                                report(Problem(tile: "\(tile)", path: path, reason: "missing (the archive's directories do not address it)"))
+                                report(
+                                    Problem(tile: "\(tile)", path: path, reason: "missing (the archive's directories do not address it)"))
                             }
                         } catch {
                             report(Problem(tile: "\(tile)", path: path, reason: "\(error)"))
@@ -259,8 +267,10 @@ public struct PyramidVerifier: Sendable {
         } else {
             path = "\(pyramid.path)/\(thumbnail.file)"
             guard !thumbnail.file.isEmpty, !thumbnail.file.hasPrefix("."), !thumbnail.file.contains("/") else {
-                report(Problem(tile: "thumbnail", path: "\(pyramid.path)/\(PyramidManifest.fileName)",
-                               reason: "the thumbnail '\(thumbnail.file)' is not a file name in the folder"))
+                report(
+                    Problem(
+                        tile: "thumbnail", path: "\(pyramid.path)/\(PyramidManifest.fileName)",
+                        reason: "the thumbnail '\(thumbnail.file)' is not a file name in the folder"))
                 return
             }
             let folder = open(pyramid.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
@@ -290,8 +300,9 @@ public struct PyramidVerifier: Sendable {
         var w: Int32 = 0, h: Int32 = 0, b: Int32 = 0
         let status = bytes.withUnsafeBytes { raw in
             format.rawValue.withCString { name in
-                tiler_vips_check_encoded(raw.baseAddress, raw.count, name, Int32(clamping: width), Int32(clamping: height),
-                                         &loader, &w, &h, &b)
+                tiler_vips_check_encoded(
+                    raw.baseAddress, raw.count, name, Int32(clamping: width), Int32(clamping: height),
+                    &loader, &w, &h, &b)
             }
         }
         switch status {
@@ -316,7 +327,8 @@ public struct PyramidVerifier: Sendable {
     static func readFile(in directory: Int32, _ name: String, maximumBytes: Int) -> FileRead {
         let fd = openat(directory, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else {
-            return .failure(errno == ENOENT ? "missing" : errno == ELOOP ? "is a link (the server follows none)" : String(cString: strerror(errno)))
+            return .failure(
+                errno == ENOENT ? "missing" : errno == ELOOP ? "is a link (the server follows none)" : String(cString: strerror(errno)))
         }
         defer { close(fd) }
         var info = stat()

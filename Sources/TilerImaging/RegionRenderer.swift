@@ -52,8 +52,10 @@ public struct RegionRenderer: Sendable {
         public var quality: IIIFQuality
         public var format: IIIFFormat
 
-        public init(level: Int, rect: PixelRect, width: Int, height: Int,
-                    rotation: IIIFRotation = IIIFRotation(), quality: IIIFQuality = .default, format: IIIFFormat) {
+        public init(
+            level: Int, rect: PixelRect, width: Int, height: Int,
+            rotation: IIIFRotation = IIIFRotation(), quality: IIIFQuality = .default, format: IIIFFormat
+        ) {
             self.level = level
             self.rect = rect
             self.width = width
@@ -67,16 +69,18 @@ public struct RegionRenderer: Sendable {
     /// The job for a IIIF image request: from the finest level the output needs.
     public func job(for plan: IIIFImagePlan) -> Job {
         let z = plan.sourceLevel(in: geometry)
-        return Job(level: z, rect: plan.rectInLevel(z, of: geometry), width: plan.width, height: plan.height,
-                   rotation: plan.rotation, quality: plan.quality, format: plan.format)
+        return Job(
+            level: z, rect: plan.rectInLevel(z, of: geometry), width: plan.width, height: plan.height,
+            rotation: plan.rotation, quality: plan.quality, format: plan.format)
     }
 
     /// The job for a DeepZoom level below ours: all of level 0 shrunk to `width × height`,
     /// in the pyramid's own format.
     public func shrunkLevelZeroJob(width: Int, height: Int) -> Job {
         let l = geometry.level(0)
-        return Job(level: 0, rect: PixelRect(x: 0, y: 0, width: l.width, height: l.height),
-                   width: width, height: height, format: IIIFFormat(manifest.format))
+        return Job(
+            level: 0, rect: PixelRect(x: 0, y: 0, width: l.width, height: l.height),
+            width: width, height: height, format: IIIFFormat(manifest.format))
     }
 
     /// The tiles of a job's level that cover its rectangle, and the largest side libvips
@@ -86,7 +90,8 @@ public struct RegionRenderer: Sendable {
         let l = geometry.level(job.level)
         let r = job.rect
         guard r.x >= 0, r.y >= 0, r.width >= 1, r.height >= 1, r.x <= l.width - r.width, r.y <= l.height - r.height,
-              job.width >= 1, job.height >= 1 else { return nil }
+            job.width >= 1, job.height >= 1
+        else { return nil }
         let T = geometry.tileSize
         return (r.x / T...(r.maxX - 1) / T, r.y / T...(r.maxY - 1) / T)
     }
@@ -163,11 +168,11 @@ public struct RegionRenderer: Sendable {
         // libvips takes 32-bit sizes; the estimate keeps real jobs far below, this keeps
         // a caller that passed no limit from trapping.
         guard let left = Int32(exactly: r.x - columns.lowerBound * T), let top = Int32(exactly: r.y - rows.lowerBound * T),
-              let cropWidth = Int32(exactly: r.width), let cropHeight = Int32(exactly: r.height),
-              let width = Int32(exactly: job.width), let height = Int32(exactly: job.height),
-              let across = Int32(exactly: columns.count),
-              case let (product, false) = columns.count.multipliedReportingOverflow(by: rows.count),
-              let count = Int32(exactly: product)
+            let cropWidth = Int32(exactly: r.width), let cropHeight = Int32(exactly: r.height),
+            let width = Int32(exactly: job.width), let height = Int32(exactly: job.height),
+            let across = Int32(exactly: columns.count),
+            case let (product, false) = columns.count.multipliedReportingOverflow(by: rows.count),
+            let count = Int32(exactly: product)
         else { throw .tooLarge(estimatedBytes: estimate, limit: Int(Int32.max)) }
 
         // Load the covering tiles, row by row; each is decoded top to bottom as needed.
@@ -185,15 +190,18 @@ public struct RegionRenderer: Sendable {
         do {
             return try draw(job, tiles, across: across, count: count, crop: (left, top, cropWidth, cropHeight), size: (width, height))
         } catch let .libvips(why) {
-            let first = "\(job.level)/\(rows.lowerBound)/\(columns.lowerBound)", last = "\(job.level)/\(rows.upperBound)/\(columns.upperBound)"
+            let first = "\(job.level)/\(rows.lowerBound)/\(columns.lowerBound)",
+                last = "\(job.level)/\(rows.upperBound)/\(columns.upperBound)"
             throw .libvips("\(manifest.id) from tiles \(first)…\(last): \(why)")
         }
     }
 
     /// The libvips part of `render`, from the loaded tiles to the encoded bytes.
-    private func draw(_ job: Job, _ tiles: [VipsHandle], across: Int32, count: Int32,
-                      crop: (left: Int32, top: Int32, width: Int32, height: Int32),
-                      size: (width: Int32, height: Int32)) throws(RenderError) -> [UInt8] {
+    private func draw(
+        _ job: Job, _ tiles: [VipsHandle], across: Int32, count: Int32,
+        crop: (left: Int32, top: Int32, width: Int32, height: Int32),
+        size: (width: Int32, height: Int32)
+    ) throws(RenderError) -> [UInt8] {
         let r = job.rect
         let (left, top, cropWidth, cropHeight) = crop
         let (width, height) = size
@@ -388,9 +396,12 @@ private final class VipsHandle {
     var height: Int { Int(vips_image_get_height(pointer)) }
 
     /// Runs one shim that makes a new image from this one.
-    func apply(_ what: String,
-               _ operation: (UnsafeMutablePointer<VipsImage>, UnsafeMutablePointer<UnsafeMutablePointer<VipsImage>?>) -> Int32)
-        throws(RenderError) -> VipsHandle {
+    func apply(
+        _ what: String,
+        _ operation: (UnsafeMutablePointer<VipsImage>, UnsafeMutablePointer<UnsafeMutablePointer<VipsImage>?>) -> Int32
+    )
+        throws(RenderError) -> VipsHandle
+    {
         var out: UnsafeMutablePointer<VipsImage>?
         guard operation(pointer, &out) == 0, let out else { throw .libvips("\(what): \(vipsError())") }
         return VipsHandle(out)

@@ -111,8 +111,9 @@ public final class SourcePyramid: @unchecked Sendable {
         self.encoder = encoder
 
         // The levels the file stores, matched to the geometry's levels.
-        let full = StoredLevel(option: nil, value: 0, width: base.width, height: base.height,
-                               levelWidth: base.width, levelHeight: base.height)
+        let full = StoredLevel(
+            option: nil, value: 0, width: base.width, height: base.height,
+            levelWidth: base.width, levelHeight: base.height)
         var stored: [Int: StoredLevel] = [0: full]
         let geometry = self.geometry
         // Autorotation reverses the stored x axis in orientations 2, 3, 7 and 8, and the y
@@ -134,30 +135,38 @@ public final class SourcePyramid: @unchecked Sendable {
                 guard abs(level.width - tw) <= 1, abs(level.height - th) <= 1 else { continue }
                 guard aligned(k) else { return nil }
                 let (lw, lh) = turned ? (level.height, level.width) : (level.width, level.height)
-                return (k, StoredLevel(option: option, value: value, width: w, height: h,
-                                       levelWidth: max(w, lw), levelHeight: max(h, lh)))
+                return (
+                    k,
+                    StoredLevel(
+                        option: option, value: value, width: w, height: h,
+                        levelWidth: max(w, lw), levelHeight: max(h, lh))
+                )
             }
             return nil
         }
         if loader.hasPrefix("jpegload") {
             for (k, shrink) in [(1, 2), (2, 4), (3, 8)] where k <= geometry.maxLevel {
                 if let (image, _) = try? Self.open(file, option: "shrink", value: shrink, allowVector: false),
-                   let (found, level) = matched("shrink", shrink, image.width, image.height), found == k {
+                    let (found, level) = matched("shrink", shrink, image.width, image.height), found == k
+                {
                     stored[k] = level
                 }
             }
         } else if loader.hasPrefix("tiffload") {
             let hasICC = tiler_source_has_icc(base.pointer) != 0
-            for (option, count) in [("page", Int(tiler_source_get_int(base.pointer, "n-pages", 1))),
-                                    ("subifd", Int(tiler_source_get_int(base.pointer, "n-subifds", 0)))] {
+            for (option, count) in [
+                ("page", Int(tiler_source_get_int(base.pointer, "n-pages", 1))),
+                ("subifd", Int(tiler_source_get_int(base.pointer, "n-subifds", 0))),
+            ] {
                 let first = option == "page" ? 1 : 0
                 guard count > first else { continue }
                 for n in first..<min(count, 64) {
                     guard let (image, _) = try? Self.open(file, option: option, value: n, allowVector: false),
-                          image.bands == base.bands, image.pointer.pointee.BandFmt == base.pointer.pointee.BandFmt,
-                          (tiler_source_has_icc(image.pointer) != 0) == hasICC,
-                          (options.autorotate ? image.orientation : 1) == orientation,
-                          let (k, level) = matched(option, n, image.width, image.height), stored[k] == nil else { continue }
+                        image.bands == base.bands, image.pointer.pointee.BandFmt == base.pointer.pointee.BandFmt,
+                        (tiler_source_has_icc(image.pointer) != 0) == hasICC,
+                        (options.autorotate ? image.orientation : 1) == orientation,
+                        let (k, level) = matched(option, n, image.width, image.height), stored[k] == nil
+                    else { continue }
                     stored[k] = level
                 }
             }
@@ -176,8 +185,11 @@ public final class SourcePyramid: @unchecked Sendable {
         let thumbnailLevel = Self.thumbnailLevel(geometry, size: options.thumbnailSize)
         let level = geometry.level(thumbnailLevel)
         var tw: Int32 = 0, th: Int32 = 0
-        guard tiler_source_thumbnail_size(Int32(level.width), Int32(level.height), Int32(bands),
-                                          Int32(options.thumbnailSize), &tw, &th) == 0 else {
+        guard
+            tiler_source_thumbnail_size(
+                Int32(level.width), Int32(level.height), Int32(bands),
+                Int32(options.thumbnailSize), &tw, &th) == 0
+        else {
             throw .notAnImage(Vips.takeError())
         }
         var manifest = PyramidManifest(
@@ -210,8 +222,10 @@ public final class SourcePyramid: @unchecked Sendable {
         }
     }
 
-    private static func open(_ file: InputFile, option: String?, value: Int,
-                             allowVector: Bool) throws(CutError) -> (VipsImageHandle, String) {
+    private static func open(
+        _ file: InputFile, option: String?, value: Int,
+        allowVector: Bool
+    ) throws(CutError) -> (VipsImageHandle, String) {
         do { try Vips.start() } catch { throw .notAnImage(error.description) }
         vips_error_clear()
         var out: UnsafeMutablePointer<VipsImage>?
@@ -303,8 +317,10 @@ public final class SourcePyramid: @unchecked Sendable {
         let size = options.thumbnailSize
         let bands = self.bands
         let small = try whole.withUnsafeBufferPointer { buffer throws(ImagingError) in
-            try VipsImageHandle.withBorrowed(pixels: buffer.baseAddress!, width: level.width, height: level.height,
-                                             bands: bands) { image throws(ImagingError) in
+            try VipsImageHandle.withBorrowed(
+                pixels: buffer.baseAddress!, width: level.width, height: level.height,
+                bands: bands
+            ) { image throws(ImagingError) in
                 let small = try image.thumbnail(size: size)
                 return TilePixels(bytes: try small.pixels(), width: small.width, height: small.height)
             }
@@ -334,8 +350,11 @@ public final class SourcePyramid: @unchecked Sendable {
             derived += 1
             level += 1
         }
-        let stored = plan[level] ?? StoredLevel(option: nil, value: 0, width: geometry.width, height: geometry.height,
-                                                levelWidth: geometry.width, levelHeight: geometry.height)
+        let stored =
+            plan[level]
+            ?? StoredLevel(
+                option: nil, value: 0, width: geometry.width, height: geometry.height,
+                levelWidth: geometry.width, levelHeight: geometry.height)
         let strip = stored.width * max(bands, 1) * 2 * geometry.tileSize
         var total = tileBytes * (2 + 9 * derived) + 4 * tileBytes + strip
         if t == nil {
@@ -370,7 +389,8 @@ public final class SourcePyramid: @unchecked Sendable {
             var data: UnsafeMutablePointer<UInt8>?
             var length = 0
             guard tiler_source_region(image.pointer, Int32(x), Int32(y), Int32(width), Int32(height), &data, &length) == 0,
-                  let data else {
+                let data
+            else {
                 throw ImagingError.libvips(file.scrub(Vips.takeError()))
             }
             defer { g_free(data) }
@@ -424,8 +444,10 @@ public final class SourcePyramid: @unchecked Sendable {
 
     private func encode(_ pixels: TilePixels, with encoder: TileEncoder) throws -> [UInt8] {
         try pixels.bytes.withUnsafeBufferPointer { buffer in
-            try encoder.withEncoded(pixels: buffer.baseAddress!, stride: pixels.width * bands, width: pixels.width,
-                                    height: pixels.height, bands: bands) { Array($0) }
+            try encoder.withEncoded(
+                pixels: buffer.baseAddress!, stride: pixels.width * bands, width: pixels.width,
+                height: pixels.height, bands: bands
+            ) { Array($0) }
         }
     }
 }

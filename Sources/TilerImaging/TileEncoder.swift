@@ -33,8 +33,10 @@ public struct TileEncoder: Sendable {
     /// Encodes `height` rows of `width` pixels (row `y` at `pixels + y * stride`) and hands
     /// the encoded bytes to `body`; they are only valid inside it. With `padding`, a
     /// smaller (edge) tile is first padded to the full tile size.
-    public func withEncoded<R>(pixels: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int, bands: Int,
-                               _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+    public func withEncoded<R>(
+        pixels: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int, bands: Int,
+        _ body: (UnsafeRawBufferPointer) throws -> R
+    ) throws -> R {
         guard let padding else {
             return try encode(pixels: pixels, stride: stride, width: width, height: height, bands: bands, body)
         }
@@ -43,8 +45,10 @@ public struct TileEncoder: Sendable {
         }
     }
 
-    private func encode<R>(pixels: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int, bands: Int,
-                           _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+    private func encode<R>(
+        pixels: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int, bands: Int,
+        _ body: (UnsafeRawBufferPointer) throws -> R
+    ) throws -> R {
         var buffer: UnsafeMutablePointer<UInt8>?
         var length = 0
         var message = [CChar](repeating: 0, count: 256)
@@ -55,12 +59,14 @@ public struct TileEncoder: Sendable {
             return try png.withEncoded(pixels: pixels, stride: stride, width: width, height: height, bands: bands, body)
         case .jpeg:
             library = "libjpeg"
-            status = tiler_jpeg_encode(pixels, stride, Int32(width), Int32(height), Int32(bands), Int32(quality ?? 0),
-                                       &buffer, &length, &message, message.count)
+            status = tiler_jpeg_encode(
+                pixels, stride, Int32(width), Int32(height), Int32(bands), Int32(quality ?? 0),
+                &buffer, &length, &message, message.count)
         case .webp:
             library = "libwebp"
-            status = tiler_webp_encode(pixels, stride, Int32(width), Int32(height), Int32(bands), Int32(quality ?? 0),
-                                       &buffer, &length, &message, message.count)
+            status = tiler_webp_encode(
+                pixels, stride, Int32(width), Int32(height), Int32(bands), Int32(quality ?? 0),
+                &buffer, &length, &message, message.count)
         }
         guard status == 0, let buffer else {
             let text = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)

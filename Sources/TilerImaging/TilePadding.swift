@@ -83,8 +83,10 @@ public struct TilePadding: Sendable, Hashable {
 
     /// Runs `body` over the tile padded to `tileSize × tileSize` when it is smaller, or
     /// over the pixels as they are.
-    func withPadded<R>(pixels: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int, bands: Int,
-                       _ body: (UnsafePointer<UInt8>, Int, Int, Int) throws -> R) rethrows -> R {
+    func withPadded<R>(
+        pixels: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int, bands: Int,
+        _ body: (UnsafePointer<UInt8>, Int, Int, Int) throws -> R
+    ) rethrows -> R {
         guard width < tileSize || height < tileSize else { return try body(pixels, stride, width, height) }
         let side = tileSize
         let rowBytes = side * bands

@@ -70,8 +70,10 @@ final class VipsImageHandle {
     /// Opens an input file by its descriptor (its name is never given to libvips); only
     /// the header is read now. Sequential access is one top-to-bottom pass; random access
     /// lets libvips decode to memory or a temporary file first.
-    static func open(_ file: InputFile, randomAccess: Bool = false,
-                     allowVector: Bool = false) throws(ImageOpenError) -> (image: VipsImageHandle, loader: String) {
+    static func open(
+        _ file: InputFile, randomAccess: Bool = false,
+        allowVector: Bool = false
+    ) throws(ImageOpenError) -> (image: VipsImageHandle, loader: String) {
         do { try Vips.start() } catch { throw .libvips(error.description) }
         vips_error_clear()
         var out: UnsafeMutablePointer<VipsImage>?
@@ -145,8 +147,10 @@ final class VipsImageHandle {
     }
 
     /// Runs `body` over a libvips image that borrows `pixels` (contiguous rows) without copying.
-    static func withBorrowed<R>(pixels: UnsafePointer<UInt8>, width: Int, height: Int, bands: Int,
-                                _ body: (VipsImageHandle) throws(ImagingError) -> R) throws(ImagingError) -> R {
+    static func withBorrowed<R>(
+        pixels: UnsafePointer<UInt8>, width: Int, height: Int, bands: Int,
+        _ body: (VipsImageHandle) throws(ImagingError) -> R
+    ) throws(ImagingError) -> R {
         try Vips.start()
         guard let image = tiler_vips_image_from_pixels(pixels, Int32(width), Int32(height), Int32(bands)) else {
             throw .libvips(Vips.takeError())

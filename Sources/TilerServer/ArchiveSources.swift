@@ -98,7 +98,8 @@ final class LocalArchiveSource: ArchiveBackedSource {
         self.file = file
         location = file.name
         let st = file.info
-        let tag = "\"a\(String(UInt64(st.st_size), radix: 16))-\(String(Int64(st.st_mtim.tv_sec), radix: 16))."
+        let tag =
+            "\"a\(String(UInt64(st.st_size), radix: 16))-\(String(Int64(st.st_mtim.tv_sec), radix: 16))."
             + "\(String(Int64(st.st_mtim.tv_nsec), radix: 16))-\(String(UInt64(st.st_ino), radix: 16))\""
         validators = Validators(etag: tag, lastModified: Int64(st.st_mtim.tv_sec))
     }

@@ -16,8 +16,10 @@ func clippedTileResponse(_ tile: TileCoordinate, of pyramid: Pyramid, store: Til
         return try store.tileResponse(tile, of: pyramid)
     }
     let format = pyramid.manifest.format
-    return try drawnResponse("clipped/\(tile)", of: pyramid, store: store, contentType: format.mimeType,
-                             quality: pyramid.manifest.quality) { _ in
+    return try drawnResponse(
+        "clipped/\(tile)", of: pyramid, store: store, contentType: format.mimeType,
+        quality: pyramid.manifest.quality
+    ) { _ in
         RegionRenderer.Job(level: tile.level, rect: rect, width: rect.width, height: rect.height, format: IIIFFormat(format))
     }
 }

@@ -13,8 +13,10 @@ import TilerImaging
 /// and no caching; the details go to the log, once per failure and pyramid generation.
 ///
 /// `quality` is the JPEG or WebP encoder's, when not the renderer's default.
-func drawnResponse(_ name: String, of pyramid: Pyramid, store: TileStore, contentType: String, quality: Int? = nil,
-                   job makeJob: (RegionRenderer) -> RegionRenderer.Job) throws(HTTPError) -> HTTPResponse {
+func drawnResponse(
+    _ name: String, of pyramid: Pyramid, store: TileStore, contentType: String, quality: Int? = nil,
+    job makeJob: (RegionRenderer) -> RegionRenderer.Job
+) throws(HTTPError) -> HTTPResponse {
     let key = CachedItem.document(generation: pyramid.generation, name: name)
     if let hit = store.cache.value(for: key) { return .prepared(hit) }
     var renderer: RegionRenderer
@@ -29,14 +31,17 @@ func drawnResponse(_ name: String, of pyramid: Pyramid, store: TileStore, conten
     let estimate = renderer.estimatedPeakBytes(job)
     let budget = store.renderBudget
     guard estimate <= budget.capacity else {
-        throw HTTPError(400, "drawing this image needs about \(estimate >> 20) MiB, more than this server allows for "
-            + "drawing (\(budget.capacity >> 20) MiB); ask for a smaller size or region")
+        throw HTTPError(
+            400,
+            "drawing this image needs about \(estimate >> 20) MiB, more than this server allows for "
+                + "drawing (\(budget.capacity >> 20) MiB); ask for a smaller size or region")
     }
     return .blocking(.render) { [renderer] in
         if let hit = store.cache.value(for: key) { return .prepared(hit) }
         guard budget.admit(estimate) == .admitted else {
-            return .withHeaders([("Retry-After", "1")],
-                                .error(HTTPError(503, "the server is busy drawing other images; try again shortly")))
+            return .withHeaders(
+                [("Retry-After", "1")],
+                .error(HTTPError(503, "the server is busy drawing other images; try again shortly")))
         }
         let bytes: [UInt8]
         do {
@@ -46,7 +51,8 @@ func drawnResponse(_ name: String, of pyramid: Pyramid, store: TileStore, conten
             }
         } catch let RenderError.unavailable(_, timedOut) {
             // Storage is down or slow (already logged by StorageHealth): try again later.
-            let error = timedOut
+            let error =
+                timedOut
                 ? HTTPError(504, "object storage did not answer in time to draw this image; retry later")
                 : HTTPError(503, "object storage is unavailable; retry later")
             return .withHeaders([("Retry-After", "1")], .error(error))
@@ -56,9 +62,11 @@ func drawnResponse(_ name: String, of pyramid: Pyramid, store: TileStore, conten
         }
         // Large drawings (a big IIIF region) are sent once and not kept, like large files.
         guard bytes.count <= store.configuration.maximumCachedFileBytes else {
-            return .prepared(PreparedResponse(body: bytes, contentType: contentType, etag: nil,
-                                              lastModified: pyramid.validators.lastModified,
-                                              cacheControl: store.configuration.cacheControl))
+            return .prepared(
+                PreparedResponse(
+                    body: bytes, contentType: contentType, etag: nil,
+                    lastModified: pyramid.validators.lastModified,
+                    cacheControl: store.configuration.cacheControl))
         }
         return .prepared(store.document(name, of: pyramid, contentType: contentType) { _ in bytes })
     }

@@ -18,38 +18,40 @@ import TilerHTTP
 /// base URL of an image named `collection.json`.
 func iiifPresentationRoutes(store: TileStore, address: PublicAddress) -> [Route] {
     let collectionCache = CollectionCache()
-    return [Route("iiif-presentation") { request throws(HTTPError) in
-        let s = request.segments
-        guard s.count >= 3, s[0] == "iiif", s[1] == "3" else { return nil }
-        let (base, vary) = address.absoluteBase(for: request.head)
-        let cacheControl = vary == nil ? store.configuration.cacheControl : "no-cache"
-        let response: PreparedResponse
-        if s.count == 3, s[2] == "collection.json" {
-            // From memory, like `/images`. (A pyramid named `collection.json` loses only its
-            // IIIF base URL's redirect; its info.json and images are unaffected.)
-            let pyramids = store.pyramids
-            if vary == nil {
-                response = collectionCache.response(for: pyramids) {
-                    prepared(collectionDocument(pyramids, base: base), cacheControl: cacheControl)
+    return [
+        Route("iiif-presentation") { request throws(HTTPError) in
+            let s = request.segments
+            guard s.count >= 3, s[0] == "iiif", s[1] == "3" else { return nil }
+            let (base, vary) = address.absoluteBase(for: request.head)
+            let cacheControl = vary == nil ? store.configuration.cacheControl : "no-cache"
+            let response: PreparedResponse
+            if s.count == 3, s[2] == "collection.json" {
+                // From memory, like `/images`. (A pyramid named `collection.json` loses only its
+                // IIIF base URL's redirect; its info.json and images are unaffected.)
+                let pyramids = store.pyramids
+                if vary == nil {
+                    response = collectionCache.response(for: pyramids) {
+                        prepared(collectionDocument(pyramids, base: base), cacheControl: cacheControl)
+                    }
+                } else {
+                    response = prepared(collectionDocument(pyramids, base: base), cacheControl: cacheControl)
+                }
+            } else if s.count == 4, s[3] == "manifest.json" {
+                let pyramid = try store.pyramid(named: s[2], for: request)
+                let limits = store.configuration.iiifLimits
+                if vary == nil {
+                    response = store.document("presentation", of: pyramid, contentType: presentationMediaType) {
+                        manifestDocument($0, base: base, limits: limits)
+                    }
+                } else {
+                    response = prepared(manifestDocument(pyramid, base: base, limits: limits), cacheControl: cacheControl)
                 }
             } else {
-                response = prepared(collectionDocument(pyramids, base: base), cacheControl: cacheControl)
+                return nil
             }
-        } else if s.count == 4, s[3] == "manifest.json" {
-            let pyramid = try store.pyramid(named: s[2], for: request)
-            let limits = store.configuration.iiifLimits
-            if vary == nil {
-                response = store.document("presentation", of: pyramid, contentType: presentationMediaType) {
-                    manifestDocument($0, base: base, limits: limits)
-                }
-            } else {
-                response = prepared(manifestDocument(pyramid, base: base, limits: limits), cacheControl: cacheControl)
-            }
-        } else {
-            return nil
+            return vary.map { .withHeaders([("Vary", $0)], .prepared(response)) } ?? .prepared(response)
         }
-        return vary.map { .withHeaders([("Vary", $0)], .prepared(response)) } ?? .prepared(response)
-    }]
+    ]
 }
 
 /// `Content-Type` of Presentation documents: JSON-LD with the version 3 context.
@@ -58,8 +60,9 @@ private let presentationContext = "http://iiif.io/api/presentation/3/context.jso
 
 /// A per-request document with an ETag of its bytes, so a client revalidates with a 304.
 private func prepared(_ body: [UInt8], cacheControl: String) -> PreparedResponse {
-    PreparedResponse(body: body, contentType: presentationMediaType, etag: "\"p-\(String(fnv1a(body), radix: 16))\"",
-                     lastModified: nil, cacheControl: cacheControl.isEmpty ? nil : cacheControl)
+    PreparedResponse(
+        body: body, contentType: presentationMediaType, etag: "\"p-\(String(fnv1a(body), radix: 16))\"",
+        lastModified: nil, cacheControl: cacheControl.isEmpty ? nil : cacheControl)
 }
 
 /// FNV-1a of the bytes: the ETag changes exactly when the document does.
@@ -105,8 +108,9 @@ func manifestDocument(_ p: Pyramid, base: String, limits: IIIFLimits) -> [UInt8]
     let format = IIIFFormat(m.format)
     // The painted image: the whole picture at the largest size this server draws, which
     // the limits may make smaller than the canvas.
-    let request = IIIFImageRequest(identifier: p.id.rawValue, region: .full, size: IIIFSize(.max),
-                                   rotation: IIIFRotation(), quality: .default, format: format)
+    let request = IIIFImageRequest(
+        identifier: p.id.rawValue, region: .full, size: IIIFSize(.max),
+        rotation: IIIFRotation(), quality: .default, format: format)
     let plan = try? IIIFImagePlan(request, geometry: p.geometry, limits: limits)
     let canvas = "\(service)/canvas/1"
     var json = JSONWriter(capacity: 2048)

@@ -16,51 +16,60 @@ import TilerImaging
 /// info.json is the one the client wrote). Output size is capped by
 /// `ServerConfiguration.iiifLimits`. CORS comes from the HTTP layer, like every route.
 func iiifRoutes(store: TileStore, address: PublicAddress) -> [Route] {
-    [Route("iiif") { request throws(HTTPError) in
-        guard request.segments.first == "iiif" else { return nil }
-        // `/iiif/3/collection.json` and `/iiif/3/ID/manifest.json` are the Presentation
-        // API's (`iiifPresentationRoutes`, tried first).
-        let target = request.head.target
-        let path = String(decoding: target[0..<request.head.pathLength], as: UTF8.self)
-        guard path.hasPrefix(iiifPrefix) else {
-            throw HTTPError(404, "IIIF Image API 3.0 lives under \(iiifPrefix)ID/")
+    [
+        Route("iiif") { request throws(HTTPError) in
+            guard request.segments.first == "iiif" else { return nil }
+            // `/iiif/3/collection.json` and `/iiif/3/ID/manifest.json` are the Presentation
+            // API's (`iiifPresentationRoutes`, tried first).
+            let target = request.head.target
+            let path = String(decoding: target[0..<request.head.pathLength], as: UTF8.self)
+            guard path.hasPrefix(iiifPrefix) else {
+                throw HTTPError(404, "IIIF Image API 3.0 lives under \(iiifPrefix)ID/")
+            }
+            let rest = path.dropFirst(iiifPrefix.count)
+            let route = try httpError { () throws(IIIFError) in try IIIFRoute.parse(path: Substring(rest)) }
+            let pyramid = try store.pyramid(named: route.identifier, for: request)
+            let (publicBase, vary) = address.absoluteBase(for: request.head)
+            let base = publicBase + iiifPrefix + rest.prefix { $0 != "/" }
+            let varyHeader = vary.map { [("Vary", $0)] } ?? []
+            let limits = store.configuration.iiifLimits
+            switch route {
+            case .base:
+                return .withHeaders(
+                    [("Location", base + "/info.json")] + varyHeader,
+                    .bytes(
+                        status: 303, contentType: "application/json",
+                        body: Array(#"{"location":"\#(base)/info.json"}"#.utf8), cacheControl: "no-cache"))
+            case .info:
+                let info = IIIFImageInfo(id: base, geometry: pyramid.geometry, format: pyramid.manifest.format, limits: limits)
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+                guard let body = try? encoder.encode(info) else {
+                    throw HTTPError(500, "cannot encode info.json for '\(pyramid.id)'")
+                }
+                // Not cached as a document: without --base-url the id depends on the request.
+                let response = HTTPResponse.bytes(
+                    status: 200, contentType: IIIF.jsonLDMediaType, body: Array(body), cacheControl: "no-cache")
+                return varyHeader.isEmpty ? response : .withHeaders(varyHeader, response)
+            case let .image(request):
+                let plan = try httpError { () throws(IIIFError) in
+                    try IIIFImagePlan(request, geometry: pyramid.geometry, limits: limits)
+                }
+                let canonical = canonicalParameters(plan, pyramid.geometry)
+                // One Link field with both links: some clients read only the first field.
+                let links = [("Link", "<\(IIIF.profileURI)>;rel=\"profile\", <\(base)/\(canonical)>;rel=\"canonical\"")] + varyHeader
+                if let tile = plan.exactTile(in: pyramid.geometry, format: pyramid.manifest.format) {
+                    return .withHeaders(links, try clippedTileResponse(tile, of: pyramid, store: store))
+                }
+                return .withHeaders(
+                    links,
+                    try drawnResponse(
+                        "iiif/" + canonical, of: pyramid, store: store,
+                        contentType: plan.format.mimeType
+                    ) { $0.job(for: plan) })
+            }
         }
-        let rest = path.dropFirst(iiifPrefix.count)
-        let route = try httpError { () throws(IIIFError) in try IIIFRoute.parse(path: Substring(rest)) }
-        let pyramid = try store.pyramid(named: route.identifier, for: request)
-        let (publicBase, vary) = address.absoluteBase(for: request.head)
-        let base = publicBase + iiifPrefix + rest.prefix { $0 != "/" }
-        let varyHeader = vary.map { [("Vary", $0)] } ?? []
-        let limits = store.configuration.iiifLimits
-        switch route {
-        case .base:
-            return .withHeaders([("Location", base + "/info.json")] + varyHeader,
-                                .bytes(status: 303, contentType: "application/json",
-                                       body: Array(#"{"location":"\#(base)/info.json"}"#.utf8), cacheControl: "no-cache"))
-        case .info:
-            let info = IIIFImageInfo(id: base, geometry: pyramid.geometry, format: pyramid.manifest.format, limits: limits)
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            guard let body = try? encoder.encode(info) else {
-                throw HTTPError(500, "cannot encode info.json for '\(pyramid.id)'")
-            }
-            // Not cached as a document: without --base-url the id depends on the request.
-            let response = HTTPResponse.bytes(status: 200, contentType: IIIF.jsonLDMediaType, body: Array(body), cacheControl: "no-cache")
-            return varyHeader.isEmpty ? response : .withHeaders(varyHeader, response)
-        case let .image(request):
-            let plan = try httpError { () throws(IIIFError) in
-                try IIIFImagePlan(request, geometry: pyramid.geometry, limits: limits)
-            }
-            let canonical = canonicalParameters(plan, pyramid.geometry)
-            // One Link field with both links: some clients read only the first field.
-            let links = [("Link", "<\(IIIF.profileURI)>;rel=\"profile\", <\(base)/\(canonical)>;rel=\"canonical\"")] + varyHeader
-            if let tile = plan.exactTile(in: pyramid.geometry, format: pyramid.manifest.format) {
-                return .withHeaders(links, try clippedTileResponse(tile, of: pyramid, store: store))
-            }
-            return .withHeaders(links, try drawnResponse("iiif/" + canonical, of: pyramid, store: store,
-                                                         contentType: plan.format.mimeType) { $0.job(for: plan) })
-        }
-    }]
+    ]
 }
 
 let iiifPrefix = "/iiif/3/"

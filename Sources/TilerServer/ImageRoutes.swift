@@ -9,19 +9,21 @@ func healthRoutes(store: TileStore) -> [Route] {
     let body = Array(#"{"status":"ok"}"#.utf8)
     let bucketBody = Array(#"{"status":"ok","storage":"ok"}"#.utf8)
     let bucket = store.servesBucket
-    return [Route("health") { request in
-        guard request.segments == ["healthz"] else { return nil }
-        guard bucket else { return .json(body, cacheControl: "no-store") }
-        guard let outage = store.health.outage else { return .json(bucketBody, cacheControl: "no-store") }
-        var json = JSONWriter(capacity: 256)
-        json.beginObject()
-        json.field("status", "ok")
-        json.field("storage", "unavailable")
-        json.field("storageDownSeconds", Int(outage.seconds.rounded()))
-        json.field("storageError", String(outage.error.prefix(300)))
-        json.endObject()
-        return .json(json.bytes, cacheControl: "no-store")
-    }]
+    return [
+        Route("health") { request in
+            guard request.segments == ["healthz"] else { return nil }
+            guard bucket else { return .json(body, cacheControl: "no-store") }
+            guard let outage = store.health.outage else { return .json(bucketBody, cacheControl: "no-store") }
+            var json = JSONWriter(capacity: 256)
+            json.beginObject()
+            json.field("status", "ok")
+            json.field("storage", "unavailable")
+            json.field("storageDownSeconds", Int(outage.seconds.rounded()))
+            json.field("storageError", String(outage.error.prefix(300)))
+            json.endObject()
+            return .json(json.bytes, cacheControl: "no-store")
+        }
+    ]
 }
 
 /// The image API: `/images`, `/images/ID`, `/images/ID/tiles/L/R/C.EXT`,
@@ -30,18 +32,20 @@ func healthRoutes(store: TileStore) -> [Route] {
 /// which is the same for every request, so the documents are cached as they are.
 func imageRoutes(store: TileStore, address: PublicAddress) -> [Route] {
     let links = Links(prefix: address.linkPrefix)
-    return [Route("images") { request throws(HTTPError) in
-        let s = request.segments
-        guard s.first == "images" else { return nil }
-        switch s.count {
-        case 1: return try listImages(request, store, links)
-        case 2: return try manifest(request, s[1], store, links)
-        case 3 where s[2] == "visible": return try visible(request, s[1], store, links)
-        case 3 where s[2].hasPrefix("thumbnail."): return try thumbnail(request, s[1], s[2], store)
-        case 6 where s[2] == "tiles": return try tile(request, s, store)
-        default: return nil
+    return [
+        Route("images") { request throws(HTTPError) in
+            let s = request.segments
+            guard s.first == "images" else { return nil }
+            switch s.count {
+            case 1: return try listImages(request, store, links)
+            case 2: return try manifest(request, s[1], store, links)
+            case 3 where s[2] == "visible": return try visible(request, s[1], store, links)
+            case 3 where s[2].hasPrefix("thumbnail."): return try thumbnail(request, s[1], s[2], store)
+            case 6 where s[2] == "tiles": return try tile(request, s, store)
+            default: return nil
+            }
         }
-    }]
+    ]
 }
 
 /// A strictly decimal non-negative integer: digits only, no sign, no leading zero.
@@ -60,7 +64,8 @@ private func tile(_ request: Request, _ s: [String], _ store: TileStore) throws(
     guard let dot = last.lastIndex(of: ".") else { throw HTTPError(404, "a tile path ends in COLUMN.EXT") }
     let columnText = last[..<dot], ext = last[last.index(after: dot)...]
     guard let level = parseIndex(Substring(s[3])), let row = parseIndex(Substring(s[4])),
-          let column = parseIndex(columnText) else {
+        let column = parseIndex(columnText)
+    else {
         throw HTTPError(400, "level, row and column must be non-negative integers")
     }
     let pyramid = try store.pyramid(named: s[1], for: request)
@@ -207,7 +212,8 @@ private func visible(_ request: Request, _ name: String, _ store: TileStore, _ l
     let pyramid = try store.pyramid(named: name, for: request)
     let answer: VisibleTilesPlan
     do {
-        let query = try VisibleTilesQuery.parsingCommonForm(request.rawQuery)
+        let query =
+            try VisibleTilesQuery.parsingCommonForm(request.rawQuery)
             ?? VisibleTilesQuery(queryItems: try request.queryItems())
         answer = try pyramid.geometry.visibleTilesPlan(for: query, maximumTiles: store.configuration.maximumVisibleTiles)
     } catch let e as VisibleTilesError {
@@ -217,5 +223,7 @@ private func visible(_ request: Request, _ name: String, _ store: TileStore, _ l
     } catch {
         throw HTTPError(400, "\(error)")
     }
-    return .json(visibleDocument(answer, of: pyramid, linkPrefix: links.escapedPrefix), cacheControl: store.configuration.cacheControl.isEmpty ? nil : store.configuration.cacheControl)
+    return .json(
+        visibleDocument(answer, of: pyramid, linkPrefix: links.escapedPrefix),
+        cacheControl: store.configuration.cacheControl.isEmpty ? nil : store.configuration.cacheControl)
 }

@@ -36,8 +36,10 @@ final class OpenTiles: Sendable {
         /// When its path was last found to lead to this file (monotonic milliseconds).
         let checked: Atomic<Int64>
 
-        init(response: PreparedResponse, file: OpenFile, info: FileInfo, root: String, components: [String],
-             countsPages: Bool, checked: Int64) {
+        init(
+            response: PreparedResponse, file: OpenFile, info: FileInfo, root: String, components: [String],
+            countsPages: Bool, checked: Int64
+        ) {
             self.response = response
             self.file = file
             self.info = info
@@ -90,7 +92,8 @@ final class OpenTiles: Sendable {
         }
         if now - entry.checked.load(ordering: .relaxed) >= revalidateAfter {
             guard let named = RootedFiles.info(root: entry.root, entry.components), named.inode == entry.info.inode,
-                  named.device == entry.info.device else {
+                named.device == entry.info.device
+            else {
                 drop(entry, for: key)
                 return .notOpen
             }
@@ -101,17 +104,21 @@ final class OpenTiles: Sendable {
 
     /// Keeps `fd` (which the cache now owns), a file whose bytes were just read whole and
     /// checked, as the tile `key`, sent with these headers.
-    func keep(_ fd: FileDescriptor, _ info: FileInfo, root: String, components: [String], contentType: String,
-              validators: Validators, cacheControl: String, for key: CachedItem,
-              now: Int64 = SystemClock.monotonicMilliseconds()) {
+    func keep(
+        _ fd: FileDescriptor, _ info: FileInfo, root: String, components: [String], contentType: String,
+        validators: Validators, cacheControl: String, for key: CachedItem,
+        now: Int64 = SystemClock.monotonicMilliseconds()
+    ) {
         let file = OpenFile(taking: fd)
         // The bytes were just read, so every page is resident: a count short of that means
         // cachestat cannot see this file system's pages.
         let countsPages = (try? fd.cachedPages(count: info.size)) == FileDescriptor.pages(info.size)
-        let sent = PreparedResponse(file: FileRange(file: file, count: info.size), contentType: contentType,
-                                    etag: validators.etag, lastModified: validators.lastModified, cacheControl: cacheControl)
-        let entry = Entry(response: sent, file: file, info: info, root: root, components: components,
-                          countsPages: countsPages, checked: now)
+        let sent = PreparedResponse(
+            file: FileRange(file: file, count: info.size), contentType: contentType,
+            etag: validators.etag, lastModified: validators.lastModified, cacheControl: cacheControl)
+        let entry = Entry(
+            response: sent, file: file, info: info, root: root, components: components,
+            countsPages: countsPages, checked: now)
         entries.insert(entry, cost: 1, for: key)
     }
 

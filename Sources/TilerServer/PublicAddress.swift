@@ -45,7 +45,9 @@ public struct BaseURL: Sendable, Hashable, CustomStringConvertible {
                 if segment.isEmpty { throw .init(text, "has an empty path segment ('//')") }
                 if segment == "." || segment == ".." { throw .init(text, "has a '.' or '..' path segment") }
                 guard Self.isPlainSegment(segment) else {
-                    throw .init(text, "has a path character that must be escaped (allowed: letters, digits, - . _ ~ ! $ & ' ( ) * + , ; = : @ and %XX)")
+                    throw .init(
+                        text,
+                        "has a path character that must be escaped (allowed: letters, digits, - . _ ~ ! $ & ' ( ) * + , ; = : @ and %XX)")
                 }
             }
         }
@@ -69,7 +71,8 @@ public struct BaseURL: Sendable, Hashable, CustomStringConvertible {
             }
             let inside = host.dropFirst().dropLast()
             guard !inside.isEmpty, inside.contains(":"),
-                  inside.utf8.allSatisfy({ isHexDigit($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }) else {
+                inside.utf8.allSatisfy({ isHexDigit($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") })
+            else {
                 return nil
             }
         } else {
@@ -78,7 +81,8 @@ public struct BaseURL: Sendable, Hashable, CustomStringConvertible {
                 port = a[a.index(after: c)...]
             }
             guard !host.isEmpty, host.utf8.count <= 253, !host.hasPrefix("."), !host.hasPrefix("-"),
-                  host.utf8.allSatisfy({ isAlphanumeric($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") }) else {
+                host.utf8.allSatisfy({ isAlphanumeric($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") })
+            else {
                 return nil
             }
         }
@@ -206,7 +210,8 @@ private func checkedScheme(_ s: String) -> String? {
 /// that would end or escape a URL, JSON string, HTML attribute or XML attribute.
 func plausibleAuthority(_ host: [UInt8]) -> String? {
     guard !host.isEmpty, host.count <= 255,
-          host.allSatisfy({ isAlphanumeric($0) || "-._~:[]!$()*+,;=%".utf8.contains($0) }) else { return nil }
+        host.allSatisfy({ isAlphanumeric($0) || "-._~:[]!$()*+,;=%".utf8.contains($0) })
+    else { return nil }
     return String(decoding: host, as: UTF8.self)
 }
 

@@ -149,7 +149,8 @@ final class PyramidCatalog: Sendable {
         self.renderBudget = renderBudget
         sources = configuration.sources
         pixelCache = PixelCache(capacity: configuration.sources?.pixelCacheBytes ?? 0)
-        keeper = configuration.sources?.keep == true && !S3Location.isS3(configuration.root)
+        keeper =
+            configuration.sources?.keep == true && !S3Location.isS3(configuration.root)
             ? KeptTiles(root: configuration.root, faults: OnceLog(log: log)) : nil
         storageTimeout = configuration.storageTimeout
         directories = DirectoryCache(capacity: configuration.directoryCacheEntries)
@@ -158,7 +159,11 @@ final class PyramidCatalog: Sendable {
             do throws(S3Error) {
                 let location = try S3Location(parsing: configuration.root)
                 var s3: S3Configuration
-                if let given = configuration.s3 { s3 = given } else { s3 = try S3Configuration(environment: ProcessInfo.processInfo.environment) }
+                if let given = configuration.s3 {
+                    s3 = given
+                } else {
+                    s3 = try S3Configuration(environment: ProcessInfo.processInfo.environment)
+                }
                 bucket = Bucket(location: location, client: S3Client(configuration: s3))
             } catch {
                 log.error("cannot serve \(configuration.root): \(error.message); no image is served")
@@ -341,7 +346,9 @@ final class PyramidCatalog: Sendable {
             }
         }
         let present = Set(next.entries.keys)
-        writerState.withLock { w in w.reported = w.reported.filter { $0.key.isEmpty || $0.key.hasPrefix("source:") || present.contains($0.key) } }
+        writerState.withLock { w in
+            w.reported = w.reported.filter { $0.key.isEmpty || $0.key.hasPrefix("source:") || present.contains($0.key) }
+        }
         return next
     }
 
@@ -359,7 +366,9 @@ final class PyramidCatalog: Sendable {
             names = try folder.names().sorted()
             clearReport("source:")
         } catch {
-            report("source:", "sources-\(error.kind)", "cannot read the --sources folder '\(sources.directory)': \(error); no source is served until it can")
+            report(
+                "source:", "sources-\(error.kind)",
+                "cannot read the --sources folder '\(sources.directory)': \(error); no source is served until it can")
             return
         }
         var claimed: [String: String] = [:]
@@ -367,8 +376,9 @@ final class PyramidCatalog: Sendable {
             guard let id = PyramidID(deriving: name) else { continue }
             if let existing = next.entries[id.rawValue], existing.pyramid?.manifest.partial != true { continue }
             if let other = claimed[id.rawValue] {
-                report("source:" + name, "duplicate-\(other)",
-                       "\(sources.directory)/\(name) would be image '\(id)', which \(other) already is; it is not served (rename it)")
+                report(
+                    "source:" + name, "duplicate-\(other)",
+                    "\(sources.directory)/\(name) would be image '\(id)', which \(other) already is; it is not served (rename it)")
                 continue
             }
             guard let info = try? folder.info(name), info.isRegularFile else { continue }
@@ -393,7 +403,9 @@ final class PyramidCatalog: Sendable {
             }
         }
         let present = Set(names.map { "source:" + $0 })
-        writerState.withLock { w in w.reported = w.reported.filter { !$0.key.hasPrefix("source:") || $0.key == "source:" || present.contains($0.key) } }
+        writerState.withLock { w in
+            w.reported = w.reported.filter { !$0.key.hasPrefix("source:") || $0.key == "source:" || present.contains($0.key) }
+        }
     }
 
     /// Starts the background thread that calls `rescan` every `interval` seconds (or four
@@ -401,7 +413,7 @@ final class PyramidCatalog: Sendable {
     /// the catalog goes away).
     func startRefreshing(every interval: Double) {
         guard !stopped.load(ordering: .acquiring),
-              refreshing.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+            refreshing.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
         let thread = Thread { [weak self] in
             var wait = interval
@@ -438,8 +450,10 @@ final class PyramidCatalog: Sendable {
     /// storage could not be asked about now). `previous` is kept when what it was loaded
     /// from has not changed (and, for objects, when storage cannot be asked). `root` is
     /// ROOT opened, for folders and local archives. Holds `writer`.
-    private func entry(for id: PyramidID, candidate: Candidate, in root: RootedFolder?,
-                       previous: CatalogEntry?) -> CatalogEntry? {
+    private func entry(
+        for id: PyramidID, candidate: Candidate, in root: RootedFolder?,
+        previous: CatalogEntry?
+    ) -> CatalogEntry? {
         switch candidate {
         case .folder:
             guard let root else { return nil }
@@ -478,8 +492,9 @@ final class PyramidCatalog: Sendable {
                 // Replaced between the look and the read: the next scan sees the new one.
                 return nil
             case .denied, .other, .tooLarge:
-                report(name, "read-\(error.kind)-\(info.entityTag)",
-                       "cannot read \(manifestPath()): \(error); image '\(name)' answers 500")
+                report(
+                    name, "read-\(error.kind)-\(info.entityTag)",
+                    "cannot read \(manifestPath()): \(error); image '\(name)' answers 500")
                 return .broken(message: "image '\(name)' cannot be read by the server", signature: .folder(manifest: info))
             }
         }
@@ -488,14 +503,16 @@ final class PyramidCatalog: Sendable {
         do {
             decoded = try PyramidManifest.decodedWithGeometry(bytes)
         } catch {
-            report(name, "decode-\(readInfo.entityTag)",
-                   "\(manifestPath()) cannot be used: \(error); image '\(name)' answers 500")
+            report(
+                name, "decode-\(readInfo.entityTag)",
+                "\(manifestPath()) cannot be used: \(error); image '\(name)' answers 500")
             return .broken(message: "image '\(name)' has an unreadable pyramid.json", signature: signature)
         }
         let (manifest, geometry) = decoded
         guard manifest.id == id else {
-            report(name, "id-\(readInfo.entityTag)",
-                   "\(manifestPath()) is the manifest of '\(manifest.id)', not of '\(name)'; image '\(name)' answers 500")
+            report(
+                name, "id-\(readInfo.entityTag)",
+                "\(manifestPath()) is the manifest of '\(manifest.id)', not of '\(name)'; image '\(name)' answers 500")
             return .broken(message: "image '\(name)' has a pyramid.json for another image", signature: signature)
         }
         clearReport(name)
@@ -503,8 +520,10 @@ final class PyramidCatalog: Sendable {
         return .pyramid(makePyramid(id, manifest, geometry, source, signature))
     }
 
-    private func archiveEntry(for id: PyramidID, info: FileInfo, in root: RootedFolder,
-                              previous: CatalogEntry?) -> CatalogEntry? {
+    private func archiveEntry(
+        for id: PyramidID, info: FileInfo, in root: RootedFolder,
+        previous: CatalogEntry?
+    ) -> CatalogEntry? {
         let name = id.rawValue
         let file = "\(id).\(PyramidLayout.archiveExtension)"
         let path = "\(self.root)/\(file)"
@@ -521,7 +540,9 @@ final class PyramidCatalog: Sendable {
         } catch {
             let code = error.errno
             if code == EACCES || code == EPERM || code == EIO {
-                report(name, "open-\(code)-\(info.entityTag)", "cannot open \(path): \(String(cString: strerror(code))); image '\(name)' answers 500")
+                report(
+                    name, "open-\(code)-\(info.entityTag)",
+                    "cannot open \(path): \(String(cString: strerror(code))); image '\(name)' answers 500")
                 return .broken(message: "image '\(name)' cannot be read by the server", signature: signature)
             }
             return nil  // gone or replaced by a link meanwhile
@@ -537,8 +558,9 @@ final class PyramidCatalog: Sendable {
             return .broken(message: "image '\(name)' has a damaged archive", signature: signature)
         }
         guard archive.manifest.id == id else {
-            report(name, "id-\(info.entityTag)",
-                   "\(path) holds the pyramid '\(archive.manifest.id)', not '\(name)'; image '\(name)' answers 500")
+            report(
+                name, "id-\(info.entityTag)",
+                "\(path) holds the pyramid '\(archive.manifest.id)', not '\(name)'; image '\(name)' answers 500")
             return .broken(message: "image '\(name)' has an archive of another image", signature: signature)
         }
         clearReport(name)
@@ -572,23 +594,29 @@ final class PyramidCatalog: Sendable {
             }
         }
         guard archive.manifest.id == id else {
-            report(name, "id-\(object.etag)",
-                   "\(location) holds the pyramid '\(archive.manifest.id)', not '\(name)'; image '\(name)' answers 500")
+            report(
+                name, "id-\(object.etag)",
+                "\(location) holds the pyramid '\(archive.manifest.id)', not '\(name)'; image '\(name)' answers 500")
             return .broken(message: "image '\(name)' has an archive of another image", signature: signature)
         }
         clearReport(name)
-        return .pyramid(makePyramid(id, archive.manifest, archive.geometry,
-                                    BucketArchiveSource(archive: archive, object: object, location: location), signature))
+        return .pyramid(
+            makePyramid(
+                id, archive.manifest, archive.geometry,
+                BucketArchiveSource(archive: archive, object: object, location: location), signature))
     }
 
-    private func makePyramid(_ id: PyramidID, _ manifest: PyramidManifest, _ geometry: PyramidGeometry,
-                             _ source: any PyramidSource, _ signature: SourceSignature) -> Pyramid {
+    private func makePyramid(
+        _ id: PyramidID, _ manifest: PyramidManifest, _ geometry: PyramidGeometry,
+        _ source: any PyramidSource, _ signature: SourceSignature
+    ) -> Pyramid {
         let generation = writerState.withLock { w in
             defer { w.nextGeneration += 1 }
             return w.nextGeneration
         }
-        return Pyramid(id: id, manifest: manifest, geometry: geometry, source: source, signature: signature,
-                       generation: generation)
+        return Pyramid(
+            id: id, manifest: manifest, geometry: geometry, source: source, signature: signature,
+            generation: generation)
     }
 
     /// Logs a failure to open something that exists but may not be read (permissions,
@@ -604,11 +632,13 @@ final class PyramidCatalog: Sendable {
     /// Logs `message` unless the same fault (`signature`) was the last one logged for
     /// `name`. Holds `writer`.
     private func report(_ name: String, _ signature: String, _ message: @autoclosure () -> String) {
-        guard writerState.withLock({ w in
-            guard w.reported[name] != signature else { return false }
-            w.reported[name] = signature
-            return true
-        }) else { return }
+        guard
+            writerState.withLock({ w in
+                guard w.reported[name] != signature else { return false }
+                w.reported[name] = signature
+                return true
+            })
+        else { return }
         log.warning("\(message())")
     }
 

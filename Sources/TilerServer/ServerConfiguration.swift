@@ -104,8 +104,9 @@ public struct ServerConfiguration: Sendable, Hashable {
 
         /// The cut's options that make the same pyramid.
         public var cutOptions: CutOptions {
-            CutOptions(format: format, quality: quality, maxPixels: maxPixels, allowVector: allowVector,
-                       autorotate: autorotate, convertProfile: convertProfile)
+            CutOptions(
+                format: format, quality: quality, maxPixels: maxPixels, allowVector: allowVector,
+                autorotate: autorotate, convertProfile: convertProfile)
         }
     }
 
@@ -162,8 +163,9 @@ public struct ServerConfiguration: Sendable, Hashable {
         try check("iiifLimits.maxHeight", iiifLimits.maxHeight, Range.iiifSide)
         try check("iiifLimits.maxArea", iiifLimits.maxArea, Range.iiifArea)
         guard HTTPConfiguration.isHeaderValue(cacheControl) else {
-            throw .init(setting: "cacheControl", value: cacheControl.debugDescription,
-                        range: "header values (no control character but tab)")
+            throw .init(
+                setting: "cacheControl", value: cacheControl.debugDescription,
+                range: "header values (no control character but tab)")
         }
     }
 
@@ -182,7 +184,8 @@ public struct ServerConfiguration: Sendable, Hashable {
         var available = Int(clamping: ProcessInfo.processInfo.physicalMemory)
         for file in ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"] {
             if let text = try? String(contentsOfFile: file, encoding: .utf8),
-               let limit = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)), limit > 0 {
+                let limit = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)), limit > 0
+            {
                 available = min(available, limit)
             }
         }

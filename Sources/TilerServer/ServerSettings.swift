@@ -111,7 +111,9 @@ extension ServerConfiguration {
                 guard let value = Double(text) else { throw SettingError("\(source)='\(text)' is not a number") }
                 // NaN and infinities are outside every range.
                 guard range.contains(value) else {
-                    throw SettingError("\(source) must be a number of seconds from \(Self.decimal(range.lowerBound)) to \(Self.decimal(range.upperBound)), not \(text)")
+                    throw SettingError(
+                        "\(source) must be a number of seconds from \(Self.decimal(range.lowerBound)) to \(Self.decimal(range.upperBound)), not \(text)"
+                    )
                 }
                 configuration[keyPath: keyPath] = value
             case let .toggle(keyPath):
@@ -151,8 +153,9 @@ extension ServerConfiguration {
             case toggle(WritableKeyPath<ServerConfiguration, Bool>)
             /// Anything else: the value's name in the usage line, whether an empty variable
             /// is a value (an empty header: none) rather than unset, and how it is applied.
-            case other(valueName: String, emptyIsValue: Bool,
-                       (inout ServerConfiguration, String, _ source: String) throws(SettingError) -> Void)
+            case other(
+                valueName: String, emptyIsValue: Bool,
+                (inout ServerConfiguration, String, _ source: String) throws(SettingError) -> Void)
         }
 
         struct Spec {
@@ -176,129 +179,165 @@ extension ServerConfiguration {
             typealias S = ServerConfiguration.Range
             switch self {
             case .sources:
-                return Spec(summary: "Also serve every image file in DIR that libvips reads, without cutting it: each as the pyramid `tiler cut` would make (same id, geometry, manifest and routes), tiles made on demand and cached; a pyramid in ROOT with the same id wins",
-                            value: .other(valueName: "DIR", emptyIsValue: false) { c, text, _ in
-                                c.sources = SourceSettings(directory: text)
-                            })
+                return Spec(
+                    summary:
+                        "Also serve every image file in DIR that libvips reads, without cutting it: each as the pyramid `tiler cut` would make (same id, geometry, manifest and routes), tiles made on demand and cached; a pyramid in ROOT with the same id wins",
+                    value: .other(valueName: "DIR", emptyIsValue: false) { c, text, _ in
+                        c.sources = SourceSettings(directory: text)
+                    })
             case .sourcesFormat:
-                return Spec(summary: "Tile format of images served from --sources, as `tiler cut --format` (png, jpeg or webp)",
-                            value: .other(valueName: "format", emptyIsValue: false) { c, text, source throws(SettingError) in
-                                guard let format = TileFormat(rawValue: text) else {
-                                    throw SettingError("\(source)='\(text)' is not png, jpeg or webp")
-                                }
-                                c.sources!.format = format
-                            },
-                            defaultText: ServerConfiguration.defaults.sources!.format.rawValue, needsSources: true)
+                return Spec(
+                    summary: "Tile format of images served from --sources, as `tiler cut --format` (png, jpeg or webp)",
+                    value: .other(valueName: "format", emptyIsValue: false) { c, text, source throws(SettingError) in
+                        guard let format = TileFormat(rawValue: text) else {
+                            throw SettingError("\(source)='\(text)' is not png, jpeg or webp")
+                        }
+                        c.sources!.format = format
+                    },
+                    defaultText: ServerConfiguration.defaults.sources!.format.rawValue, needsSources: true)
             case .sourcesQuality:
-                return Spec(summary: "JPEG or WebP quality of tiles from --sources, 1-100",
-                            value: .other(valueName: "Q", emptyIsValue: false) { c, text, source throws(SettingError) in
-                                c.sources!.quality = try Setting.integer(text, from: source, in: 1...100)
-                            },
-                            defaultText: "as `tiler cut`", needsSources: true)
+                return Spec(
+                    summary: "JPEG or WebP quality of tiles from --sources, 1-100",
+                    value: .other(valueName: "Q", emptyIsValue: false) { c, text, source throws(SettingError) in
+                        c.sources!.quality = try Setting.integer(text, from: source, in: 1...100)
+                    },
+                    defaultText: "as `tiler cut`", needsSources: true)
             case .sourcesCacheMB:
-                return Spec(summary: "Memory for tile pixels made from --sources, kept to make the levels below them, MiB",
-                            value: .mebibytes(\.sources!.pixelCacheBytes, S.sourcesCacheMB), needsSources: true)
+                return Spec(
+                    summary: "Memory for tile pixels made from --sources, kept to make the levels below them, MiB",
+                    value: .mebibytes(\.sources!.pixelCacheBytes, S.sourcesCacheMB), needsSources: true)
             case .maxPixels:
-                return Spec(summary: "Refuse source files with more pixels (width × height) than this, before decoding any, as `tiler cut`",
-                            value: .integer(\.sources!.maxPixels, 1...Int.max), needsSources: true)
+                return Spec(
+                    summary: "Refuse source files with more pixels (width × height) than this, before decoding any, as `tiler cut`",
+                    value: .integer(\.sources!.maxPixels, 1...Int.max), needsSources: true)
             case .allowVector:
-                return Spec(summary: "Serve SVG, PDF and ImageMagick files from --sources too; `tiler cut` refuses them by default",
-                            value: .toggle(\.sources!.allowVector), needsSources: true)
+                return Spec(
+                    summary: "Serve SVG, PDF and ImageMagick files from --sources too; `tiler cut` refuses them by default",
+                    value: .toggle(\.sources!.allowVector), needsSources: true)
             case .keep:
-                return Spec(summary: "Write each tile made from --sources into ROOT/ID/ (atomically; the manifest says partial), so a later `tiler serve ROOT` serves the tiles kept",
-                            value: .toggle(\.sources!.keep), needsSources: true)
+                return Spec(
+                    summary:
+                        "Write each tile made from --sources into ROOT/ID/ (atomically; the manifest says partial), so a later `tiler serve ROOT` serves the tiles kept",
+                    value: .toggle(\.sources!.keep), needsSources: true)
             case .s3Endpoint:
                 // Read with the bucket's other settings, before every other setting.
-                return Spec(summary: "S3-compatible server for an s3:// ROOT, addressed path-style",
-                            value: .other(valueName: "URL", emptyIsValue: false) { _, _, _ in },
-                            defaultText: "AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS itself")
+                return Spec(
+                    summary: "S3-compatible server for an s3:// ROOT, addressed path-style",
+                    value: .other(valueName: "URL", emptyIsValue: false) { _, _, _ in },
+                    defaultText: "AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS itself")
             case .storageTimeout:
-                return Spec(summary: "Seconds a request that needs object storage may wait for it, queueing included; then 504 (or 503)",
-                            value: .seconds(\.storageTimeout, S.storageTimeout))
+                return Spec(
+                    summary: "Seconds a request that needs object storage may wait for it, queueing included; then 504 (or 503)",
+                    value: .seconds(\.storageTimeout, S.storageTimeout))
             case .storageThreads:
-                return Spec(summary: "Threads that read from object storage, apart from the disk-read threads: the most storage requests under way at once",
-                            value: .integer(\.http.storageThreads, H.blockingThreads))
+                return Spec(
+                    summary:
+                        "Threads that read from object storage, apart from the disk-read threads: the most storage requests under way at once",
+                    value: .integer(\.http.storageThreads, H.blockingThreads))
             case .maxQueuedStorageReads:
-                return Spec(summary: "Reads waiting for a storage thread, else 503",
-                            value: .integer(\.http.maximumQueuedStorageReads, H.queueLength))
+                return Spec(
+                    summary: "Reads waiting for a storage thread, else 503",
+                    value: .integer(\.http.maximumQueuedStorageReads, H.queueLength))
             case .directoryCacheEntries:
-                return Spec(summary: "Archive directory entries kept in memory, 24 bytes each, over all archives",
-                            value: .integer(\.directoryCacheEntries, S.directoryCacheEntries))
+                return Spec(
+                    summary: "Archive directory entries kept in memory, 24 bytes each, over all archives",
+                    value: .integer(\.directoryCacheEntries, S.directoryCacheEntries))
             case .host:
-                return Spec(summary: "Address to listen on, an IPv4 or IPv6 literal; 0.0.0.0 for all",
-                            value: .other(valueName: "address", emptyIsValue: false) { c, text, source throws(SettingError) in
-                                guard HTTPConfiguration.isListenableHost(text) else {
-                                    throw SettingError("\(source)='\(text)' is not an IPv4 or IPv6 address (e.g. 127.0.0.1, 0.0.0.0, ::)")
-                                }
-                                c.http.host = text
-                            },
-                            defaultText: ServerConfiguration.defaults.http.host)
+                return Spec(
+                    summary: "Address to listen on, an IPv4 or IPv6 literal; 0.0.0.0 for all",
+                    value: .other(valueName: "address", emptyIsValue: false) { c, text, source throws(SettingError) in
+                        guard HTTPConfiguration.isListenableHost(text) else {
+                            throw SettingError("\(source)='\(text)' is not an IPv4 or IPv6 address (e.g. 127.0.0.1, 0.0.0.0, ::)")
+                        }
+                        c.http.host = text
+                    },
+                    defaultText: ServerConfiguration.defaults.http.host)
             case .port:
                 return Spec(summary: "TCP port; 0 picks a free one", value: .integer(\.http.port, H.port))
             case .threads:
-                return Spec(summary: "Event-loop threads", value: .integer(\.http.threads, H.threads),
-                            defaultText: "one per core")
+                return Spec(
+                    summary: "Event-loop threads", value: .integer(\.http.threads, H.threads),
+                    defaultText: "one per core")
             case .blockingThreads:
-                return Spec(summary: "Threads that read tiles missing from the page cache, so event loops never wait for the disk",
-                            value: .integer(\.http.blockingThreads, H.blockingThreads),
-                            defaultText: "\(HTTPConfiguration.blockingThreadsPerCore) per core")
+                return Spec(
+                    summary: "Threads that read tiles missing from the page cache, so event loops never wait for the disk",
+                    value: .integer(\.http.blockingThreads, H.blockingThreads),
+                    defaultText: "\(HTTPConfiguration.blockingThreadsPerCore) per core")
             case .renderThreads:
-                return Spec(summary: "Threads that draw IIIF regions and small DeepZoom levels, apart from the read threads",
-                            value: .integer(\.http.renderThreads, H.renderThreads), defaultText: "one per core")
+                return Spec(
+                    summary: "Threads that draw IIIF regions and small DeepZoom levels, apart from the read threads",
+                    value: .integer(\.http.renderThreads, H.renderThreads), defaultText: "one per core")
             case .maxQueuedReads:
-                return Spec(summary: "Tile reads waiting for a read thread, else 503",
-                            value: .integer(\.http.maximumQueuedReads, H.queueLength))
+                return Spec(
+                    summary: "Tile reads waiting for a read thread, else 503",
+                    value: .integer(\.http.maximumQueuedReads, H.queueLength))
             case .maxQueuedRenders:
-                return Spec(summary: "Drawings (and tiles made from --sources) waiting for a render thread, else 503",
-                            value: .integer(\.http.maximumQueuedRenders, H.queueLength),
-                            defaultText: "\(ServerConfiguration.defaults.http.maximumQueuedRenders), or \(ServerConfiguration.sourcesQueuedRenders) with --sources")
+                return Spec(
+                    summary: "Drawings (and tiles made from --sources) waiting for a render thread, else 503",
+                    value: .integer(\.http.maximumQueuedRenders, H.queueLength),
+                    defaultText:
+                        "\(ServerConfiguration.defaults.http.maximumQueuedRenders), or \(ServerConfiguration.sourcesQueuedRenders) with --sources"
+                )
             case .cacheMB:
                 return Spec(summary: "Memory for cached tiles and documents, MiB", value: .mebibytes(\.cacheBytes, S.cacheMB))
             case .openTiles:
-                return Spec(summary: "Tile files of folder pyramids kept open and sent with sendfile; 0 for none; at most what the file limit leaves beside the connections",
-                            value: .integer(\.openTiles, S.openTiles))
+                return Spec(
+                    summary:
+                        "Tile files of folder pyramids kept open and sent with sendfile; 0 for none; at most what the file limit leaves beside the connections",
+                    value: .integer(\.openTiles, S.openTiles))
             case .cacheControl:
-                return Spec(summary: "Cache-Control on tiles, thumbnails and manifests; empty for none",
-                            value: .other(valueName: "value", emptyIsValue: true) { c, text, source throws(SettingError) in
-                                c.cacheControl = try Setting.headerValue(text, from: source)
-                            },
-                            defaultText: "'\(ServerConfiguration.defaults.cacheControl)'")
+                return Spec(
+                    summary: "Cache-Control on tiles, thumbnails and manifests; empty for none",
+                    value: .other(valueName: "value", emptyIsValue: true) { c, text, source throws(SettingError) in
+                        c.cacheControl = try Setting.headerValue(text, from: source)
+                    },
+                    defaultText: "'\(ServerConfiguration.defaults.cacheControl)'")
             case .corsOrigin:
-                return Spec(summary: "Access-Control-Allow-Origin; empty for no CORS headers",
-                            value: .other(valueName: "origin", emptyIsValue: true) { c, text, source throws(SettingError) in
-                                let origin = try Setting.headerValue(text, from: source)
-                                c.http.corsAllowOrigin = origin.isEmpty ? nil : origin
-                            },
-                            defaultText: ServerConfiguration.defaults.http.corsAllowOrigin ?? "none")
+                return Spec(
+                    summary: "Access-Control-Allow-Origin; empty for no CORS headers",
+                    value: .other(valueName: "origin", emptyIsValue: true) { c, text, source throws(SettingError) in
+                        let origin = try Setting.headerValue(text, from: source)
+                        c.http.corsAllowOrigin = origin.isEmpty ? nil : origin
+                    },
+                    defaultText: ServerConfiguration.defaults.http.corsAllowOrigin ?? "none")
             case .maxConnections:
-                return Spec(summary: "Most open connections; past it 503 and close",
-                            value: .other(valueName: "n", emptyIsValue: false) { c, text, source throws(SettingError) in
-                                c.http.maximumConnections = try Setting.integer(text, from: source, in: H.connections)
-                            },
-                            defaultText: "min(\(HTTPConfiguration.defaultConnectionCeiling), file limit − \(HTTPConfiguration.reservedDescriptors))")
+                return Spec(
+                    summary: "Most open connections; past it 503 and close",
+                    value: .other(valueName: "n", emptyIsValue: false) { c, text, source throws(SettingError) in
+                        c.http.maximumConnections = try Setting.integer(text, from: source, in: H.connections)
+                    },
+                    defaultText: "min(\(HTTPConfiguration.defaultConnectionCeiling), file limit − \(HTTPConfiguration.reservedDescriptors))"
+                )
             case .idleTimeout:
-                return Spec(summary: "Seconds before an idle keep-alive connection is closed",
-                            value: .seconds(\.http.idleTimeout, H.timeout))
+                return Spec(
+                    summary: "Seconds before an idle keep-alive connection is closed",
+                    value: .seconds(\.http.idleTimeout, H.timeout))
             case .headerTimeout:
-                return Spec(summary: "Seconds a client may take to send a request head, empty lines before it included; then 408",
-                            value: .seconds(\.http.requestHeadTimeout, H.timeout))
+                return Spec(
+                    summary: "Seconds a client may take to send a request head, empty lines before it included; then 408",
+                    value: .seconds(\.http.requestHeadTimeout, H.timeout))
             case .writeTimeout:
-                return Spec(summary: "Seconds a response may wait for the client to read it before the connection is closed",
-                            value: .seconds(\.http.writeTimeout, H.timeout))
+                return Spec(
+                    summary: "Seconds a response may wait for the client to read it before the connection is closed",
+                    value: .seconds(\.http.writeTimeout, H.timeout))
             case .shutdownGrace:
-                return Spec(summary: "Seconds given to requests in flight after SIGTERM/SIGINT; then 503",
-                            value: .seconds(\.http.shutdownGracePeriod, H.gracePeriod))
+                return Spec(
+                    summary: "Seconds given to requests in flight after SIGTERM/SIGINT; then 503",
+                    value: .seconds(\.http.shutdownGracePeriod, H.gracePeriod))
             case .maxRequestLine:
-                return Spec(summary: "Longest request line in bytes, else 414",
-                            value: .integer(\.http.maximumRequestLineBytes, H.requestLineBytes))
+                return Spec(
+                    summary: "Longest request line in bytes, else 414",
+                    value: .integer(\.http.maximumRequestLineBytes, H.requestLineBytes))
             case .maxHeaderBytes:
-                return Spec(summary: "Largest request header section in bytes, else 431",
-                            value: .integer(\.http.maximumHeaderBytes, H.headerBytes))
+                return Spec(
+                    summary: "Largest request header section in bytes, else 431",
+                    value: .integer(\.http.maximumHeaderBytes, H.headerBytes))
             case .maxHeaders:
                 return Spec(summary: "Most request headers, else 431", value: .integer(\.http.maximumHeaderCount, H.headerCount))
             case .maxVisibleTiles:
-                return Spec(summary: "Most tiles one /visible answer may list, else 400",
-                            value: .integer(\.maximumVisibleTiles, S.visibleTiles))
+                return Spec(
+                    summary: "Most tiles one /visible answer may list, else 400",
+                    value: .integer(\.maximumVisibleTiles, S.visibleTiles))
             case .iiifMaxWidth:
                 return Spec(summary: "Widest IIIF image output, px", value: .integer(\.iiifLimits.maxWidth, S.iiifSide))
             case .iiifMaxHeight:
@@ -306,32 +345,43 @@ extension ServerConfiguration {
             case .iiifMaxArea:
                 return Spec(summary: "Largest IIIF image output, pixels", value: .integer(\.iiifLimits.maxArea, S.iiifArea))
             case .renderMemoryMB:
-                return Spec(summary: "Memory drawn IIIF and DeepZoom images may hold at once, MiB; past it they wait, then 503",
-                            value: .mebibytes(\.renderMemoryBytes, S.renderMemoryMB),
-                            defaultText: "half the memory available, at most \(ServerConfiguration.renderMemoryCeiling >> 20)")
+                return Spec(
+                    summary: "Memory drawn IIIF and DeepZoom images may hold at once, MiB; past it they wait, then 503",
+                    value: .mebibytes(\.renderMemoryBytes, S.renderMemoryMB),
+                    defaultText: "half the memory available, at most \(ServerConfiguration.renderMemoryCeiling >> 20)")
             case .renderWait:
-                return Spec(summary: "Seconds a drawn image may wait for render memory before its 503",
-                            value: .seconds(\.renderWait, S.renderWait))
+                return Spec(
+                    summary: "Seconds a drawn image may wait for render memory before its 503",
+                    value: .seconds(\.renderWait, S.renderWait))
             case .rescanInterval:
-                return Spec(summary: "Seconds between scans of ROOT for new, re-cut, replaced and deleted pyramids; for s3:// each scan is a listing",
-                            value: .seconds(\.rescanInterval, S.rescanInterval),
-                            defaultText: "\(Self.decimal(ServerConfiguration.defaults.rescanInterval)), or \(Self.decimal(ServerConfiguration.bucketRescanInterval)) for s3://")
+                return Spec(
+                    summary:
+                        "Seconds between scans of ROOT for new, re-cut, replaced and deleted pyramids; for s3:// each scan is a listing",
+                    value: .seconds(\.rescanInterval, S.rescanInterval),
+                    defaultText:
+                        "\(Self.decimal(ServerConfiguration.defaults.rescanInterval)), or \(Self.decimal(ServerConfiguration.bucketRescanInterval)) for s3://"
+                )
             case .baseURL:
-                return Spec(summary: "The public address every URL the server writes starts with, e.g. https://example.org/tiles behind a reverse proxy that mounts tiler under /tiles/: http or https, no query or fragment",
-                            value: .other(valueName: "URL", emptyIsValue: false) { c, text, source throws(SettingError) in
-                                do {
-                                    c.baseURL = try BaseURL(parsing: text)
-                                } catch {
-                                    throw SettingError("\(source): \(error)")
-                                }
-                            },
-                            defaultText: "none, links are root-relative and IIIF ids use the Host header")
+                return Spec(
+                    summary:
+                        "The public address every URL the server writes starts with, e.g. https://example.org/tiles behind a reverse proxy that mounts tiler under /tiles/: http or https, no query or fragment",
+                    value: .other(valueName: "URL", emptyIsValue: false) { c, text, source throws(SettingError) in
+                        do {
+                            c.baseURL = try BaseURL(parsing: text)
+                        } catch {
+                            throw SettingError("\(source): \(error)")
+                        }
+                    },
+                    defaultText: "none, links are root-relative and IIIF ids use the Host header")
             case .trustProxy:
-                return Spec(summary: "Build absolute URLs (IIIF ids, Presentation manifests) from the Forwarded, X-Forwarded-Proto and X-Forwarded-Host headers; only behind a proxy that sets them, and only without --base-url",
-                            value: .toggle(\.trustProxy))
+                return Spec(
+                    summary:
+                        "Build absolute URLs (IIIF ids, Presentation manifests) from the Forwarded, X-Forwarded-Proto and X-Forwarded-Host headers; only behind a proxy that sets them, and only without --base-url",
+                    value: .toggle(\.trustProxy))
             case .accessLog:
-                return Spec(summary: "Log one line per request to stderr: client address, method, target, status, bytes and duration",
-                            value: .toggle(\.accessLog))
+                return Spec(
+                    summary: "Log one line per request to stderr: client address, method, target, status, bytes and duration",
+                    value: .toggle(\.accessLog))
             }
         }
 
@@ -355,8 +405,10 @@ extension ServerConfiguration {
     /// empty means none), else its default; ROOT from `root`, else `TILER_ROOT`, else
     /// `DefaultRoot.folder`. Every value is checked: the first one that cannot be used
     /// throws, naming the flag or variable it came from.
-    public init(root: String? = nil, flags: [Setting: String] = [:],
-                environment: [String: String]) throws(SettingError) {
+    public init(
+        root: String? = nil, flags: [Setting: String] = [:],
+        environment: [String: String]
+    ) throws(SettingError) {
         self.init(root: root ?? DefaultRoot.resolved(environment: environment))
         if S3Location.isS3(self.root) {
             let outcome = Result { () throws(S3Error) -> S3Configuration in

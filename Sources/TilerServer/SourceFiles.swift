@@ -100,7 +100,8 @@ final class KeptTiles: Sendable {
                 guard written[pyramid.id] != manifest else { return }
                 let path = "\(folder)/\(PyramidManifest.fileName)"
                 if let old = try? JSONDecoder().decode(PyramidManifest.self, from: Data(contentsOf: URL(fileURLWithPath: path))),
-                   old != manifest {
+                    old != manifest
+                {
                     guard old.partial == true else { throw KeepError("\(folder) holds a cut pyramid; nothing is kept there") }
                     // Kept from another version of the source: out of view, then deleted.
                     let aside = "\(root)/.tiler-kept-\(pyramid.id)-\(UUID().uuidString.prefix(8))"
@@ -116,8 +117,9 @@ final class KeptTiles: Sendable {
             case .thumbnail: name = manifest.thumbnail.file
             }
             let path = "\(folder)/\(name)"
-            try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
-                                                    withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: (path as NSString).deletingLastPathComponent,
+                withIntermediateDirectories: true)
             try Self.write(bytes, to: path)
         } catch {
             faults.once("keep/\(pyramid.id)", "cannot keep tiles of image '\(pyramid.id)' in \(folder): \(error)")

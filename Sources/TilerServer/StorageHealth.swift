@@ -79,7 +79,9 @@ final class StorageHealth: Sendable {
             return true
         }
         if first {
-            log.error("object storage is unavailable (\(why)); requests that need it get 503 or 504 until it answers, cached tiles are still served")
+            log.error(
+                "object storage is unavailable (\(why)); requests that need it get 503 or 504 until it answers, cached tiles are still served"
+            )
         }
     }
 

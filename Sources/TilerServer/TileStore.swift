@@ -21,8 +21,10 @@ public final class Pyramid: Sendable {
     /// The viewport-independent parts of its `/visible` answers.
     let visiblePieces: VisiblePieces
 
-    init(id: PyramidID, manifest: PyramidManifest, geometry: PyramidGeometry, source: any PyramidSource,
-         signature: SourceSignature, generation: UInt64) {
+    init(
+        id: PyramidID, manifest: PyramidManifest, geometry: PyramidGeometry, source: any PyramidSource,
+        signature: SourceSignature, generation: UInt64
+    ) {
         self.id = id
         self.manifest = manifest
         self.geometry = geometry
@@ -39,7 +41,8 @@ public final class Pyramid: Sendable {
     public var thumbnailFile: String? {
         let file = manifest.thumbnail.file
         guard !file.isEmpty, file != ".", file != "..", !file.utf8.contains(UInt8(ascii: "/")),
-              !file.utf8.contains(0) else { return nil }
+            !file.utf8.contains(0)
+        else { return nil }
         return file
     }
 
@@ -164,20 +167,24 @@ public final class TileStore: Sendable {
     /// has it at once, or else `.blocking` on the lane the source names. 404 if outside
     /// the pyramid or missing.
     public func tileResponse(_ coordinate: TileCoordinate, of pyramid: Pyramid) throws(HTTPError) -> HTTPResponse {
-        try partResponse(.tile(coordinate), of: pyramid, key: try tileKey(coordinate, of: pyramid),
-                         contentType: pyramid.manifest.format.mimeType)
+        try partResponse(
+            .tile(coordinate), of: pyramid, key: try tileKey(coordinate, of: pyramid),
+            contentType: pyramid.manifest.format.mimeType)
     }
 
     /// The thumbnail of `pyramid` as a response, read like a tile. 404 if the manifest
     /// names none.
     public func thumbnailResponse(of pyramid: Pyramid, contentType: String) throws(HTTPError) -> HTTPResponse {
         guard let file = pyramid.thumbnailFile else { throw HTTPError(404, "image '\(pyramid.id)' has no thumbnail") }
-        return try partResponse(.thumbnail, of: pyramid, key: .file(generation: pyramid.generation, name: file),
-                                contentType: contentType)
+        return try partResponse(
+            .thumbnail, of: pyramid, key: .file(generation: pyramid.generation, name: file),
+            contentType: contentType)
     }
 
-    private func partResponse(_ part: PyramidPart, of pyramid: Pyramid, key: CachedItem,
-                              contentType: String) throws(HTTPError) -> HTTPResponse {
+    private func partResponse(
+        _ part: PyramidPart, of pyramid: Pyramid, key: CachedItem,
+        contentType: String
+    ) throws(HTTPError) -> HTTPResponse {
         if let hit = cache.value(for: key) { return .prepared(hit) }
         let read: SourceRead
         if let openTiles, case let .tile(t) = part, let folder = pyramid.source as? FolderSource {
@@ -209,8 +216,10 @@ public final class TileStore: Sendable {
 
     /// A folder tile opened by name and read if the page cache has it; checked, it is
     /// answered and its descriptor kept in `openTiles` (sent with `sendfile` next time).
-    private func openAndRead(_ t: TileCoordinate, of pyramid: Pyramid, _ folder: FolderSource, in openTiles: OpenTiles,
-                             key: CachedItem, contentType: String) throws(HTTPError) -> SourceRead {
+    private func openAndRead(
+        _ t: TileCoordinate, of pyramid: Pyramid, _ folder: FolderSource, in openTiles: OpenTiles,
+        key: CachedItem, contentType: String
+    ) throws(HTTPError) -> SourceRead {
         let opened: (FileDescriptor, FileInfo, [String])?
         do throws(SourceError) {
             opened = try folder.openTile(t, maximumBytes: pyramid.maximumTileBytes)
@@ -225,8 +234,9 @@ public final class TileStore: Sendable {
                 fd.close()
                 return .read(stored)  // `keep` answers 500 and logs it
             }
-            openTiles.keep(fd, info, root: folder.root, components: path, contentType: contentType,
-                           validators: stored.validators, cacheControl: configuration.cacheControl, for: key)
+            openTiles.keep(
+                fd, info, root: folder.root, components: path, contentType: contentType,
+                validators: stored.validators, cacheControl: configuration.cacheControl, for: key)
             return .read(stored)
         case .unavailable, .tooLarge:  // it shrank or failed since it was opened and checked
             fd.close()
@@ -240,8 +250,10 @@ public final class TileStore: Sendable {
     /// `work` as `.blocking` work on `lane`. On the storage lane: refused at once (503)
     /// while storage is down and another request is already trying it, and bounded by
     /// `storageTimeout` from now, the wait for a thread included.
-    private func blockingRead(_ lane: BlockingKind,
-                              _ work: @escaping @Sendable () throws(HTTPError) -> HTTPResponse) throws(HTTPError) -> HTTPResponse {
+    private func blockingRead(
+        _ lane: BlockingKind,
+        _ work: @escaping @Sendable () throws(HTTPError) -> HTTPResponse
+    ) throws(HTTPError) -> HTTPResponse {
         guard lane == .storage else {
             return .blocking(lane) {
                 do throws(HTTPError) { return try work() } catch {
@@ -253,7 +265,8 @@ public final class TileStore: Sendable {
         let deadline = StorageDeadline(seconds: configuration.storageTimeout)
         return .blocking(.storage) { [self] in
             guard !deadline.hasPassed else {
-                return Self.retryLater(HTTPError(503, "object storage is too busy to answer within \(Self.seconds(deadline.seconds)) s; retry later"))
+                return Self.retryLater(
+                    HTTPError(503, "object storage is too busy to answer within \(Self.seconds(deadline.seconds)) s; retry later"))
             }
             do throws(HTTPError) {
                 return try deadline.run { () throws(HTTPError) -> HTTPResponse in try work() }
@@ -306,8 +319,9 @@ public final class TileStore: Sendable {
     /// A tile's bytes for drawing: from the cache, or read from the source (this blocks;
     /// it runs on the render lane) without taking cache room from the tiles clients fetch.
     func tileForDrawing(_ coordinate: TileCoordinate, of pyramid: Pyramid) throws(RenderError) -> [UInt8] {
-        let key = CachedItem.tile(generation: pyramid.generation, level: Int32(coordinate.level),
-                                  row: Int32(coordinate.row), column: Int32(coordinate.column))
+        let key = CachedItem.tile(
+            generation: pyramid.generation, level: Int32(coordinate.level),
+            row: Int32(coordinate.row), column: Int32(coordinate.column))
         if let hit = cache.value(for: key) { return hit.body }
         let where_ = pyramid.source.location(of: .tile(coordinate))
         let bytes: [UInt8]
@@ -366,18 +380,22 @@ public final class TileStore: Sendable {
 
     /// Checks a part, stores its response in the cache unless it is too large, returns it.
     /// 500 (logged once) unless it looks like a whole file of its format.
-    private func keep(_ stored: StoredBytes, _ part: PyramidPart, of pyramid: Pyramid, key: CachedItem,
-                      contentType: String) throws(HTTPError) -> PreparedResponse {
-        let format: TileFormat? = switch part {
-        case .tile: pyramid.manifest.format
-        case .thumbnail: pyramid.thumbnailFile.flatMap { TileFormat(fileExtension: String($0.split(separator: ".").last ?? "")) }
-        }
+    private func keep(
+        _ stored: StoredBytes, _ part: PyramidPart, of pyramid: Pyramid, key: CachedItem,
+        contentType: String
+    ) throws(HTTPError) -> PreparedResponse {
+        let format: TileFormat? =
+            switch part {
+            case .tile: pyramid.manifest.format
+            case .thumbnail: pyramid.thumbnailFile.flatMap { TileFormat(fileExtension: String($0.split(separator: ".").last ?? "")) }
+            }
         if let format, !format.looksComplete(stored.bytes) {
             let what = "\(pyramid.source.location(of: part)) is not a complete \(format.rawValue) file (\(stored.bytes.count) bytes)"
             throw httpError(.damaged(what), part, of: pyramid)
         }
-        let response = PreparedResponse(body: stored.bytes, contentType: contentType, etag: stored.validators.etag,
-                                        lastModified: stored.validators.lastModified, cacheControl: configuration.cacheControl)
+        let response = PreparedResponse(
+            body: stored.bytes, contentType: contentType, etag: stored.validators.etag,
+            lastModified: stored.validators.lastModified, cacheControl: configuration.cacheControl)
         if response.body.count <= configuration.maximumCachedFileBytes { cache.insert(response, for: key) }
         return response
     }
@@ -387,21 +405,25 @@ public final class TileStore: Sendable {
         guard pyramid.geometry.contains(coordinate) else {
             throw HTTPError(404, "no tile \(coordinate) in image '\(pyramid.id)' (levels 0...\(pyramid.geometry.maxLevel))")
         }
-        return .tile(generation: pyramid.generation, level: Int32(coordinate.level),
-                     row: Int32(coordinate.row), column: Int32(coordinate.column))
+        return .tile(
+            generation: pyramid.generation, level: Int32(coordinate.level),
+            row: Int32(coordinate.row), column: Int32(coordinate.column))
     }
 
     /// A document derived from the manifest (JSON, DZI XML, …), built once per pyramid
     /// generation by `make` and cached, with validators taken from the pyramid's.
-    public func document(_ name: String, of pyramid: Pyramid, contentType: String,
-                         make: (Pyramid) -> [UInt8]) -> PreparedResponse {
+    public func document(
+        _ name: String, of pyramid: Pyramid, contentType: String,
+        make: (Pyramid) -> [UInt8]
+    ) -> PreparedResponse {
         let key = CachedItem.document(generation: pyramid.generation, name: name)
         if let hit = cache.value(for: key) { return hit }
         let validators = pyramid.validators
         // A distinct tag per document kind, still tied to the pyramid's identity.
         let tag = "\"\(name)-" + validators.etag.dropFirst()
-        let response = PreparedResponse(body: make(pyramid), contentType: contentType, etag: tag,
-                                        lastModified: validators.lastModified, cacheControl: configuration.cacheControl)
+        let response = PreparedResponse(
+            body: make(pyramid), contentType: contentType, etag: tag,
+            lastModified: validators.lastModified, cacheControl: configuration.cacheControl)
         cache.insert(response, for: key)
         return response
     }

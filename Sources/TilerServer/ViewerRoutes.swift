@@ -13,14 +13,16 @@ func viewerRoutes(address: PublicAddress) -> [Route] {
     let page = asset(viewerPage(base: address.base), "text/html; charset=utf-8")
     let css = asset(PackageResources.viewer_css, "text/css; charset=utf-8")
     let js = asset(PackageResources.viewer_js, "text/javascript; charset=utf-8")
-    return [Route("viewer") { request in
-        switch request.segments {
-        case [], ["index.html"]: page
-        case ["viewer", "viewer.css"]: css
-        case ["viewer", "viewer.js"]: js
-        default: nil
+    return [
+        Route("viewer") { request in
+            switch request.segments {
+            case [], ["index.html"]: page
+            case ["viewer", "viewer.css"]: css
+            case ["viewer", "viewer.js"]: js
+            default: nil
+            }
         }
-    }]
+    ]
 }
 
 /// `index.html` with its `<!--tiler:base-->` marker replaced by a `<base>` element for
@@ -47,6 +49,8 @@ private func htmlEscaped(_ s: String) -> String {
 }
 
 private func asset(_ body: [UInt8], _ contentType: String) -> HTTPResponse {
-    .prepared(PreparedResponse(body: body, contentType: contentType, etag: "\"v-\(String(fnv1a(body), radix: 16))\"",
-                               lastModified: nil, cacheControl: "no-cache"))
+    .prepared(
+        PreparedResponse(
+            body: body, contentType: contentType, etag: "\"v-\(String(fnv1a(body), radix: 16))\"",
+            lastModified: nil, cacheControl: "no-cache"))
 }

@@ -24,7 +24,8 @@ func visibleDocument(_ answer: VisibleTilesPlan, of pyramid: Pyramid, linkPrefix
     let span = pieces.spanDigits[answer.level.level]
     let urlStart = pieces.urlStart, urlEnd = pieces.urlEnd
 
-    let fixed = Piece.level.count + Piece.row.count + Piece.column.count + Piece.url.count + linkPrefix.count
+    let fixed =
+        Piece.level.count + Piece.row.count + Piece.column.count + Piece.url.count + linkPrefix.count
         + urlStart.count + 2 + urlEnd.count
         + Piece.y.count + Piece.width.count + Piece.height.count + 2
     // 10 integers per tile (3 in the URL), each at most 20 bytes.
@@ -39,12 +40,12 @@ func visibleDocument(_ answer: VisibleTilesPlan, of pyramid: Pyramid, linkPrefix
         var p = base
         p.put(head)
         linkPrefix.withUnsafeBufferPointer { linkPrefix in
-        urlStart.withUnsafeBufferPointer { urlStart in
-            urlEnd.withUnsafeBufferPointer { urlEnd in
-                level.withUnsafeBufferPointer { level in
-                    span.withUnsafeBufferPointer { span in
-                        var first = true
-                        answer.forEachInDistanceOrder { (t: VisibleTile) in
+            urlStart.withUnsafeBufferPointer { urlStart in
+                urlEnd.withUnsafeBufferPointer { urlEnd in
+                    level.withUnsafeBufferPointer { level in
+                        span.withUnsafeBufferPointer { span in
+                            var first = true
+                            answer.forEachInDistanceOrder { (t: VisibleTile) in
                                 if !first { p.put(UInt8(ascii: ",")) }
                                 first = false
                                 p.put(Piece.level); p.put(level)
@@ -69,11 +70,11 @@ func visibleDocument(_ answer: VisibleTilesPlan, of pyramid: Pyramid, linkPrefix
                                 p.put(Piece.height)
                                 if t.height == step { p.put(span) } else { p.putDecimal(t.height) }
                                 p.put(UInt8(ascii: "}"))
+                            }
                         }
                     }
                 }
             }
-        }
         }
         p.put(UInt8(ascii: "]"))
         p.put(UInt8(ascii: "}"))

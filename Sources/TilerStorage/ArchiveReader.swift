@@ -69,7 +69,8 @@ public final class DirectoryCache: Sendable {
             c.leaves[key] = (entries, c.clock)
             c.held += entries.count
             while c.held > capacity || c.leaves.count > maximumLeaves,
-                  let oldest = c.leaves.min(by: { $0.value.used < $1.value.used }) {
+                let oldest = c.leaves.min(by: { $0.value.used < $1.value.used })
+            {
                 c.held -= oldest.value.entries.count
                 c.leaves[oldest.key] = nil
             }
@@ -158,8 +159,9 @@ public final class ArchiveReader: Sendable {
         root = try check { () throws(ArchiveFormatError) in
             try Self.decodeDirectory(rootBytes, header: header, limit: limits.directoryBytes)
         }
-        let metadataBytes = try Self.read(source, header.metadataOffset, header.metadataLength,
-                                          limit: limits.metadataBytes, what: "metadata")
+        let metadataBytes = try Self.read(
+            source, header.metadataOffset, header.metadataLength,
+            limit: limits.metadataBytes, what: "metadata")
         metadata = try check { () throws(ArchiveFormatError) in
             try metadataBytes.withBytes { (raw) throws(ArchiveFormatError) in
                 try header.internalCompression.decompress(raw, limit: limits.metadataBytes)
@@ -244,8 +246,9 @@ public final class ArchiveReader: Sendable {
     }
 
     private func readLeaf(_ pointer: DirectoryEntry) throws(StorageError) -> [DirectoryEntry] {
-        let bytes = try Self.read(source, header.leafDirectoryOffset + pointer.offset, UInt64(pointer.length),
-                                  limit: limits.directoryBytes, what: "leaf directory")
+        let bytes = try Self.read(
+            source, header.leafDirectoryOffset + pointer.offset, UInt64(pointer.length),
+            limit: limits.directoryBytes, what: "leaf directory")
         do {
             return try Self.decodeDirectory(bytes, header: header, limit: limits.directoryBytes)
         } catch {
@@ -254,8 +257,10 @@ public final class ArchiveReader: Sendable {
     }
 
     /// Reads a section of at most `limit` bytes.
-    private static func read(_ source: any ArchiveSource, _ offset: UInt64, _ length: UInt64, limit: Int,
-                             what: String) throws(StorageError) -> [UInt8] {
+    private static func read(
+        _ source: any ArchiveSource, _ offset: UInt64, _ length: UInt64, limit: Int,
+        what: String
+    ) throws(StorageError) -> [UInt8] {
         guard length <= UInt64(limit) else {
             throw .archive(path: source.name, .tooLarge("the \(what) has \(length) bytes, the limit is \(limit)"))
         }
@@ -267,8 +272,10 @@ public final class ArchiveReader: Sendable {
 
     /// Decompresses and decodes a directory, and checks that its tile entries lie in the
     /// tile data section and its leaf pointers in the leaf section.
-    private static func decodeDirectory(_ bytes: [UInt8], header: ArchiveHeader,
-                                        limit: Int) throws(ArchiveFormatError) -> [DirectoryEntry] {
+    private static func decodeDirectory(
+        _ bytes: [UInt8], header: ArchiveHeader,
+        limit: Int
+    ) throws(ArchiveFormatError) -> [DirectoryEntry] {
         let raw = try bytes.withBytes { (buffer) throws(ArchiveFormatError) in
             try header.internalCompression.decompress(buffer, limit: limit)
         }

@@ -48,7 +48,8 @@ public final class FileArchiveSource: ArchiveSource, Sendable {
         }
         guard (info.st_mode & S_IFMT) == S_IFREG else {
             close(fd)
-            throw .invalid(path: name, reason: (info.st_mode & S_IFMT) == S_IFDIR ? "is a directory, not an archive" : "is not a regular file")
+            throw .invalid(
+                path: name, reason: (info.st_mode & S_IFMT) == S_IFDIR ? "is a directory, not an archive" : "is not a regular file")
         }
         descriptor = fd
         self.name = name
@@ -87,7 +88,9 @@ public final class FileArchiveSource: ArchiveSource, Sendable {
             var done = 0
             var outcome = 0  // 0 read, 1 would block, 2 unsupported, 3 short
             while done < length {
-                let n = bytes.withUnsafeMutableBytes { tiler_pread_nowait(descriptor, $0.baseAddress! + done, length - done, Int64(offset) + Int64(done)) }
+                let n = bytes.withUnsafeMutableBytes {
+                    tiler_pread_nowait(descriptor, $0.baseAddress! + done, length - done, Int64(offset) + Int64(done))
+                }
                 if n < 0 && errno == EINTR { continue }
                 if n < 0 {
                     outcome = errno == EOPNOTSUPP || errno == EINVAL || errno == ENOSYS ? 2 : 1

@@ -149,9 +149,11 @@ final class ArchiveWriter: Sendable {
     /// then the extras, metadata, leaves and header as always. `Summary.reordered` says
     /// which file holds the archive. Without it, or when the tiles came in order (`pack`),
     /// the archive is finished in place.
-    func finish(header template: ArchiveHeader, extras: [[UInt8]],
-                reorderInto: (() throws(StorageError) -> (descriptor: Int32, path: String))? = nil,
-                metadata: ([UInt64]) throws(StorageError) -> [UInt8]) throws(StorageError) -> Summary {
+    func finish(
+        header template: ArchiveHeader, extras: [[UInt8]],
+        reorderInto: (() throws(StorageError) -> (descriptor: Int32, path: String))? = nil,
+        metadata: ([UInt64]) throws(StorageError) -> [UInt8]
+    ) throws(StorageError) -> Summary {
         var (tiles, dataSize, blobs) = state.withLock { s in
             s.finished = true
             s.firstWithHash = [:]
@@ -227,15 +229,17 @@ final class ArchiveWriter: Sendable {
         try (header.encoded() + layout.root).withBytes { (raw) throws(StorageError) in
             try Self.writeAll(outFile, raw, at: 0, path: outPath)
         }
-        return Summary(header: header, bytes: out.position, extraOffsets: extraOffsets, leafDirectories: layout.leafCount,
-                       reordered: reordered)
+        return Summary(
+            header: header, bytes: out.position, extraOffsets: extraOffsets, leafDirectories: layout.leafCount,
+            reordered: reordered)
     }
 
     /// Adds `tile` to the directory entries: to the last one's run when it is the next
     /// tile id with the same bytes.
     private static func append(_ tile: StoredTile, to entries: inout [DirectoryEntry]) {
         if let last = entries.last, last.offset == tile.offset, last.length == tile.length,
-           last.tileID + UInt64(last.runLength) == tile.tileID, last.runLength < UInt32.max {
+            last.tileID + UInt64(last.runLength) == tile.tileID, last.runLength < UInt32.max
+        {
             entries[entries.count - 1].runLength += 1
         } else {
             entries.append(DirectoryEntry(tileID: tile.tileID, offset: tile.offset, length: tile.length, runLength: 1))
@@ -247,8 +251,10 @@ final class ArchiveWriter: Sendable {
     /// offsets. A blob goes where its first tile in tile-id order puts it; later tiles
     /// sharing it follow it. Runs of blobs already back to back in the same order are one
     /// copy.
-    private func copyInTileIDOrder(_ tiles: inout [StoredTile], from source: Int32, to target: Int32,
-                                   targetPath: String) throws(StorageError) {
+    private func copyInTileIDOrder(
+        _ tiles: inout [StoredTile], from source: Int32, to target: Int32,
+        targetPath: String
+    ) throws(StorageError) {
         var newOffset: [UInt64: UInt64] = [:]
         let blobs = state.withLock { $0.blobs }
         newOffset.reserveCapacity(Int(blobs))
@@ -273,8 +279,9 @@ final class ArchiveWriter: Sendable {
         newOffset = [:]
         var useKernel: Int32 = kernelCopy ? 1 : 0
         for run in runs {
-            let rc = tiler_copy_range(source, Int64(Self.tileDataOffset + run.from), target, Int64(Self.tileDataOffset + run.to),
-                                      Int64(run.length), &useKernel)
+            let rc = tiler_copy_range(
+                source, Int64(Self.tileDataOffset + run.from), target, Int64(Self.tileDataOffset + run.to),
+                Int64(run.length), &useKernel)
             guard rc == 0 else { throw StorageError.system(targetPath) }
         }
     }

@@ -19,8 +19,10 @@ public struct ArchivedPyramid: Sendable {
     public let maximumTileBytes: Int
 
     /// Opens the archive at `path`.
-    public static func open(path: String, limits: ArchiveReader.Limits = .init(),
-                            cache: DirectoryCache? = nil) throws(StorageError) -> ArchivedPyramid {
+    public static func open(
+        path: String, limits: ArchiveReader.Limits = .init(),
+        cache: DirectoryCache? = nil
+    ) throws(StorageError) -> ArchivedPyramid {
         try ArchivedPyramid(reader: ArchiveReader(source: FileArchiveSource(path: path), limits: limits, cache: cache))
     }
 
@@ -32,7 +34,8 @@ public struct ArchivedPyramid: Sendable {
         let header = reader.header
         let metadata = reader.metadata
         guard let span = JSONSpan.value(of: PyramidArchive.manifestKey, in: metadata) else {
-            throw .invalid(path: name, reason: "the archive's metadata has no \"\(PyramidArchive.manifestKey)\" manifest (not cut by tiler?)")
+            throw .invalid(
+                path: name, reason: "the archive's metadata has no \"\(PyramidArchive.manifestKey)\" manifest (not cut by tiler?)")
         }
         let bytes = Array(metadata[span])
         let decoded: (manifest: PyramidManifest, geometry: PyramidGeometry)
@@ -43,13 +46,15 @@ public struct ArchivedPyramid: Sendable {
         }
         let (manifest, geometry) = decoded
         guard header.tileType == PyramidArchive.tileType(manifest.format) else {
-            throw .invalid(path: name, reason: "the header's tile type is \(header.tileType) but the manifest says \(manifest.format.rawValue)")
+            throw .invalid(
+                path: name, reason: "the header's tile type is \(header.tileType) but the manifest says \(manifest.format.rawValue)")
         }
         guard header.tileCompression == .none else {
             throw .invalid(path: name, reason: "tiles are \(header.tileCompression)-compressed; tiler archives store them as they are")
         }
         guard header.minZoom == 0, Int(header.maxZoom) == geometry.maxLevel else {
-            throw .invalid(path: name, reason: "the header's zooms \(header.minZoom)...\(header.maxZoom) do not match levels 0...\(geometry.maxLevel)")
+            throw .invalid(
+                path: name, reason: "the header's zooms \(header.minZoom)...\(header.maxZoom) do not match levels 0...\(geometry.maxLevel)")
         }
         struct Layout: Decodable {
             struct Blob: Decodable {
@@ -59,14 +64,17 @@ public struct ArchivedPyramid: Sendable {
             let thumbnail: Blob
         }
         guard let layoutSpan = JSONSpan.value(of: PyramidArchive.layoutKey, in: metadata),
-              let layout = try? JSONDecoder().decode(Layout.self, from: Data(metadata[layoutSpan])) else {
-            throw .invalid(path: name, reason: "the archive's metadata does not say where the thumbnail is (\"\(PyramidArchive.layoutKey)\")")
+            let layout = try? JSONDecoder().decode(Layout.self, from: Data(metadata[layoutSpan]))
+        else {
+            throw .invalid(
+                path: name, reason: "the archive's metadata does not say where the thumbnail is (\"\(PyramidArchive.layoutKey)\")")
         }
         let t = layout.thumbnail
         let (end, overflow) = t.offset.addingReportingOverflow(t.length)
         let thumbnailLimit = manifest.maximumThumbnailBytes
         guard t.length > 0, !overflow, end <= header.tileDataLength, t.length <= UInt64(max(0, thumbnailLimit)) else {
-            throw .archive(path: name, .corrupt("the thumbnail (\(t.length) bytes at \(t.offset)) lies outside the tile data or is too large"))
+            throw .archive(
+                path: name, .corrupt("the thumbnail (\(t.length) bytes at \(t.offset)) lies outside the tile data or is too large"))
         }
         self.reader = reader
         self.manifest = manifest
@@ -148,7 +156,9 @@ public struct ArchivedPyramid: Sendable {
 
     private func check(_ location: TileLocation, _ tile: TileCoordinate) throws(StorageError) {
         guard location.length <= maximumTileBytes else {
-            throw .archive(path: reader.source.name, .corrupt("tile \(tile) claims \(location.length) bytes, more than a \(geometry.tileSize) px tile can take"))
+            throw .archive(
+                path: reader.source.name,
+                .corrupt("tile \(tile) claims \(location.length) bytes, more than a \(geometry.tileSize) px tile can take"))
         }
     }
 

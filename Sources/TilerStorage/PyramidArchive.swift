@@ -67,8 +67,10 @@ public enum PyramidArchive {
     /// The metadata JSON: `manifest` (`pyramid.json`'s bytes, a JSON object) spliced in
     /// unchanged under `"tiler"`, the thumbnail's place under `"tiler_archive"`, and the
     /// conventional keys.
-    static func metadata(manifest: [UInt8], geometry: PyramidGeometry, format: TileFormat,
-                         thumbnail: (offset: UInt64, length: UInt64), path: String) throws(StorageError) -> [UInt8] {
+    static func metadata(
+        manifest: [UInt8], geometry: PyramidGeometry, format: TileFormat,
+        thumbnail: (offset: UInt64, length: UInt64), path: String
+    ) throws(StorageError) -> [UInt8] {
         var object = manifest[...]
         while let last = object.last, JSONSpan.isWhitespace(last) { object.removeLast() }
         while let first = object.first, JSONSpan.isWhitespace(first) { object.removeFirst() }
@@ -78,10 +80,13 @@ public enum PyramidArchive {
         let manifestValue = try? JSONDecoder().decode(PyramidManifest.self, from: Data(object))
         guard let id = manifestValue?.id else { throw .invalid(path: path, reason: "the manifest has no valid id") }
         // The id is [A-Za-z0-9._-] and the rest are numbers: nothing here needs escaping.
-        var out = Array(#"{"description":"\#(geometry.width)×\#(geometry.height) image, \#(geometry.tileSize) px tiles, levels 0-\#(geometry.maxLevel)","#.utf8)
+        var out = Array(
+            #"{"description":"\#(geometry.width)×\#(geometry.height) image, \#(geometry.tileSize) px tiles, levels 0-\#(geometry.maxLevel)","#
+                .utf8)
         out += Array(#""format":"\#(format.fileExtension)","name":"\#(id.rawValue)","\#(manifestKey)":"#.utf8)
         out += object
-        out += Array(#","\#(layoutKey)":{"thumbnail":{"offset":\#(thumbnail.offset),"length":\#(thumbnail.length)}},"type":"baselayer"}"#.utf8)
+        out += Array(
+            #","\#(layoutKey)":{"thumbnail":{"offset":\#(thumbnail.offset),"length":\#(thumbnail.length)}},"type":"baselayer"}"#.utf8)
         return out
     }
 }
@@ -132,7 +137,8 @@ enum JSONSpan {
             default:
                 let start = i
                 while i < bytes.count, !isWhitespace(bytes[i]), bytes[i] != UInt8(ascii: ","), bytes[i] != UInt8(ascii: "}"),
-                      bytes[i] != UInt8(ascii: "]") { i += 1 }
+                    bytes[i] != UInt8(ascii: "]")
+                { i += 1 }
                 return i > start
             }
         }

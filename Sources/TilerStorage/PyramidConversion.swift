@@ -21,8 +21,10 @@ public enum PyramidConversion {
     /// Packs the folder `folder` (`ROOT/ID`) into `ROOT/ID.pmtiles`, or into `output`
     /// (another folder's `OUTPUT/ID.pmtiles`, or `s3://BUCKET/PREFIX/ID.pmtiles`, uploaded
     /// whole once complete, as a cut's archive is).
-    public static func pack(folder: String, output: (any PyramidOutput)? = nil, replace: Bool,
-                            isCancelled: () -> Bool = { false }) throws(StorageError) -> Result {
+    public static func pack(
+        folder: String, output: (any PyramidOutput)? = nil, replace: Bool,
+        isCancelled: () -> Bool = { false }
+    ) throws(StorageError) -> Result {
         let started = DispatchTime.now()
         let root = split(folder).root
         let stored = try StoredPyramid.openFolder(folder)
@@ -56,8 +58,9 @@ public enum PyramidConversion {
             guard !thumbnail.isEmpty else { throw StorageError.invalid(path: thumbnailPath, reason: "empty thumbnail") }
             try thumbnail.withBytes { (raw) throws(StorageError) in try sink.writeThumbnail(named: manifest.thumbnail.file, raw) }
             let bytes = try sink.commit(manifest: manifestBytes, replace: replace)
-            return Result(id: id.rawValue, input: folder, output: destination, tiles: tiles, bytes: bytes,
-                          seconds: elapsed(since: started))
+            return Result(
+                id: id.rawValue, input: folder, output: destination, tiles: tiles, bytes: bytes,
+                seconds: elapsed(since: started))
         } catch {
             sink.discard()
             throw error
@@ -65,8 +68,10 @@ public enum PyramidConversion {
     }
 
     /// Unpacks the archive `archive` (`ROOT/ID.pmtiles`) into the folder `ROOT/ID`.
-    public static func unpack(archive: String, replace: Bool,
-                              isCancelled: () -> Bool = { false }) throws(StorageError) -> Result {
+    public static func unpack(
+        archive: String, replace: Bool,
+        isCancelled: () -> Bool = { false }
+    ) throws(StorageError) -> Result {
         let started = DispatchTime.now()
         let (root, file) = split(archive)
         let suffix = ".\(PyramidLayout.archiveExtension)"
@@ -118,8 +123,9 @@ public enum PyramidConversion {
                 try sink.writeThumbnail(named: pyramid.manifest.thumbnail.file, raw)
             }
             let bytes = try sink.commit(manifest: pyramid.manifestBytes + [0x0A], replace: replace)
-            return Result(id: id.rawValue, input: archive, output: destination, tiles: tiles, bytes: bytes,
-                          seconds: elapsed(since: started))
+            return Result(
+                id: id.rawValue, input: archive, output: destination, tiles: tiles, bytes: bytes,
+                seconds: elapsed(since: started))
         } catch {
             sink.discard()
             throw error

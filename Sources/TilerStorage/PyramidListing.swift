@@ -32,13 +32,15 @@ public enum PyramidListing {
         var entries: [Entry] = []
         for id in Set(folders.keys).union(archives.keys).sorted() {
             if let folder = folders[id] {
-                entries.append(entry(id, .folder, folder, shadows: archives[id] != nil, bytes: nil) {
-                    () throws(StorageError) in try StoredPyramid.openFolder(folder)
-                })
+                entries.append(
+                    entry(id, .folder, folder, shadows: archives[id] != nil, bytes: nil) {
+                        () throws(StorageError) in try StoredPyramid.openFolder(folder)
+                    })
             } else if let archive = archives[id] {
-                entries.append(entry(id, .archive, archive.path, shadows: false, bytes: archive.size) {
-                    () throws(StorageError) in try StoredPyramid.openArchive(archive.path)
-                })
+                entries.append(
+                    entry(id, .archive, archive.path, shadows: false, bytes: archive.size) {
+                        () throws(StorageError) in try StoredPyramid.openArchive(archive.path)
+                    })
             }
         }
         return entries
@@ -53,7 +55,8 @@ public enum PyramidListing {
 
     /// The folders with a `pyramid.json` and the archives in `root`, by id.
     private static func scan(root: String) throws(StorageError)
-        -> (folders: [PyramidID: String], archives: [PyramidID: (path: String, size: UInt64)]) {
+        -> (folders: [PyramidID: String], archives: [PyramidID: (path: String, size: UInt64)])
+    {
         let names: [String]
         do {
             names = try FileManager.default.contentsOfDirectory(atPath: root)
@@ -112,14 +115,18 @@ public enum PyramidListing {
         }
     }
 
-    private static func entry(_ id: PyramidID, _ layout: PyramidLayout, _ path: String, shadows: Bool, bytes: UInt64?,
-                              _ open: () throws(StorageError) -> StoredPyramid) -> Entry {
+    private static func entry(
+        _ id: PyramidID, _ layout: PyramidLayout, _ path: String, shadows: Bool, bytes: UInt64?,
+        _ open: () throws(StorageError) -> StoredPyramid
+    ) -> Entry {
         do {
-            return Entry(id: id, layout: layout, path: path, pyramid: try open(), error: nil, shadowsArchive: shadows,
-                         archiveBytes: bytes)
+            return Entry(
+                id: id, layout: layout, path: path, pyramid: try open(), error: nil, shadowsArchive: shadows,
+                archiveBytes: bytes)
         } catch {
-            return Entry(id: id, layout: layout, path: path, pyramid: nil, error: error.description, shadowsArchive: shadows,
-                         archiveBytes: bytes)
+            return Entry(
+                id: id, layout: layout, path: path, pyramid: nil, error: error.description, shadowsArchive: shadows,
+                archiveBytes: bytes)
         }
     }
 }

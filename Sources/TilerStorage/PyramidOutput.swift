@@ -13,8 +13,10 @@ public protocol PyramidOutput: Sendable {
     /// cut without `--force` fails before the work; the sink checks again at the end).
     func exists(_ id: PyramidID, layout: PyramidLayout) throws(StorageError) -> Bool
     /// A new sink for pyramid `id`.
-    func makeSink(id: PyramidID, layout: PyramidLayout, geometry: PyramidGeometry,
-                  format: TileFormat) throws(StorageError) -> any PyramidSink
+    func makeSink(
+        id: PyramidID, layout: PyramidLayout, geometry: PyramidGeometry,
+        format: TileFormat
+    ) throws(StorageError) -> any PyramidSink
 }
 
 /// Pyramids in a local folder: `ROOT/ID/` or `ROOT/ID.pmtiles`.
@@ -29,8 +31,10 @@ public struct FolderOutput: PyramidOutput {
         FileManager.default.fileExists(atPath: destination(of: id, layout: layout))
     }
 
-    public func makeSink(id: PyramidID, layout: PyramidLayout, geometry: PyramidGeometry,
-                         format: TileFormat) throws(StorageError) -> any PyramidSink {
+    public func makeSink(
+        id: PyramidID, layout: PyramidLayout, geometry: PyramidGeometry,
+        format: TileFormat
+    ) throws(StorageError) -> any PyramidSink {
         try layout.makeSink(root: root, id: id, geometry: geometry, format: format)
     }
 }
@@ -48,8 +52,10 @@ public struct BucketOutput: PyramidOutput {
     /// Polled during the upload: true stops it, and the multipart upload is aborted.
     public let isCancelled: @Sendable () -> Bool
 
-    public init(client: S3Client, location: S3Location, staging: String,
-                isCancelled: @escaping @Sendable () -> Bool = { false }) {
+    public init(
+        client: S3Client, location: S3Location, staging: String,
+        isCancelled: @escaping @Sendable () -> Bool = { false }
+    ) {
         self.client = client
         self.location = location
         self.staging = staging
@@ -83,8 +89,10 @@ public struct BucketOutput: PyramidOutput {
         }
     }
 
-    public func makeSink(id: PyramidID, layout: PyramidLayout, geometry: PyramidGeometry,
-                         format: TileFormat) throws(StorageError) -> any PyramidSink {
+    public func makeSink(
+        id: PyramidID, layout: PyramidLayout, geometry: PyramidGeometry,
+        format: TileFormat
+    ) throws(StorageError) -> any PyramidSink {
         guard layout == .archive else {
             throw .invalid(path: location.description, reason: "a bucket holds archives only (ID.pmtiles): use --archive")
         }
@@ -169,15 +177,16 @@ final class BucketArchiveSink: PyramidSink, Sendable {
         defer { close(fd) }
         var abortToken: Int?
         do {
-            try client.upload(file: fd, size: UInt64(bytes), bucket: bucket, key: key, ifNoneMatch: !replace,
-                              isCancelled: output.isCancelled,
-                              uploadStarted: { uploadID in
-                                  abortToken = UnfinishedOutput.shared.registerCleanup {
-                                      try? client.abortMultipartUpload(bucket: bucket, key: key, uploadID: uploadID)
-                                  }
-                              },
-                              uploadEnded: { if let abortToken { UnfinishedOutput.shared.unregister(abortToken) } })
-        } catch where error.code == "PreconditionFailed" {
+            try client.upload(
+                file: fd, size: UInt64(bytes), bucket: bucket, key: key, ifNoneMatch: !replace,
+                isCancelled: output.isCancelled,
+                uploadStarted: { uploadID in
+                    abortToken = UnfinishedOutput.shared.registerCleanup {
+                        try? client.abortMultipartUpload(bucket: bucket, key: key, uploadID: uploadID)
+                    }
+                },
+                uploadEnded: { if let abortToken { UnfinishedOutput.shared.unregister(abortToken) } })
+        } catch  where error.code == "PreconditionFailed" {
             throw .exists(path: destination)
         } catch {
             throw .remote(error)

@@ -52,8 +52,10 @@ public enum PyramidLayout: String, Sendable, CaseIterable {
     }
 
     /// A new sink for pyramid `id` in this layout.
-    public func makeSink(root: String, id: PyramidID, geometry: PyramidGeometry,
-                         format: TileFormat) throws(StorageError) -> any PyramidSink {
+    public func makeSink(
+        root: String, id: PyramidID, geometry: PyramidGeometry,
+        format: TileFormat
+    ) throws(StorageError) -> any PyramidSink {
         switch self {
         case .folder: try FolderSink(root: root, id: id, format: format)
         case .archive: try ArchiveSink(root: root, id: id, geometry: geometry, format: format)
@@ -149,11 +151,14 @@ public final class ArchiveSink: PyramidSink, Sendable {
         let name = "\(id.rawValue).\(PyramidLayout.archiveExtension)"
         self.name = name
         guard geometry.maxLevel <= PyramidArchive.maximumLevel else {
-            throw .invalid(path: "\(root)/\(name)", reason: "\(geometry.maxLevel + 1) levels do not fit in a PMTiles archive (at most \(PyramidArchive.maximumLevel + 1))")
+            throw .invalid(
+                path: "\(root)/\(name)",
+                reason: "\(geometry.maxLevel + 1) levels do not fit in a PMTiles archive (at most \(PyramidArchive.maximumLevel + 1))")
         }
         staged = try StagedOutput(root: root, name: name, kind: .file)
-        writer = try ArchiveWriter(output: staged.descriptor, outputPath: staged.path,
-                                   expectedTiles: geometry.levels.reduce(0) { $0 + $1.tileCount }, kernelCopy: kernelCopy)
+        writer = try ArchiveWriter(
+            output: staged.descriptor, outputPath: staged.path,
+            expectedTiles: geometry.levels.reduce(0) { $0 + $1.tileCount }, kernelCopy: kernelCopy)
         self.geometry = geometry
         self.format = format
     }
@@ -183,13 +188,17 @@ public final class ArchiveSink: PyramidSink, Sendable {
         // a second partial file, which is installed instead, so the archive is clustered.
         var ordered: StagedOutput?
         defer { ordered?.discard() }  // nothing once installed
-        let summary = try writer.finish(header: header, extras: [thumbnail], reorderInto: { () throws(StorageError) in
-            let made = try StagedOutput(root: self.staged.root, name: self.name, kind: .file)
-            ordered = made
-            return (made.descriptor, made.path)
-        }) { (offsets) throws(StorageError) in
-            try PyramidArchive.metadata(manifest: manifest, geometry: geometry, format: format,
-                                        thumbnail: (offsets[0], UInt64(thumbnail.count)), path: staged.destination)
+        let summary = try writer.finish(
+            header: header, extras: [thumbnail],
+            reorderInto: { () throws(StorageError) in
+                let made = try StagedOutput(root: self.staged.root, name: self.name, kind: .file)
+                ordered = made
+                return (made.descriptor, made.path)
+            }
+        ) { (offsets) throws(StorageError) in
+            try PyramidArchive.metadata(
+                manifest: manifest, geometry: geometry, format: format,
+                thumbnail: (offsets[0], UInt64(thumbnail.count)), path: staged.destination)
         }
         if let ordered {
             try ordered.install(replace: replace)

@@ -46,8 +46,9 @@ public final class S3ArchiveSource: ArchiveSource {
             throw .io(path: name, reason: "bytes \(offset)..<\(offset &+ UInt64(max(0, length))) are past the end (\(size) bytes)")
         }
         do {
-            return try client.get(bucket: bucket, key: key, offset: offset, length: length,
-                                  ifMatch: etag.isEmpty ? nil : etag, timeout: timeout)
+            return try client.get(
+                bucket: bucket, key: key, offset: offset, length: length,
+                ifMatch: etag.isEmpty ? nil : etag, timeout: timeout)
         } catch {
             throw .remote(error)
         }

@@ -39,7 +39,8 @@ public struct StoredPyramid: Sendable {
             let location: S3Location
             do { location = try S3Location(parsing: path) } catch { throw .remote(error) }
             guard location.prefix.hasSuffix(".\(PyramidLayout.archiveExtension)") else {
-                throw .invalid(path: path, reason: "a pyramid in a bucket is an archive, s3://BUCKET/PREFIX/ID.\(PyramidLayout.archiveExtension)")
+                throw .invalid(
+                    path: path, reason: "a pyramid in a bucket is an archive, s3://BUCKET/PREFIX/ID.\(PyramidLayout.archiveExtension)")
             }
             guard let client else {
                 throw .invalid(path: path, reason: "no S3 client for this path")
@@ -75,8 +76,9 @@ public struct StoredPyramid: Sendable {
         }
         guard (info.st_mode & S_IFMT) == S_IFDIR else { throw .invalid(path: folder, reason: "is not a folder") }
         let manifestPath = "\(folder)/\(PyramidManifest.fileName)"
-        let bytes = try PyramidConversion.readFile(manifestPath, limit: maximumManifestBytes,
-                                                   missing: "no \(PyramidManifest.fileName): not a finished pyramid")
+        let bytes = try PyramidConversion.readFile(
+            manifestPath, limit: maximumManifestBytes,
+            missing: "no \(PyramidManifest.fileName): not a finished pyramid")
         let decoded: (manifest: PyramidManifest, geometry: PyramidGeometry)
         do {
             decoded = try PyramidManifest.decodedWithGeometry(bytes)
@@ -87,8 +89,9 @@ public struct StoredPyramid: Sendable {
         guard manifest.id == id else {
             throw .invalid(path: manifestPath, reason: "the manifest is for '\(manifest.id)', not '\(id)'")
         }
-        return StoredPyramid(id: id, layout: .folder, path: folder, manifest: manifest, manifestBytes: bytes,
-                             geometry: geometry, archive: nil)
+        return StoredPyramid(
+            id: id, layout: .folder, path: folder, manifest: manifest, manifestBytes: bytes,
+            geometry: geometry, archive: nil)
     }
 
     /// Opens the local archive `ROOT/ID.pmtiles`.
@@ -106,8 +109,9 @@ public struct StoredPyramid: Sendable {
         guard pyramid.manifest.id == id else {
             throw .invalid(path: path, reason: "the archive's manifest is for '\(pyramid.manifest.id)', not '\(id)'")
         }
-        return StoredPyramid(id: id, layout: .archive, path: path, manifest: pyramid.manifest,
-                             manifestBytes: pyramid.manifestBytes, geometry: pyramid.geometry, archive: pyramid)
+        return StoredPyramid(
+            id: id, layout: .archive, path: path, manifest: pyramid.manifest,
+            manifestBytes: pyramid.manifestBytes, geometry: pyramid.geometry, archive: pyramid)
     }
 
     /// The tiles the geometry has, over every level.
@@ -139,9 +143,10 @@ public struct StoredPyramid: Sendable {
         if let archive {
             let header = archive.reader.header
             let size = Int(clamping: archive.reader.source.size)
-            return Totals(levels: levels, expectedTiles: expectedTiles, tiles: Int(clamping: header.addressedTiles),
-                          distinctTiles: Int(clamping: header.tileContents), bytes: size,
-                          tileBytes: Int(clamping: header.tileDataLength) - archive.thumbnail.length)
+            return Totals(
+                levels: levels, expectedTiles: expectedTiles, tiles: Int(clamping: header.addressedTiles),
+                distinctTiles: Int(clamping: header.tileContents), bytes: size,
+                tileBytes: Int(clamping: header.tileDataLength) - archive.thumbnail.length)
         }
         var tiles = 0
         var tileBytes = 0
@@ -155,7 +160,8 @@ public struct StoredPyramid: Sendable {
                 for column in 0..<level.columns {
                     var info = stat()
                     guard fstatat(fd, "\(column).\(ext)", &info, AT_SYMLINK_NOFOLLOW) == 0,
-                          (info.st_mode & S_IFMT) == S_IFREG else { continue }
+                        (info.st_mode & S_IFMT) == S_IFREG
+                    else { continue }
                     tiles += 1
                     tileBytes += Int(info.st_size)
                 }
@@ -166,7 +172,8 @@ public struct StoredPyramid: Sendable {
         if PyramidConversion.isPlainName(manifest.thumbnail.file), lstat("\(path)/\(manifest.thumbnail.file)", &info) == 0 {
             other += Int(info.st_size)
         }
-        return Totals(levels: levels, expectedTiles: expectedTiles, tiles: tiles, distinctTiles: nil,
-                      bytes: tileBytes + other, tileBytes: tileBytes)
+        return Totals(
+            levels: levels, expectedTiles: expectedTiles, tiles: tiles, distinctTiles: nil,
+            bytes: tileBytes + other, tileBytes: tileBytes)
     }
 }

@@ -13,44 +13,61 @@ extension Tiler {
         static let configuration = CommandConfiguration(
             abstract: "Cut images into tile pyramids.",
             discussion: """
-            Each INPUT (anything libvips reads: JPEG, PNG, TIFF, WebP, ...) becomes \
-            ROOT/ID/LEVEL/ROW/COLUMN.EXT tiles, ROOT/ID/thumbnail.EXT and ROOT/ID/pyramid.json, \
-            written last. Images stream top to bottom, so memory grows with the width, not \
-            the height. With --archive each pyramid is one PMTiles v3 file, ROOT/ID.pmtiles, \
-            instead (same tile bytes; `tiler unpack` turns it into the folder). With --archive, \
-            ROOT may be s3://BUCKET/PREFIX: each archive is staged locally, then uploaded as \
-            PREFIX/ID.pmtiles (multipart when large), visible only once complete; credentials, \
-            region and endpoint come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, \
-            AWS_SESSION_TOKEN, AWS_REGION and AWS_ENDPOINT_URL (or --s3-endpoint). An input that \
-            cannot be cut gets one line on stderr and no pyramid; the others are still cut, \
-            and the exit status is 1. Inputs must be regular files; their names are never \
-            read as libvips options. SIGINT or SIGTERM stops the cut within about a second \
-            and removes what it had written.
-            """
+                Each INPUT (anything libvips reads: JPEG, PNG, TIFF, WebP, ...) becomes \
+                ROOT/ID/LEVEL/ROW/COLUMN.EXT tiles, ROOT/ID/thumbnail.EXT and ROOT/ID/pyramid.json, \
+                written last. Images stream top to bottom, so memory grows with the width, not \
+                the height. With --archive each pyramid is one PMTiles v3 file, ROOT/ID.pmtiles, \
+                instead (same tile bytes; `tiler unpack` turns it into the folder). With --archive, \
+                ROOT may be s3://BUCKET/PREFIX: each archive is staged locally, then uploaded as \
+                PREFIX/ID.pmtiles (multipart when large), visible only once complete; credentials, \
+                region and endpoint come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, \
+                AWS_SESSION_TOKEN, AWS_REGION and AWS_ENDPOINT_URL (or --s3-endpoint). An input that \
+                cannot be cut gets one line on stderr and no pyramid; the others are still cut, \
+                and the exit status is 1. Inputs must be regular files; their names are never \
+                read as libvips options. SIGINT or SIGTERM stops the cut within about a second \
+                and removes what it had written.
+                """
         )
 
         @Argument(help: "Images to cut.")
         var inputs: [String]
 
-        @Option(name: .shortAndLong, help: ArgumentHelp("Folder that receives one pyramid per image, or with --archive s3://BUCKET/PREFIX (env TILER_ROOT; default: tiles, the folder `tiler serve` serves by default).", valueName: "ROOT"))
+        @Option(
+            name: .shortAndLong,
+            help: ArgumentHelp(
+                "Folder that receives one pyramid per image, or with --archive s3://BUCKET/PREFIX (env TILER_ROOT; default: tiles, the folder `tiler serve` serves by default).",
+                valueName: "ROOT"))
         var output: String?
 
         /// `--output`, else `TILER_ROOT`, else `tiles`.
         var root: String { output ?? DefaultRoot.resolved() }
 
-        @Option(name: .customLong("s3-endpoint"), help: ArgumentHelp("S3-compatible server for an s3:// ROOT, addressed path-style (default: AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS itself).", valueName: "URL"))
+        @Option(
+            name: .customLong("s3-endpoint"),
+            help: ArgumentHelp(
+                "S3-compatible server for an s3:// ROOT, addressed path-style (default: AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS itself).",
+                valueName: "URL"))
         var s3Endpoint: String?
 
-        @Option(help: ArgumentHelp("Tile side in pixels (\(PyramidGeometry.tileSizeRange.lowerBound)-\(PyramidGeometry.tileSizeRange.upperBound)).", valueName: "PIXELS"))
+        @Option(
+            help: ArgumentHelp(
+                "Tile side in pixels (\(PyramidGeometry.tileSizeRange.lowerBound)-\(PyramidGeometry.tileSizeRange.upperBound)).",
+                valueName: "PIXELS"))
         var tileSize: Int = 256
 
         @Option(help: "Tile format: png (lossless, libpng), jpeg (alpha flattened on --background, white by default) or webp.")
         var format: TileFormat = .png
 
-        @Option(help: ArgumentHelp("JPEG or WebP quality, 1-100 (default: \(TileEncoder.defaultJPEGQuality) for jpeg, \(TileEncoder.defaultWebPQuality) for webp).", valueName: "Q"))
+        @Option(
+            help: ArgumentHelp(
+                "JPEG or WebP quality, 1-100 (default: \(TileEncoder.defaultJPEGQuality) for jpeg, \(TileEncoder.defaultWebPQuality) for webp).",
+                valueName: "Q"))
         var quality: Int?
 
-        @Option(help: ArgumentHelp("Pyramid id, only with a single input (default: the file name without extension, other characters replaced by _).", valueName: "ID"))
+        @Option(
+            help: ArgumentHelp(
+                "Pyramid id, only with a single input (default: the file name without extension, other characters replaced by _).",
+                valueName: "ID"))
         var name: String?
 
         @Flag(help: "Write each pyramid as one PMTiles v3 archive, ROOT/ID.pmtiles, instead of a folder.")
@@ -59,22 +76,38 @@ extension Tiler {
         @Flag(help: "Replace an existing pyramid with the same id (atomically).")
         var force = false
 
-        @Option(help: ArgumentHelp("Refuse inputs with more pixels (width × height) than this, before decoding any (env TILER_MAX_PIXELS; default: \(CutOptions.defaultMaxPixels), 2 gigapixels).", valueName: "N"))
+        @Option(
+            help: ArgumentHelp(
+                "Refuse inputs with more pixels (width × height) than this, before decoding any (env TILER_MAX_PIXELS; default: \(CutOptions.defaultMaxPixels), 2 gigapixels).",
+                valueName: "N"))
         var maxPixels: Int?
 
-        @Flag(help: "Accept SVG, PDF and ImageMagick inputs (default: refused, since their size and rendering cost are whatever the file says; SVG never reads files it references).")
+        @Flag(
+            help:
+                "Accept SVG, PDF and ImageMagick inputs (default: refused, since their size and rendering cost are whatever the file says; SVG never reads files it references)."
+        )
         var allowVector = false
 
         @Flag(inversion: .prefixedNo, help: "Turn the image upright as its EXIF orientation says --no-autorotate keeps the stored pixels.")
         var autorotate = true
 
-        @Flag(name: .customLong("icc"), inversion: .prefixedNo, help: "Convert an embedded ICC colour profile of RGB or CMYK input to sRGB --no-icc keeps the stored RGB values; CMYK always becomes sRGB.")
+        @Flag(
+            name: .customLong("icc"), inversion: .prefixedNo,
+            help:
+                "Convert an embedded ICC colour profile of RGB or CMYK input to sRGB --no-icc keeps the stored RGB values; CMYK always becomes sRGB."
+        )
         var convertProfile = true
 
-        @Flag(help: "Write edge tiles at the full tile size, filled with --background, for XYZ clients such as Leaflet (default: off, edge tiles clipped; DeepZoom and IIIF clients get clipped tiles either way).")
+        @Flag(
+            help:
+                "Write edge tiles at the full tile size, filled with --background, for XYZ clients such as Leaflet (default: off, edge tiles clipped; DeepZoom and IIIF clients get clipped tiles either way)."
+        )
         var pad = false
 
-        @Option(help: ArgumentHelp("Padding colour (--pad), and with --format jpeg the colour alpha is flattened on: #RGB, #RGBA, #RRGGBB, #RRGGBBAA, white, black or transparent (default: transparent for png and webp, white for jpeg).", valueName: "COLOUR"))
+        @Option(
+            help: ArgumentHelp(
+                "Padding colour (--pad), and with --format jpeg the colour alpha is flattened on: #RGB, #RGBA, #RRGGBB, #RRGGBBAA, white, black or transparent (default: transparent for png and webp, white for jpeg).",
+                valueName: "COLOUR"))
         var background: String?
 
         @Flag(help: "No progress display.")
@@ -87,7 +120,8 @@ extension Tiler {
             let output = root
             if S3Location.isS3(output) {
                 guard archive else {
-                    throw ValidationError("--output \(output) needs --archive: a bucket holds one archive per image, PREFIX/ID.pmtiles, not pyramid folders.")
+                    throw ValidationError(
+                        "--output \(output) needs --archive: a bucket holds one archive per image, PREFIX/ID.pmtiles, not pyramid folders.")
                 }
                 do { _ = try S3Location(parsing: output) } catch { throw ValidationError("--output: \(error.message)") }
             } else if s3Endpoint != nil {
@@ -95,11 +129,14 @@ extension Tiler {
             } else {
                 var isFolder: ObjCBool = false
                 if FileManager.default.fileExists(atPath: output, isDirectory: &isFolder), !isFolder.boolValue {
-                    throw ValidationError("--output \(output): not a directory (a file of that name exists); name a folder, which is made if missing.")
+                    throw ValidationError(
+                        "--output \(output): not a directory (a file of that name exists); name a folder, which is made if missing.")
                 }
             }
             guard PyramidGeometry.tileSizeRange.contains(tileSize) else {
-                throw ValidationError("--tile-size must be \(PyramidGeometry.tileSizeRange.lowerBound)...\(PyramidGeometry.tileSizeRange.upperBound), not \(tileSize).")
+                throw ValidationError(
+                    "--tile-size must be \(PyramidGeometry.tileSizeRange.lowerBound)...\(PyramidGeometry.tileSizeRange.upperBound), not \(tileSize)."
+                )
             }
             if let quality {
                 guard format != .png else { throw ValidationError("--quality applies to --format jpeg or webp; PNG tiles are lossless.") }
@@ -110,16 +147,21 @@ extension Tiler {
             }
             if let background {
                 guard let colour = BackgroundColour(parsing: background) else {
-                    throw ValidationError("--background '\(background)' is not a colour: use #RGB, #RGBA, #RRGGBB, #RRGGBBAA, white, black or transparent.")
+                    throw ValidationError(
+                        "--background '\(background)' is not a colour: use #RGB, #RGBA, #RRGGBB, #RRGGBBAA, white, black or transparent.")
                 }
                 if format == .jpeg, !colour.isOpaque {
-                    throw ValidationError("--background '\(background)' is not opaque, and JPEG tiles have no alpha: use --format png or webp, or an opaque colour.")
+                    throw ValidationError(
+                        "--background '\(background)' is not opaque, and JPEG tiles have no alpha: use --format png or webp, or an opaque colour."
+                    )
                 }
             }
             if let name {
                 guard inputs.count == 1 else { throw ValidationError("--name needs exactly one input; \(inputs.count) were given.") }
                 guard PyramidID(name) != nil else {
-                    throw ValidationError("--name '\(name)' is not a valid id: use letters, digits, '.', '_' and '-', starting with a letter or digit, at most \(PyramidID.maximumLength) characters.")
+                    throw ValidationError(
+                        "--name '\(name)' is not a valid id: use letters, digits, '.', '_' and '-', starting with a letter or digit, at most \(PyramidID.maximumLength) characters."
+                    )
                 }
             }
         }
@@ -138,18 +180,22 @@ extension Tiler {
             let environment = ProcessInfo.processInfo.environment
             let limit = try Self.maximumPixels(flag: maxPixels, environment: environment)
             let interrupts = InterruptSignals.install(program: "tiler: cut")
-            let options = CutOptions(tileSize: tileSize, format: format, quality: quality,
-                                     png: .tiles(environment: environment), force: force,
-                                     maxPixels: limit, allowVector: allowVector, autorotate: autorotate,
-                                     convertProfile: convertProfile, pad: pad,
-                                     background: background.flatMap(BackgroundColour.init(parsing:)),
-                                     layout: archive ? .archive : .folder)
-            let cutter = PyramidCutter(output: try pyramidOutput(environment: environment, isCancelled: { interrupts.isInterrupted }),
-                                       options: options)
+            let options = CutOptions(
+                tileSize: tileSize, format: format, quality: quality,
+                png: .tiles(environment: environment), force: force,
+                maxPixels: limit, allowVector: allowVector, autorotate: autorotate,
+                convertProfile: convertProfile, pad: pad,
+                background: background.flatMap(BackgroundColour.init(parsing:)),
+                layout: archive ? .archive : .folder)
+            let cutter = PyramidCutter(
+                output: try pyramidOutput(environment: environment, isCancelled: { interrupts.isInterrupted }),
+                options: options)
             let batch = CutBatch(cutter: cutter, name: name.flatMap { PyramidID($0) })
-            let summary = batch.run(inputs, progress: quiet ? nil : CutProgress.onTerminal(), failed: { input, error in
-                FileHandle.standardError.write(Data("tiler: cut: \(input): \(error)\n".utf8))
-            }, isCancelled: { interrupts.isInterrupted })
+            let summary = batch.run(
+                inputs, progress: quiet ? nil : CutProgress.onTerminal(),
+                failed: { input, error in
+                    FileHandle.standardError.write(Data("tiler: cut: \(input): \(error)\n".utf8))
+                }, isCancelled: { interrupts.isInterrupted })
             interrupts.acknowledge()
             if json {
                 let encoder = JSONEncoder()

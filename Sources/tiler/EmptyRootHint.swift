@@ -10,8 +10,10 @@ enum EmptyRootHint {
         let here = URL(fileURLWithPath: root).standardizedFileURL.path
         let other = URL(fileURLWithPath: defaultRoot).standardizedFileURL.path
         if here != other, let count = PyramidListing.count(root: defaultRoot), count > 0 {
-            return "\(root) holds no pyramids, but ./\(defaultRoot) holds \(count) (where `tiler cut` writes by default): serve them with `tiler serve \(defaultRoot)`"
+            return
+                "\(root) holds no pyramids, but ./\(defaultRoot) holds \(count) (where `tiler cut` writes by default): serve them with `tiler serve \(defaultRoot)`"
         }
-        return "\(root) holds no pyramids yet: cut images into it with `tiler cut IMAGE... --output \(root)`; they are served as they appear"
+        return
+            "\(root) holds no pyramids yet: cut images into it with `tiler cut IMAGE... --output \(root)`; they are served as they appear"
     }
 }

@@ -19,10 +19,11 @@ extension Tiler {
         @Option(help: "The server's address (an IP address or a host name).")
         var host = "127.0.0.1"
 
-        @Option(help: ArgumentHelp(
-            "The server's port.",
-            discussion: "Default: the TILER_PORT environment variable, else \(HTTPConfiguration().port)."
-        ))
+        @Option(
+            help: ArgumentHelp(
+                "The server's port.",
+                discussion: "Default: the TILER_PORT environment variable, else \(HTTPConfiguration().port)."
+            ))
         var port: Int?
 
         @Option(help: "Seconds to wait for the whole exchange before giving up.")

@@ -9,13 +9,13 @@ extension Tiler {
         static let configuration = CommandConfiguration(
             abstract: "Show a pyramid's manifest and totals.",
             discussion: """
-            PYRAMID is a folder ROOT/ID, an archive ROOT/ID.pmtiles, or s3://BUCKET/PREFIX/ID.pmtiles. \
-            ROOT/ID names the archive when there is no such folder. Totals count what is stored \
-            (one stat per tile for a folder; the header's counts for an archive) without \
-            decoding anything: `tiler verify` decodes every tile. With --json: {"path", \
-            "layout", "manifest": pyramid.json as stored, "totals": {"levels", "expectedTiles", \
-            "tiles", "distinctTiles", "bytes", "tileBytes"}}.
-            """
+                PYRAMID is a folder ROOT/ID, an archive ROOT/ID.pmtiles, or s3://BUCKET/PREFIX/ID.pmtiles. \
+                ROOT/ID names the archive when there is no such folder. Totals count what is stored \
+                (one stat per tile for a folder; the header's counts for an archive) without \
+                decoding anything: `tiler verify` decodes every tile. With --json: {"path", \
+                "layout", "manifest": pyramid.json as stored, "totals": {"levels", "expectedTiles", \
+                "tiles", "distinctTiles", "bytes", "tileBytes"}}.
+                """
         )
 
         @Argument(help: ArgumentHelp("ROOT/ID, ROOT/ID.pmtiles or s3://BUCKET/PREFIX/ID.pmtiles.", valueName: "pyramid"))
@@ -31,9 +31,12 @@ extension Tiler {
                 // The manifest as stored (fields this tiler does not know included).
                 let manifest = try JSONSerialization.jsonObject(with: Data(stored.manifestBytes))
                 let totalsObject = try JSONSerialization.jsonObject(with: JSONEncoder().encode(totals))
-                let object: [String: Any] = ["path": stored.path, "layout": stored.layout.rawValue,
-                                             "manifest": manifest, "totals": totalsObject]
-                let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+                let object: [String: Any] = [
+                    "path": stored.path, "layout": stored.layout.rawValue,
+                    "manifest": manifest, "totals": totalsObject,
+                ]
+                let data = try JSONSerialization.data(
+                    withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
                 FileHandle.standardOutput.write(data + Data("\n".utf8))
                 return
             }
@@ -46,12 +49,21 @@ extension Tiler {
                 ("id", m.id.rawValue),
                 ("path", "\(p.path) (\(p.layout.rawValue))"),
                 ("image", "\(m.width) × \(m.height) px"),
-                ("tiles", "\(m.tileSize) px \(m.format.rawValue)\(m.quality.map { ", quality \($0)" } ?? ""), "
-                    + (m.isPadded ? "edge tiles padded to full size with \(m.background ?? "the background")" : "edge tiles clipped")),
-                ("levels", "\(t.levels) (0 = \(m.levels.first.map { "\($0.width) × \($0.height)" } ?? "?"), \(m.maxLevel) = full resolution)"),
-                ("stored", "\(grouped(t.tiles)) of \(grouped(t.expectedTiles)) tiles"
-                    + (t.distinctTiles.map { ", \(grouped($0)) distinct" } ?? "")
-                    + (t.tiles < t.expectedTiles ? " (\(grouped(t.expectedTiles - t.tiles)) missing: run tiler verify)" : "")),
+                (
+                    "tiles",
+                    "\(m.tileSize) px \(m.format.rawValue)\(m.quality.map { ", quality \($0)" } ?? ""), "
+                        + (m.isPadded ? "edge tiles padded to full size with \(m.background ?? "the background")" : "edge tiles clipped")
+                ),
+                (
+                    "levels",
+                    "\(t.levels) (0 = \(m.levels.first.map { "\($0.width) × \($0.height)" } ?? "?"), \(m.maxLevel) = full resolution)"
+                ),
+                (
+                    "stored",
+                    "\(grouped(t.tiles)) of \(grouped(t.expectedTiles)) tiles"
+                        + (t.distinctTiles.map { ", \(grouped($0)) distinct" } ?? "")
+                        + (t.tiles < t.expectedTiles ? " (\(grouped(t.expectedTiles - t.tiles)) missing: run tiler verify)" : "")
+                ),
                 ("bytes", "\(grouped(t.bytes)) (\(humanBytes(t.bytes))); tiles \(grouped(t.tileBytes))"),
                 ("thumbnail", "\(m.thumbnail.file), \(m.thumbnail.width) × \(m.thumbnail.height) px"),
                 ("source", m.source.map { "\($0.file), \(grouped($0.bytes)) bytes" } ?? "not recorded"),
@@ -68,9 +80,10 @@ extension Tiler {
                 let size = "\(level.width) × \(level.height)"
                 let grid = "\(level.columns) × \(level.rows)"
                 let number = String(level.level)
-                out.append(String(repeating: " ", count: max(0, 5 - number.count)) + number + "  "
-                    + size.padding(toLength: 15, withPad: " ", startingAt: 0) + "  "
-                    + grid.padding(toLength: 15, withPad: " ", startingAt: 0) + "  " + grouped(level.tileCount))
+                out.append(
+                    String(repeating: " ", count: max(0, 5 - number.count)) + number + "  "
+                        + size.padding(toLength: 15, withPad: " ", startingAt: 0) + "  "
+                        + grid.padding(toLength: 15, withPad: " ", startingAt: 0) + "  " + grouped(level.tileCount))
             }
             out.append("")
             out.append("\(PyramidManifest.fileName):")

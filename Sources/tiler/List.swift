@@ -11,17 +11,17 @@ extension Tiler {
             commandName: "ls",
             abstract: "List the pyramids in ROOT, folders and archives.",
             discussion: """
-            One line per pyramid, sorted by id: its id, layout (folder or archive), image size, \
-            levels, tile format, and when it was cut. A pyramid is a folder ROOT/ID holding \
-            pyramid.json or an archive ROOT/ID.pmtiles (ROOT may be s3://BUCKET/PREFIX); hidden \
-            names (cuts and removals under way) and links are skipped, as the server skips them. \
-            When a folder and an archive share an id, the folder is listed (the server serves \
-            the folder) and marked as shadowing the archive. A pyramid whose manifest cannot be \
-            used is listed with the reason (the server answers 500 for it), and the exit status \
-            is then 1. With --json: {"root", "pyramids": [{"id", "layout", "path", "width", \
-            "height", "tileSize", "format", "levels", "tiles", "padded", "created", "source", \
-            "bytes", "shadowsArchive", "error"}]}.
-            """
+                One line per pyramid, sorted by id: its id, layout (folder or archive), image size, \
+                levels, tile format, and when it was cut. A pyramid is a folder ROOT/ID holding \
+                pyramid.json or an archive ROOT/ID.pmtiles (ROOT may be s3://BUCKET/PREFIX); hidden \
+                names (cuts and removals under way) and links are skipped, as the server skips them. \
+                When a folder and an archive share an id, the folder is listed (the server serves \
+                the folder) and marked as shadowing the archive. A pyramid whose manifest cannot be \
+                used is listed with the reason (the server answers 500 for it), and the exit status \
+                is then 1. With --json: {"root", "pyramids": [{"id", "layout", "path", "width", \
+                "height", "tileSize", "format", "levels", "tiles", "padded", "created", "source", \
+                "bytes", "shadowsArchive", "error"}]}.
+                """
         )
 
         @Argument(help: ArgumentHelp("The folder of pyramids, or s3://BUCKET/PREFIX (env TILER_ROOT; default: tiles).", valueName: "root"))
@@ -70,10 +70,11 @@ extension Tiler {
             }
             let rows = entries.map { e in
                 let m = e.pyramid?.manifest
-                return Row(id: e.id.rawValue, layout: e.layout.rawValue, path: e.path, width: m?.width, height: m?.height,
-                           tileSize: m?.tileSize, format: m?.format.rawValue, levels: m.map { $0.maxLevel + 1 },
-                           tiles: e.pyramid?.expectedTiles, padded: m?.isPadded, created: m?.created, source: m?.source,
-                           bytes: e.archiveBytes, shadowsArchive: e.shadowsArchive, error: e.error)
+                return Row(
+                    id: e.id.rawValue, layout: e.layout.rawValue, path: e.path, width: m?.width, height: m?.height,
+                    tileSize: m?.tileSize, format: m?.format.rawValue, levels: m.map { $0.maxLevel + 1 },
+                    tiles: e.pyramid?.expectedTiles, padded: m?.isPadded, created: m?.created, source: m?.source,
+                    bytes: e.archiveBytes, shadowsArchive: e.shadowsArchive, error: e.error)
             }
             if access.json {
                 try printJSON(Listing(root: root, pyramids: rows))
@@ -94,8 +95,10 @@ extension Tiler {
                     continue
                 }
                 let layout = r.layout + (r.shadowsArchive ? " (+archive, not served)" : "") + (r.padded == true ? ", padded" : "")
-                cells.append([r.id, layout, "\(r.width ?? 0)×\(r.height ?? 0)", "\(r.levels ?? 0)", r.format ?? "?",
-                              r.created ?? "-"])
+                cells.append([
+                    r.id, layout, "\(r.width ?? 0)×\(r.height ?? 0)", "\(r.levels ?? 0)", r.format ?? "?",
+                    r.created ?? "-",
+                ])
             }
             var widths = [Int](repeating: 0, count: header.count)
             for row in cells {

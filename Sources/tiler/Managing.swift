@@ -9,7 +9,11 @@ struct PyramidAccess: ParsableArguments {
     @Flag(help: "Print JSON on stdout instead of text.")
     var json = false
 
-    @Option(name: .customLong("s3-endpoint"), help: ArgumentHelp("S3-compatible server for s3:// paths, addressed path-style (default: AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS itself).", valueName: "URL"))
+    @Option(
+        name: .customLong("s3-endpoint"),
+        help: ArgumentHelp(
+            "S3-compatible server for s3:// paths, addressed path-style (default: AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS itself).",
+            valueName: "URL"))
     var s3Endpoint: String?
 
     /// An S3 client configured from the environment (and `--s3-endpoint`) when `path`

@@ -9,8 +9,10 @@ enum OutputRoot {
     /// checked by listing the prefix once, so that a missing bucket, refused credentials
     /// or unreachable storage end the command (one line, exit 1) before any work. A
     /// malformed address or missing credentials are usage errors.
-    static func make(_ root: String, s3Endpoint: String?, environment: [String: String], verb: String,
-                     isCancelled: @escaping @Sendable () -> Bool) throws -> any PyramidOutput {
+    static func make(
+        _ root: String, s3Endpoint: String?, environment: [String: String], verb: String,
+        isCancelled: @escaping @Sendable () -> Bool
+    ) throws -> any PyramidOutput {
         guard S3Location.isS3(root) else { return FolderOutput(root: root) }
         let location: S3Location
         let configuration: S3Configuration
@@ -21,8 +23,9 @@ enum OutputRoot {
             throw ValidationError(error.message)
         }
         let staging = environment["TILER_S3_STAGING"].flatMap { $0.isEmpty ? nil : $0 } ?? NSTemporaryDirectory()
-        let bucket = BucketOutput(client: S3Client(configuration: configuration), location: location, staging: staging,
-                                  isCancelled: isCancelled)
+        let bucket = BucketOutput(
+            client: S3Client(configuration: configuration), location: location, staging: staging,
+            isCancelled: isCancelled)
         do {
             try bucket.check()
         } catch {

@@ -10,24 +10,32 @@ extension Tiler {
         static let configuration = CommandConfiguration(
             abstract: "Pack pyramid folders into PMTiles archives.",
             discussion: """
-            Each ROOT/ID folder (as `tiler cut` writes it) becomes ROOT/ID.pmtiles, a PMTiles \
-            v3 archive holding the same tile bytes, the thumbnail and pyramid.json; with \
-            --output, OUTPUT/ID.pmtiles in another folder, or s3://BUCKET/PREFIX/ID.pmtiles in \
-            a bucket (staged locally, then uploaded; credentials and endpoint from \
-            AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION and \
-            AWS_ENDPOINT_URL, or --s3-endpoint). The archive appears only when complete; the \
-            folder is left as it is. A folder that cannot be packed gets one line on stderr, \
-            and the exit status is 1.
-            """
+                Each ROOT/ID folder (as `tiler cut` writes it) becomes ROOT/ID.pmtiles, a PMTiles \
+                v3 archive holding the same tile bytes, the thumbnail and pyramid.json; with \
+                --output, OUTPUT/ID.pmtiles in another folder, or s3://BUCKET/PREFIX/ID.pmtiles in \
+                a bucket (staged locally, then uploaded; credentials and endpoint from \
+                AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION and \
+                AWS_ENDPOINT_URL, or --s3-endpoint). The archive appears only when complete; the \
+                folder is left as it is. A folder that cannot be packed gets one line on stderr, \
+                and the exit status is 1.
+                """
         )
 
         @Argument(help: ArgumentHelp("Pyramid folders, ROOT/ID.", valueName: "folder"))
         var folders: [String]
 
-        @Option(name: .shortAndLong, help: ArgumentHelp("Where the archives go: a folder (made if missing) or s3://BUCKET/PREFIX (default: beside each folder, ROOT/ID.pmtiles).", valueName: "ROOT"))
+        @Option(
+            name: .shortAndLong,
+            help: ArgumentHelp(
+                "Where the archives go: a folder (made if missing) or s3://BUCKET/PREFIX (default: beside each folder, ROOT/ID.pmtiles).",
+                valueName: "ROOT"))
         var output: String?
 
-        @Option(name: .customLong("s3-endpoint"), help: ArgumentHelp("S3-compatible server for an s3:// --output, addressed path-style (default: AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS itself).", valueName: "URL"))
+        @Option(
+            name: .customLong("s3-endpoint"),
+            help: ArgumentHelp(
+                "S3-compatible server for an s3:// --output, addressed path-style (default: AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS itself).",
+                valueName: "URL"))
         var s3Endpoint: String?
 
         @OptionGroup var options: ConversionOptions
@@ -40,7 +48,8 @@ extension Tiler {
             } else if let output {
                 var isFolder: ObjCBool = false
                 if FileManager.default.fileExists(atPath: output, isDirectory: &isFolder), !isFolder.boolValue {
-                    throw ValidationError("--output \(output): not a directory (a file of that name exists); name a folder, which is made if missing.")
+                    throw ValidationError(
+                        "--output \(output): not a directory (a file of that name exists); name a folder, which is made if missing.")
                 }
             }
         }
@@ -53,12 +62,14 @@ extension Tiler {
                     do {
                         try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
                     } catch {
-                        FileHandle.standardError.write(Data("tiler: pack: \(output): cannot create the folder: \(error.localizedDescription)\n".utf8))
+                        FileHandle.standardError.write(
+                            Data("tiler: pack: \(output): cannot create the folder: \(error.localizedDescription)\n".utf8))
                         throw ExitCode(1)
                     }
                 }
-                destination = try OutputRoot.make(output, s3Endpoint: s3Endpoint, environment: ProcessInfo.processInfo.environment,
-                                                  verb: "pack", isCancelled: { interrupts.isInterrupted })
+                destination = try OutputRoot.make(
+                    output, s3Endpoint: s3Endpoint, environment: ProcessInfo.processInfo.environment,
+                    verb: "pack", isCancelled: { interrupts.isInterrupted })
             }
             try options.run(folders, verb: "pack", interrupts: interrupts) { folder, isCancelled throws(StorageError) in
                 try PyramidConversion.pack(folder: folder, output: destination, replace: options.force, isCancelled: isCancelled)
@@ -98,16 +109,20 @@ struct ConversionOptions: ParsableArguments {
     /// Converts each input in turn, reporting failures on stderr as
     /// `tiler: VERB: REASON` (the reason names the file) and going on with the next.
     /// `interrupts`: the handler the command installed already (else one is installed).
-    func run(_ inputs: [String], verb: String, interrupts: InterruptSignals? = nil,
-             convert: (String, () -> Bool) throws(StorageError) -> PyramidConversion.Result) throws {
+    func run(
+        _ inputs: [String], verb: String, interrupts: InterruptSignals? = nil,
+        convert: (String, () -> Bool) throws(StorageError) -> PyramidConversion.Result
+    ) throws {
         let interrupts = interrupts ?? InterruptSignals.install(program: "tiler: \(verb)")
         var reports: [Report] = []
         for input in inputs {
             if interrupts.isInterrupted { break }
             do {
                 let result = try convert(input) { interrupts.isInterrupted }
-                reports.append(Report(input: input, ok: true, id: result.id, output: result.output, tiles: result.tiles,
-                                      bytes: result.bytes, seconds: result.seconds))
+                reports.append(
+                    Report(
+                        input: input, ok: true, id: result.id, output: result.output, tiles: result.tiles,
+                        bytes: result.bytes, seconds: result.seconds))
             } catch {
                 let reason = interrupts.isInterrupted ? "\(input): interrupted; nothing was kept" : error.description
                 FileHandle.standardError.write(Data("tiler: \(verb): \(reason)\n".utf8))
@@ -117,8 +132,9 @@ struct ConversionOptions: ParsableArguments {
         interrupts.acknowledge()
         if json {
             let succeeded = reports.filter(\.ok).count
-            let summary = Summary(pyramids: reports, succeeded: succeeded, failed: reports.count - succeeded,
-                                  interrupted: interrupts.isInterrupted)
+            let summary = Summary(
+                pyramids: reports, succeeded: succeeded, failed: reports.count - succeeded,
+                interrupted: interrupts.isInterrupted)
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
             FileHandle.standardOutput.write(try encoder.encode(summary) + Data("\n".utf8))

@@ -11,18 +11,18 @@ extension Tiler {
             commandName: "rm",
             abstract: "Remove pyramids from ROOT, never half-served.",
             discussion: """
-            Removes the folder ROOT/ID, the archive ROOT/ID.pmtiles, or both when both exist. \
-            A server keeps ROOT's pyramids in memory and notices changes at its next scan \
-            (serve --rescan-interval, 1 s by default), and reads a folder's tiles by path; so \
-            a folder is first retired (its pyramid.json is hidden: the folder stops being a \
-            pyramid, and servers drop it at their next scan while every tile is still there), \
-            then after --grace seconds moved out of view under a hidden name and deleted. Until \
-            a server's next scan it serves the pyramid whole; after it, not at all. An archive \
-            is one unlink: a server that has it open keeps reading the same file until its \
-            next scan. Ctrl-C during the grace period puts the folder back. A folder without \
-            pyramid.json is not a pyramid and is left alone. With --json: {"removed": [{"id", \
-            "targets": [{"layout", "path"}]}], "failed": [{"id", "error"}]}.
-            """
+                Removes the folder ROOT/ID, the archive ROOT/ID.pmtiles, or both when both exist. \
+                A server keeps ROOT's pyramids in memory and notices changes at its next scan \
+                (serve --rescan-interval, 1 s by default), and reads a folder's tiles by path; so \
+                a folder is first retired (its pyramid.json is hidden: the folder stops being a \
+                pyramid, and servers drop it at their next scan while every tile is still there), \
+                then after --grace seconds moved out of view under a hidden name and deleted. Until \
+                a server's next scan it serves the pyramid whole; after it, not at all. An archive \
+                is one unlink: a server that has it open keeps reading the same file until its \
+                next scan. Ctrl-C during the grace period puts the folder back. A folder without \
+                pyramid.json is not a pyramid and is left alone. With --json: {"removed": [{"id", \
+                "targets": [{"layout", "path"}]}], "failed": [{"id", "error"}]}.
+                """
         )
 
         @Argument(help: ArgumentHelp("The folder of pyramids (a local folder: buckets have their own tools).", valueName: "root"))
@@ -31,7 +31,10 @@ extension Tiler {
         @Argument(help: ArgumentHelp("Pyramid ids.", valueName: "id"))
         var ids: [String]
 
-        @Option(help: ArgumentHelp("Seconds between retiring a folder and deleting its files: longer than the --rescan-interval of every server reading ROOT; 0 when none runs (env TILER_RM_GRACE; default: \(Int(Self.defaultGrace))).", valueName: "SECONDS"))
+        @Option(
+            help: ArgumentHelp(
+                "Seconds between retiring a folder and deleting its files: longer than the --rescan-interval of every server reading ROOT; 0 when none runs (env TILER_RM_GRACE; default: \(Int(Self.defaultGrace))).",
+                valueName: "SECONDS"))
         var grace: Double?
 
         @Flag(help: "Print a JSON summary on stdout.")
@@ -58,7 +61,9 @@ extension Tiler {
         func validate() throws {
             if ids.isEmpty { throw ValidationError("Name at least one pyramid id to remove from \(root).") }
             for id in ids where PyramidID(id) == nil {
-                throw ValidationError("'\(id)' is not a pyramid id: letters, digits, '.', '_' and '-', starting with a letter or digit (give the id, not a path).")
+                throw ValidationError(
+                    "'\(id)' is not a pyramid id: letters, digits, '.', '_' and '-', starting with a letter or digit (give the id, not a path)."
+                )
             }
             if root.lowercased().hasPrefix("s3://") {
                 throw ValidationError("tiler rm removes pyramids from a local ROOT; delete s3://…/ID.pmtiles with your S3 tool.")
@@ -105,7 +110,8 @@ extension Tiler {
             if interrupts.isInterrupted {
                 for removal in removals { removal.restore() }
                 interrupts.acknowledge()
-                FileHandle.standardError.write(Data("tiler: rm: interrupted; the folders were put back (archives already unlinked stay gone)\n".utf8))
+                FileHandle.standardError.write(
+                    Data("tiler: rm: interrupted; the folders were put back (archives already unlinked stay gone)\n".utf8))
                 throw ExitCode(128 + (interrupts.signal ?? 2))
             }
             for removal in removals {

@@ -12,26 +12,26 @@ extension Tiler {
         static let configuration = CommandConfiguration(
             abstract: "Serve the pyramids under ROOT over HTTP: tiles, manifests, visible tiles, DeepZoom, IIIF and a web viewer.",
             discussion: """
-            Routes: the image API (/images, /images/ID, /images/ID/tiles/L/R/C.EXT, \
-            /images/ID/visible); DeepZoom for OpenSeadragon (/images/ID.dzi); IIIF Image API 3.0 \
-            (/iiif/3/ID/info.json); IIIF Presentation API 3.0 for Mirador and Universal Viewer \
-            (/iiif/3/ID/manifest.json, /iiif/3/collection.json); and a web viewer at / (an album \
-            of every image and a deep-zoom view of one). Behind a reverse proxy, --base-url \
-            names the public address (a path prefix included).
+                Routes: the image API (/images, /images/ID, /images/ID/tiles/L/R/C.EXT, \
+                /images/ID/visible); DeepZoom for OpenSeadragon (/images/ID.dzi); IIIF Image API 3.0 \
+                (/iiif/3/ID/info.json); IIIF Presentation API 3.0 for Mirador and Universal Viewer \
+                (/iiif/3/ID/manifest.json, /iiif/3/collection.json); and a web viewer at / (an album \
+                of every image and a deep-zoom view of one). Behind a reverse proxy, --base-url \
+                names the public address (a path prefix included).
 
-            Every option can also be set by the environment variable named after it \
-            (e.g. TILER_PORT, TILER_HOST, TILER_ROOT, TILER_CACHE_MB, TILER_ACCESS_LOG=1); \
-            a flag wins over its variable. Pyramids cut into ROOT while the server runs are \
-            served without a restart. SIGTERM or SIGINT stops accepting, finishes the \
-            responses in flight and exits 0. Prints `tiler: serving ROOT at URL` on start.
+                Every option can also be set by the environment variable named after it \
+                (e.g. TILER_PORT, TILER_HOST, TILER_ROOT, TILER_CACHE_MB, TILER_ACCESS_LOG=1); \
+                a flag wins over its variable. Pyramids cut into ROOT while the server runs are \
+                served without a restart. SIGTERM or SIGINT stops accepting, finishes the \
+                responses in flight and exits 0. Prints `tiler: serving ROOT at URL` on start.
 
-            ROOT holds pyramid folders (ROOT/ID/) and archives (ROOT/ID.pmtiles, from \
-            `tiler cut --archive` or `tiler pack`); a folder wins over an archive of the same \
-            id. ROOT may be s3://BUCKET/PREFIX: every PREFIX/ID.pmtiles is served by range \
-            requests, with the credentials and endpoint every S3 tool reads \
-            (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, \
-            AWS_ENDPOINT_URL or --s3-endpoint) and the TILER_S3_* request bounds.
-            """)
+                ROOT holds pyramid folders (ROOT/ID/) and archives (ROOT/ID.pmtiles, from \
+                `tiler cut --archive` or `tiler pack`); a folder wins over an archive of the same \
+                id. ROOT may be s3://BUCKET/PREFIX: every PREFIX/ID.pmtiles is served by range \
+                requests, with the credentials and endpoint every S3 tool reads \
+                (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, \
+                AWS_ENDPOINT_URL or --s3-endpoint) and the TILER_S3_* request bounds.
+                """)
 
         @OptionGroup var options: ServeOptions
 
@@ -48,7 +48,9 @@ extension Tiler {
                 var isDirectory: ObjCBool = false
                 guard FileManager.default.fileExists(atPath: config.root, isDirectory: &isDirectory), isDirectory.boolValue else {
                     if options.root == nil, ProcessInfo.processInfo.environment["TILER_ROOT"]?.isEmpty ?? true {
-                        throw ValidationError("there is no folder '\(config.root)' here, the default ROOT: cut images into it first (`tiler cut IMAGE` writes ./\(DefaultRoot.folder)), or name the folder of pyramids: `tiler serve ROOT`")
+                        throw ValidationError(
+                            "there is no folder '\(config.root)' here, the default ROOT: cut images into it first (`tiler cut IMAGE` writes ./\(DefaultRoot.folder)), or name the folder of pyramids: `tiler serve ROOT`"
+                        )
                     }
                     throw ValidationError("ROOT '\(config.root)' is not a folder; pass the --output folder of `tiler cut`")
                 }
@@ -63,9 +65,10 @@ extension Tiler {
                 if ProcessInfo.processInfo.environment["VIPS_DISC_THRESHOLD"] == nil { setenv("VIPS_DISC_THRESHOLD", "0", 1) }
             }
             let signals = try TerminationSignals()  // before any thread starts
-            let server = TileServer(configuration: config,
-                                    accessLog: config.accessLog ? Logger(label: "tiler.access") { StreamLogHandler.standardError(label: $0) } : nil,
-                                    log: Logger(label: "tiler") { StreamLogHandler.standardError(label: $0) })
+            let server = TileServer(
+                configuration: config,
+                accessLog: config.accessLog ? Logger(label: "tiler.access") { StreamLogHandler.standardError(label: $0) } : nil,
+                log: Logger(label: "tiler") { StreamLogHandler.standardError(label: $0) })
             do {
                 try server.start()
             } catch {
@@ -76,7 +79,8 @@ extension Tiler {
             let shownHost = config.http.host.contains(":") ? "[\(config.http.host)]" : config.http.host
             // Unbuffered, so a parent reading our stdout sees the URL at once.
             let publicAddress = config.baseURL.map { " (public address \($0)/)" } ?? ""
-            FileHandle.standardOutput.write(Data("tiler: serving \(config.root) at http://\(shownHost):\(server.port)/\(publicAddress)\n".utf8))
+            FileHandle.standardOutput.write(
+                Data("tiler: serving \(config.root) at http://\(shownHost):\(server.port)/\(publicAddress)\n".utf8))
             if config.s3 == nil, config.sources == nil, let hint = EmptyRootHint.hint(root: config.root) {
                 FileHandle.standardError.write(Data("tiler: serve: \(hint)\n".utf8))
             }
@@ -97,7 +101,8 @@ extension Tiler {
                 }
             } catch {
                 if error.isUnavailable {
-                    FileHandle.standardError.write(Data("tiler: warning: \(error); serving anyway, images appear when storage answers\n".utf8))
+                    FileHandle.standardError.write(
+                        Data("tiler: warning: \(error); serving anyway, images appear when storage answers\n".utf8))
                     return
                 }
                 throw ServeError(description: "cannot serve \(root): \(error)")

@@ -9,7 +9,10 @@ import TilerStorage
 struct ServeOptions: ParsableArguments {
     typealias Setting = ServerConfiguration.Setting
 
-    @Argument(help: "The folder of pyramids (folders and .pmtiles archives), as written by `tiler cut --output`, or s3://BUCKET/PREFIX (env TILER_ROOT; default: \(DefaultRoot.folder), where `tiler cut` writes by default).")
+    @Argument(
+        help:
+            "The folder of pyramids (folders and .pmtiles archives), as written by `tiler cut --output`, or s3://BUCKET/PREFIX (env TILER_ROOT; default: \(DefaultRoot.folder), where `tiler cut` writes by default)."
+    )
     var root: String?
 
     @Option(name: .setting(.sources), help: .setting(.sources)) var sources: String?

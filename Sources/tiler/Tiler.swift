@@ -8,7 +8,9 @@ struct Tiler: ParsableCommand {
         commandName: "tiler",
         abstract: "Cut gigapixel images into 256 px tile pyramids and serve them over HTTP.",
         version: TilerVersion.current,
-        subcommands: [Cut.self, Serve.self, Info.self, Verify.self, List.self, Remove.self, Pack.self, Unpack.self,
-                      Healthcheck.self]
+        subcommands: [
+            Cut.self, Serve.self, Info.self, Verify.self, List.self, Remove.self, Pack.self, Unpack.self,
+            Healthcheck.self,
+        ]
     )
 }

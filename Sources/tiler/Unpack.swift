@@ -7,12 +7,12 @@ extension Tiler {
         static let configuration = CommandConfiguration(
             abstract: "Unpack PMTiles archives into pyramid folders.",
             discussion: """
-            Each ROOT/ID.pmtiles archive (as `tiler cut --archive` or `tiler pack` writes it) \
-            becomes the folder ROOT/ID: every tile, the thumbnail and pyramid.json, with the \
-            bytes the archive holds. The folder appears only when complete; the archive is \
-            left as it is. A missing, truncated or corrupt archive gets one line on stderr \
-            naming the file and the reason, and the exit status is 1.
-            """
+                Each ROOT/ID.pmtiles archive (as `tiler cut --archive` or `tiler pack` writes it) \
+                becomes the folder ROOT/ID: every tile, the thumbnail and pyramid.json, with the \
+                bytes the archive holds. The folder appears only when complete; the archive is \
+                left as it is. A missing, truncated or corrupt archive gets one line on stderr \
+                naming the file and the reason, and the exit status is 1.
+                """
         )
 
         @Argument(help: ArgumentHelp("Archives, ROOT/ID.pmtiles.", valueName: "archive"))

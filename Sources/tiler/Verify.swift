@@ -9,21 +9,21 @@ extension Tiler {
         static let configuration = CommandConfiguration(
             abstract: "Check that every tile of a pyramid exists and decodes.",
             discussion: """
-            PYRAMID is a folder ROOT/ID, an archive ROOT/ID.pmtiles, or s3://BUCKET/PREFIX/ID.pmtiles. \
-            For every tile the geometry has: the file exists (in a folder, a regular file reached \
-            without following a link, no larger than the server serves; in an archive, addressed \
-            by its directories), looks like a whole file of the pyramid's format (else the server \
-            answers 500), and libvips decodes it whole with that format's loader, failing on any \
-            decoder warning, at its expected size: clipped at the image's edge, or the full tile \
-            size for a padded pyramid. The size in the file's header is compared before any pixel \
-            is decoded, so each check costs at most one tile's decoding whatever the file claims. \
-            The thumbnail is checked the same way; an archive must also open (header, directories, \
-            metadata and manifest) and address no tile outside the pyramid. Each problem is one \
-            line on stderr, `tiler: verify: PATH: tile LEVEL/ROW/COLUMN: reason`; the exit status \
-            is 0 when every pyramid is sound and 1 otherwise. Tiles are decoded on every core. \
-            With --json, stdout gets {"pyramids": [{"path", "ok", "tiles", "problems": [{"tile", \
-            "path", "reason"}]}], "ok"}.
-            """
+                PYRAMID is a folder ROOT/ID, an archive ROOT/ID.pmtiles, or s3://BUCKET/PREFIX/ID.pmtiles. \
+                For every tile the geometry has: the file exists (in a folder, a regular file reached \
+                without following a link, no larger than the server serves; in an archive, addressed \
+                by its directories), looks like a whole file of the pyramid's format (else the server \
+                answers 500), and libvips decodes it whole with that format's loader, failing on any \
+                decoder warning, at its expected size: clipped at the image's edge, or the full tile \
+                size for a padded pyramid. The size in the file's header is compared before any pixel \
+                is decoded, so each check costs at most one tile's decoding whatever the file claims. \
+                The thumbnail is checked the same way; an archive must also open (header, directories, \
+                metadata and manifest) and address no tile outside the pyramid. Each problem is one \
+                line on stderr, `tiler: verify: PATH: tile LEVEL/ROW/COLUMN: reason`; the exit status \
+                is 0 when every pyramid is sound and 1 otherwise. Tiles are decoded on every core. \
+                With --json, stdout gets {"pyramids": [{"path", "ok", "tiles", "problems": [{"tile", \
+                "path", "reason"}]}], "ok"}.
+                """
         )
 
         @Argument(help: ArgumentHelp("ROOT/ID, ROOT/ID.pmtiles or s3://BUCKET/PREFIX/ID.pmtiles.", valueName: "pyramid"))
@@ -69,13 +69,17 @@ extension Tiler {
                     let verdict = outcome.problems == 0 ? "ok" : "\(outcome.problems) problem\(outcome.problems == 1 ? "" : "s")"
                     print("\(stored.path): \(grouped(outcome.tiles)) tiles and the thumbnail checked: \(verdict)")
                 }
-                reports.append(Report(path: stored.path, ok: outcome.problems == 0 && !outcome.interrupted,
-                                      tiles: outcome.tiles, problems: problems))
+                reports.append(
+                    Report(
+                        path: stored.path, ok: outcome.problems == 0 && !outcome.interrupted,
+                        tiles: outcome.tiles, problems: problems))
             }
             interrupts.acknowledge()
             if access.json {
-                try printJSON(Summary(pyramids: reports, ok: reports.allSatisfy(\.ok) && !interrupts.isInterrupted,
-                                      interrupted: interrupts.isInterrupted))
+                try printJSON(
+                    Summary(
+                        pyramids: reports, ok: reports.allSatisfy(\.ok) && !interrupts.isInterrupted,
+                        interrupted: interrupts.isInterrupted))
             }
             if let signal = interrupts.signal { throw ExitCode(128 + signal) }
             if !reports.allSatisfy(\.ok) { throw ExitCode(1) }

@@ -16,8 +16,10 @@ import Testing
     func client(secret: String? = nil, token: String? = nil, key: String? = nil, partSize: Int = 5 << 20) -> S3Client {
         var credentials = S3Credentials(accessKeyID: key ?? server.accessKeyID, secretAccessKey: secret ?? server.secretAccessKey)
         if let token { credentials.sessionToken = token }
-        return S3Client(configuration: S3Configuration(credentials: credentials, region: server.region, endpoint: server.endpoint,
-                                                       requestTimeout: 20, partSize: partSize))
+        return S3Client(
+            configuration: S3Configuration(
+                credentials: credentials, region: server.region, endpoint: server.endpoint,
+                requestTimeout: 20, partSize: partSize))
     }
 
     @Test func putHeadRangeListDelete() throws {
@@ -31,7 +33,9 @@ import Testing
         #expect(try s3.get(bucket: bucket, key: "\(prefix)/a.bin", offset: 0, length: 1000, ifMatch: etag) == bytes)
         #expect(try s3.head(bucket: bucket, key: "\(prefix)/missing") == nil)
         let listed = try s3.listAll(bucket: bucket, prefix: prefix + "/")
-        #expect(listed.map { S3Object(key: $0.key, size: $0.size, etag: $0.etag) } == [S3Object(key: "\(prefix)/a.bin", size: 1000, etag: etag)])
+        #expect(
+            listed.map { S3Object(key: $0.key, size: $0.size, etag: $0.etag) } == [S3Object(key: "\(prefix)/a.bin", size: 1000, etag: etag)]
+        )
         // LastModified is read (the server's Last-Modified for archives served from a bucket).
         let stored = try #require(listed.first?.lastModified)
         #expect(abs(stored - Int64(Date().timeIntervalSince1970)) < 3600, "\(stored)")
@@ -53,7 +57,9 @@ import Testing
         #expect(!error.isUnavailable)
         let list = try #require(throws: S3Error.self) { try s3.list(bucket: bucket, prefix: prefix + "/") }
         #expect(list.code == "SignatureDoesNotMatch")
-        let unknown = try #require(throws: S3Error.self) { try client(key: "AKIAUNKNOWNKEY000000").head(bucket: bucket, key: "\(prefix)/x") }
+        let unknown = try #require(throws: S3Error.self) {
+            try client(key: "AKIAUNKNOWNKEY000000").head(bucket: bucket, key: "\(prefix)/x")
+        }
         #expect(unknown.status == 403)
     }
 
@@ -84,7 +90,8 @@ import Testing
         #expect(listed == keys.sorted())
         let spaced = try s3.listAll(bucket: bucket, prefix: "\(prefix)/with space/").map(\.key)
         #expect(spaced == [keys[0]])
-        let seen = try server.python("""
+        let seen = try server.python(
+            """
             import boto3, sys
             s3 = boto3.client("s3")
             for o in s3.list_objects_v2(Bucket="tiles", Prefix=sys.argv[1])["Contents"]:
@@ -116,11 +123,13 @@ import Testing
         defer { close(fd) }
         var started: String?
         var ended = false
-        try s3.upload(file: fd, size: UInt64(bytes.count), bucket: bucket, key: "\(prefix)/big.bin", ifNoneMatch: true,
-                      uploadStarted: { started = $0 }, uploadEnded: { ended = true })
+        try s3.upload(
+            file: fd, size: UInt64(bytes.count), bucket: bucket, key: "\(prefix)/big.bin", ifNoneMatch: true,
+            uploadStarted: { started = $0 }, uploadEnded: { ended = true })
         #expect(started != nil)
         #expect(ended)
-        let answer = try server.python("""
+        let answer = try server.python(
+            """
             import boto3, hashlib, sys
             s3 = boto3.client("s3")
             body = s3.get_object(Bucket="tiles", Key=sys.argv[1] + "/big.bin")["Body"].read()
@@ -153,13 +162,15 @@ import Testing
         defer { close(fd) }
         let parts = Counter()
         let error = try #require(throws: S3Error.self) {
-            try s3.upload(file: fd, size: UInt64(bytes.count), bucket: bucket, key: "\(prefix)/cut.bin", ifNoneMatch: false,
-                          isCancelled: { parts.value >= 1 }, uploaded: { _ in parts.increment() })
+            try s3.upload(
+                file: fd, size: UInt64(bytes.count), bucket: bucket, key: "\(prefix)/cut.bin", ifNoneMatch: false,
+                isCancelled: { parts.value >= 1 }, uploaded: { _ in parts.increment() })
         }
         #expect(error.kind == .cancelled)
         #expect(parts.value == 1)
         #expect(try s3.head(bucket: bucket, key: "\(prefix)/cut.bin") == nil)
-        let open = try server.python("""
+        let open = try server.python(
+            """
             import boto3, sys
             print(len(boto3.client("s3").list_multipart_uploads(Bucket="tiles", Prefix=sys.argv[1]).get("Uploads", [])))
             """, arguments: [prefix])
@@ -183,9 +194,10 @@ import Testing
     /// `timedOut` after its retries, instead of hanging.
     @Test func aSilentServerTimesOut() throws {
         let listener = try LoopbackListener()
-        let s3 = S3Client(configuration: S3Configuration(
-            credentials: S3Credentials(accessKeyID: "a", secretAccessKey: "b"), endpoint: "http://127.0.0.1:\(listener.port)",
-            connectTimeout: 1, requestTimeout: 0.3, retries: 1))
+        let s3 = S3Client(
+            configuration: S3Configuration(
+                credentials: S3Credentials(accessKeyID: "a", secretAccessKey: "b"), endpoint: "http://127.0.0.1:\(listener.port)",
+                connectTimeout: 1, requestTimeout: 0.3, retries: 1))
         let error = try #require(throws: S3Error.self) { try s3.get(bucket: bucket, key: "k", offset: 0, length: 4) }
         #expect(error.kind == .timedOut)
         #expect(error.isUnavailable)
@@ -193,10 +205,11 @@ import Testing
     }
 
     @Test func aClosedPortIsAConnectionError() throws {
-        let port = try LoopbackListener().port // closed again when the listener goes
-        let s3 = S3Client(configuration: S3Configuration(
-            credentials: S3Credentials(accessKeyID: "a", secretAccessKey: "b"), endpoint: "http://127.0.0.1:\(port)",
-            connectTimeout: 1, requestTimeout: 1, retries: 2))
+        let port = try LoopbackListener().port  // closed again when the listener goes
+        let s3 = S3Client(
+            configuration: S3Configuration(
+                credentials: S3Credentials(accessKeyID: "a", secretAccessKey: "b"), endpoint: "http://127.0.0.1:\(port)",
+                connectTimeout: 1, requestTimeout: 1, retries: 2))
         let error = try #require(throws: S3Error.self) { try s3.head(bucket: bucket, key: "k") }
         #expect(error.kind == .connection)
         #expect(error.isUnavailable)
@@ -216,9 +229,10 @@ import Testing
         ]
         for (answer, expected) in cases {
             let server = try CannedServer(answer: answer)
-            let s3 = S3Client(configuration: S3Configuration(
-                credentials: S3Credentials(accessKeyID: "a", secretAccessKey: "b"), endpoint: "http://127.0.0.1:\(server.port)",
-                connectTimeout: 1, requestTimeout: 2, retries: 0))
+            let s3 = S3Client(
+                configuration: S3Configuration(
+                    credentials: S3Credentials(accessKeyID: "a", secretAccessKey: "b"), endpoint: "http://127.0.0.1:\(server.port)",
+                    connectTimeout: 1, requestTimeout: 2, retries: 0))
             let error = try #require(throws: S3Error.self) { try s3.get(bucket: bucket, key: "k", offset: 0, length: 4) }
             #expect(expected.contains { error.description.contains($0) }, "\(error)")
         }
@@ -231,20 +245,26 @@ import Testing
         #expect(plain.region == "us-east-1")
         #expect(plain.endpoint == nil)
         #expect(plain.credentials.sessionToken == nil)
-        let full = try S3Configuration(environment: base.merging([
-            "AWS_SESSION_TOKEN": "t", "AWS_DEFAULT_REGION": "eu-west-3", "AWS_ENDPOINT_URL": "http://127.0.0.1:9000/",
-            "TILER_S3_TIMEOUT": "2.5", "TILER_S3_CONNECT_TIMEOUT": "1", "TILER_S3_RETRIES": "0", "TILER_S3_PART_SIZE": "8M",
-        ]) { $1 })
+        let full = try S3Configuration(
+            environment: base.merging([
+                "AWS_SESSION_TOKEN": "t", "AWS_DEFAULT_REGION": "eu-west-3", "AWS_ENDPOINT_URL": "http://127.0.0.1:9000/",
+                "TILER_S3_TIMEOUT": "2.5", "TILER_S3_CONNECT_TIMEOUT": "1", "TILER_S3_RETRIES": "0", "TILER_S3_PART_SIZE": "8M",
+            ]) { $1 })
         #expect(full.credentials.sessionToken == "t")
         #expect(full.region == "eu-west-3")
         #expect(full.endpoint == "http://127.0.0.1:9000")
         #expect(full.requestTimeout == 2.5)
         #expect(full.retries == 0)
         #expect(full.partSize == 8 << 20)
-        #expect(try S3Configuration(environment: base.merging(["AWS_ENDPOINT_URL": "http://a:1"]) { $1 },
-                                    endpoint: "https://b:2").endpoint == "https://b:2")
-        for (name, value) in [("AWS_ENDPOINT_URL", "ftp://x"), ("AWS_ENDPOINT_URL", "http://x/path"), ("TILER_S3_PART_SIZE", "1M"),
-                              ("TILER_S3_TIMEOUT", "0"), ("TILER_S3_RETRIES", "many"), ("AWS_REGION", "us east")] {
+        #expect(
+            try S3Configuration(
+                environment: base.merging(["AWS_ENDPOINT_URL": "http://a:1"]) { $1 },
+                endpoint: "https://b:2"
+            ).endpoint == "https://b:2")
+        for (name, value) in [
+            ("AWS_ENDPOINT_URL", "ftp://x"), ("AWS_ENDPOINT_URL", "http://x/path"), ("TILER_S3_PART_SIZE", "1M"),
+            ("TILER_S3_TIMEOUT", "0"), ("TILER_S3_RETRIES", "many"), ("AWS_REGION", "us east"),
+        ] {
             let error = try #require(throws: S3Error.self) { try S3Configuration(environment: base.merging([name: value]) { $1 }) }
             #expect(error.description.contains(name == "AWS_ENDPOINT_URL" ? "endpoint" : name), "\(error)")
         }
@@ -270,7 +290,8 @@ import Testing
 
     static func randomFile(size: Int) throws -> (String, [UInt8]) {
         var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<size / 8).flatMap { _ in withUnsafeBytes(of: generator.next() as UInt64) { Array($0) } }
+        let bytes =
+            (0..<size / 8).flatMap { _ in withUnsafeBytes(of: generator.next() as UInt64) { Array($0) } }
             + (0..<size % 8).map { _ in UInt8.random(in: 0...255) }
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("s3-\(UUID().uuidString)").path
         guard FileManager.default.createFile(atPath: path, contents: Data(bytes)) else {
@@ -301,9 +322,13 @@ final class LoopbackListener: Sendable {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = 0
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) } }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
+        }
         guard bound == 0, listen(descriptor, 16) == 0 else { throw S3TestServerError("cannot listen on loopback") }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) } }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
         port = Int(UInt16(bigEndian: address.sin_port))
     }
 

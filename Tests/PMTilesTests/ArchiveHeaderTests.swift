@@ -19,7 +19,8 @@ struct ArchiveHeaderTests {
             h.minLongitudeE7 = Int32(truncatingIfNeeded: generator.next()); h.minLatitudeE7 = Int32(truncatingIfNeeded: generator.next())
             h.maxLongitudeE7 = Int32(truncatingIfNeeded: generator.next()); h.maxLatitudeE7 = Int32(truncatingIfNeeded: generator.next())
             h.centerZoom = UInt8(truncatingIfNeeded: generator.next())
-            h.centerLongitudeE7 = Int32(truncatingIfNeeded: generator.next()); h.centerLatitudeE7 = Int32(truncatingIfNeeded: generator.next())
+            h.centerLongitudeE7 = Int32(truncatingIfNeeded: generator.next());
+            h.centerLatitudeE7 = Int32(truncatingIfNeeded: generator.next())
             let bytes = h.encoded()
             #expect(bytes.count == 127)
             #expect(try ArchiveHeader(decoding: bytes) == h)
@@ -50,7 +51,9 @@ struct ArchiveHeaderTests {
 
     @Test func badHeadersAreRefused() {
         let good = ArchiveHeader().encoded()
-        #expect(throws: ArchiveFormatError.truncated("the header needs 127 bytes, the file has 126")) { try ArchiveHeader(decoding: good.dropLast()) }
+        #expect(throws: ArchiveFormatError.truncated("the header needs 127 bytes, the file has 126")) {
+            try ArchiveHeader(decoding: good.dropLast())
+        }
         var magic = good
         magic[0] = UInt8(ascii: "X")
         #expect(throws: ArchiveFormatError.notAnArchive) { try ArchiveHeader(decoding: magic) }
@@ -108,7 +111,11 @@ struct ArchiveHeaderTests {
 extension ArchiveHeaderTests {
     @Test func shortFilesSayWhatTheyAre() {
         #expect(throws: ArchiveFormatError.notAnArchive) { try ArchiveHeader(decoding: Array("hello".utf8)) }
-        #expect(throws: ArchiveFormatError.notAnArchive) { try ArchiveHeader(decoding: Array("PMTilez".utf8) + [UInt8](repeating: 0, count: 120)) }
-        #expect(throws: ArchiveFormatError.truncated("the header needs 127 bytes, the file has 3")) { try ArchiveHeader(decoding: Array("PMT".utf8)) }
+        #expect(throws: ArchiveFormatError.notAnArchive) {
+            try ArchiveHeader(decoding: Array("PMTilez".utf8) + [UInt8](repeating: 0, count: 120))
+        }
+        #expect(throws: ArchiveFormatError.truncated("the header needs 127 bytes, the file has 3")) {
+            try ArchiveHeader(decoding: Array("PMT".utf8))
+        }
     }
 }

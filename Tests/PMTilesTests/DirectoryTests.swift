@@ -26,7 +26,9 @@ struct DirectoryTests {
     }
 
     @Test func varintsRefuseOverflowAndTruncation() {
-        let cases: [[UInt8]] = [[], [0x80], [0xFF, 0xFF], Array(repeating: 0xFF, count: 9) + [0x02], Array(repeating: 0x80, count: 11) + [0]]
+        let cases: [[UInt8]] = [
+            [], [0x80], [0xFF, 0xFF], Array(repeating: 0xFF, count: 9) + [0x02], Array(repeating: 0x80, count: 11) + [0],
+        ]
         for bytes in cases {
             bytes.withUnsafeBytes { raw in
                 var at = 0
@@ -114,7 +116,8 @@ struct DirectoryTests {
             let i = Int(generator.next() % UInt64(mutated.count))
             mutated[i] ^= UInt8(truncatingIfNeeded: generator.next() | 1)
             if let raw = try? mutated.withUnsafeBytes({ try Gzip.decompress($0, limit: 1 << 20) }),
-               let entries = try? Directory.decode(raw) {
+                let entries = try? Directory.decode(raw)
+            {
                 #expect(zip(entries, entries.dropFirst()).allSatisfy { $0.tileID < $1.tileID })
             }
         }
@@ -129,7 +132,9 @@ struct DirectoryTests {
             #expect(try packed.withUnsafeBytes { try Gzip.decompress($0, limit: size) } == bytes)
             if size > 0 {
                 #expect(throws: ArchiveFormatError.self) { try packed.withUnsafeBytes { try Gzip.decompress($0, limit: size - 1) } }
-                #expect(throws: ArchiveFormatError.self) { try Array(packed.dropLast(5)).withUnsafeBytes { try Gzip.decompress($0, limit: size) } }
+                #expect(throws: ArchiveFormatError.self) {
+                    try Array(packed.dropLast(5)).withUnsafeBytes { try Gzip.decompress($0, limit: size) }
+                }
             }
         }
         // A gzip bomb: 64 MiB of zeros is refused at a 1 MiB limit without inflating it all.

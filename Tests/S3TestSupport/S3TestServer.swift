@@ -49,7 +49,8 @@ public final class S3TestServer: @unchecked Sendable {
         lines = LineReader(stdout.fileHandleForReading)
         guard let first = lines.next(timeout: 60) else {
             process.terminate()
-            throw S3TestServerError("scripts/s3-test-server did not start within 60 s (is moto[server] installed? scripts/install-deps test installs it)")
+            throw S3TestServerError(
+                "scripts/s3-test-server did not start within 60 s (is moto[server] installed? scripts/install-deps test installs it)")
         }
         struct Started: Decodable {
             struct Session: Decodable {
@@ -109,8 +110,10 @@ public final class S3TestServer: @unchecked Sendable {
     /// The variables an S3 tool (tiler, boto3, the AWS CLI) reads to reach this server
     /// as the IAM user.
     public var environment: [String: String] {
-        ["AWS_ACCESS_KEY_ID": accessKeyID, "AWS_SECRET_ACCESS_KEY": secretAccessKey, "AWS_REGION": region,
-         "AWS_ENDPOINT_URL": endpoint]
+        [
+            "AWS_ACCESS_KEY_ID": accessKeyID, "AWS_SECRET_ACCESS_KEY": secretAccessKey, "AWS_REGION": region,
+            "AWS_ENDPOINT_URL": endpoint,
+        ]
     }
 
     /// Runs a Python program (boto3 is there) with this server's variables, and returns

@@ -6,12 +6,15 @@ import TilerCore
 /// and the official PMTiles Python reader (PyPI `pmtiles`, through `scripts/check-pmtiles`)
 /// as the independent judge of every archive.
 @Suite(.serialized) struct ArchiveCommandTests {
-    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
 
     /// Runs `scripts/check-pmtiles ARCHIVE FOLDER` (the official reader against the folder).
     static func checkWithPMTilesReader(_ archive: String, against folder: String, ignoring: [String] = []) throws -> ProcessOutput {
-        try run("/usr/bin/env", ["python3", packageRoot.appendingPathComponent("scripts/check-pmtiles").path, archive, folder]
-            + ignoring.flatMap { ["--ignore", $0] })
+        try run(
+            "/usr/bin/env",
+            ["python3", packageRoot.appendingPathComponent("scripts/check-pmtiles").path, archive, folder]
+                + ignoring.flatMap { ["--ignore", $0] })
     }
 
     /// The entries of a folder, hidden ones included.
@@ -128,7 +131,9 @@ import TilerCore
         // And back: the unpacked folder packs to the same archive, byte for byte.
         try FileManager.default.removeItem(atPath: "\(second)/scan.pmtiles")
         #expect(try run(tiler, ["pack", "\(second)/scan"]).status == 0)
-        #expect(try Data(contentsOf: URL(fileURLWithPath: "\(second)/scan.pmtiles")) == Data(contentsOf: URL(fileURLWithPath: "\(first)/scan.pmtiles")))
+        #expect(
+            try Data(contentsOf: URL(fileURLWithPath: "\(second)/scan.pmtiles"))
+                == Data(contentsOf: URL(fileURLWithPath: "\(first)/scan.pmtiles")))
         #expect(Self.entries(second) == ["scan", "scan.pmtiles"])
     }
 
@@ -214,7 +219,9 @@ import TilerCore
         let before = try Data(contentsOf: URL(fileURLWithPath: "\(root)/same.pmtiles"))
 
         let refused = try run(tiler, ["cut", large, "-o", root, "--name", "same", "--archive", "--quiet"])
-        #expect(refused.status == 1 && refused.stderr.contains("\(root)/same.pmtiles") && refused.stderr.contains("--force"), "\(refused.stderr)")
+        #expect(
+            refused.status == 1 && refused.stderr.contains("\(root)/same.pmtiles") && refused.stderr.contains("--force"),
+            "\(refused.stderr)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: "\(root)/same.pmtiles")) == before)
         let forced = try run(tiler, ["cut", large, "-o", root, "--name", "same", "--archive", "--force", "--quiet", "--json"])
         #expect(forced.status == 0, "\(forced.stderr)")
@@ -224,7 +231,9 @@ import TilerCore
 
         #expect(try run(tiler, ["unpack", "\(root)/same.pmtiles"]).status == 0)
         let again = try run(tiler, ["unpack", "\(root)/same.pmtiles"])
-        #expect(again.status == 1 && again.stderr == "tiler: unpack: \(root)/same already exists; use --force to replace it\n", "\(again.stderr)")
+        #expect(
+            again.status == 1 && again.stderr == "tiler: unpack: \(root)/same already exists; use --force to replace it\n",
+            "\(again.stderr)")
         #expect(try run(tiler, ["unpack", "\(root)/same.pmtiles", "--force"]).status == 0)
         let repack = try run(tiler, ["pack", "\(root)/same"])
         #expect(repack.status == 1 && repack.stderr.contains("already exists"), "\(repack.stderr)")
@@ -270,8 +279,10 @@ import TilerCore
 extension ArchiveCommandTests {
     /// Archives, and what pack and unpack write, get the modes the umask gives, as cut
     /// folders do (`CutInputTests.foldersAndFilesFollowTheUmask`).
-    @Test(arguments: [(mask: "022", folder: 0o755, file: 0o644), (mask: "002", folder: 0o775, file: 0o664),
-                      (mask: "077", folder: 0o700, file: 0o600)])
+    @Test(arguments: [
+        (mask: "022", folder: 0o755, file: 0o644), (mask: "002", folder: 0o775, file: 0o664),
+        (mask: "077", folder: 0o700, file: 0o600),
+    ])
     func archivesAndConversionsFollowTheUmask(mask: String, folder: Int, file: Int) throws {
         let scratch = try Scratch("archive-umask\(mask)")
         defer { scratch.cleanUp() }

@@ -31,8 +31,10 @@ import TilerCore
     /// Reads and checks `ROOT/ID`: the manifest against the geometry, exactly the expected
     /// files, every tile's size and bands, the thumbnail, and no hidden leftovers in ROOT.
     @discardableResult
-    static func checkPyramid(root: URL, id: String, width: Int, height: Int, bands: Int,
-                             format: TileFormat = .png, tileSize: Int = 256) throws -> PyramidManifest {
+    static func checkPyramid(
+        root: URL, id: String, width: Int, height: Int, bands: Int,
+        format: TileFormat = .png, tileSize: Int = 256
+    ) throws -> PyramidManifest {
         let folder = root.appendingPathComponent(id)
         let manifest = try JSONDecoder().decode(PyramidManifest.self, from: Data(contentsOf: folder.appendingPathComponent("pyramid.json")))
         let geometry = try PyramidGeometry(width: width, height: height, tileSize: tileSize)
@@ -62,11 +64,15 @@ import TilerCore
         for case let url as URL in enumerator where (try url.resourceValues(forKeys: [.isRegularFileKey])).isRegularFile == true {
             found.insert(String(url.path.dropFirst(folder.path.count + 1)))
         }
-        #expect(found == expected, "unexpected: \(found.subtracting(expected).sorted().prefix(5)), missing: \(expected.subtracting(found).sorted().prefix(5))")
+        #expect(
+            found == expected,
+            "unexpected: \(found.subtracting(expected).sorted().prefix(5)), missing: \(expected.subtracting(found).sorted().prefix(5))")
 
         // Every tile's size and bands, read back by libvips (one vipsheader for all).
-        let headers = try run("vipsheader", tiles.map { folder.appendingPathComponent($0.path).path }
-            + [folder.appendingPathComponent(manifest.thumbnail.file).path])
+        let headers = try run(
+            "vipsheader",
+            tiles.map { folder.appendingPathComponent($0.path).path }
+                + [folder.appendingPathComponent(manifest.thumbnail.file).path])
         #expect(headers.status == 0, "vipsheader: \(headers.stderr)")
         let lines = headers.stdout.split(separator: "\n").map(String.init)
         #expect(lines.count == tiles.count + 1)
@@ -119,8 +125,9 @@ import TilerCore
         try vips("copy", source, sourceV)
         for z in Set([manifest.maxLevel - 1, manifest.maxLevel - 2, 0]) where z >= 0 && z < manifest.maxLevel {
             let ours = try level(z, of: manifest, in: folder, scratch: scratch)
-            let theirs = try reference(sourceV, downscale: manifest.levels[z].downscale,
-                                         width: manifest.width, height: manifest.height, scratch: scratch)
+            let theirs = try reference(
+                sourceV, downscale: manifest.levels[z].downscale,
+                width: manifest.width, height: manifest.height, scratch: scratch)
             let mae = ours.meanAbsoluteError(to: theirs)
             #expect(mae < 1.0, "level \(z): mean absolute error \(mae) against vips shrink")
         }
@@ -263,7 +270,8 @@ import TilerCore
         let root = scratch.url.appendingPathComponent("tiles")
         let result = try run(try tilerBinary(), ["cut", good, missing, "-o", root.path, "--json"])
         #expect(result.status == 1)
-        let json = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "stdout: \(result.stdout)")
+        let json = try #require(
+            try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "stdout: \(result.stdout)")
         #expect(json["succeeded"] as? Int == 1 && json["failed"] as? Int == 1)
         let images = try #require(json["images"] as? [[String: Any]])
         #expect(images.count == 2)

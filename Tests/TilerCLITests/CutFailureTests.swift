@@ -22,8 +22,9 @@ import TilerCore
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if let partial = entries(root).first(where: { $0.hasPrefix(".\(id).partial-") }),
-               let files = FileManager.default.subpaths(atPath: root.appendingPathComponent(partial).path),
-               files.contains(where: { $0.hasSuffix(".png") }) {
+                let files = FileManager.default.subpaths(atPath: root.appendingPathComponent(partial).path),
+                files.contains(where: { $0.hasSuffix(".png") })
+            {
                 return true
             }
             usleep(10_000)
@@ -171,8 +172,12 @@ import TilerCore
         try FileManager.default.moveItem(atPath: scratch.path("real.png"), toPath: scratch.path("png-named.jpg"))
         try FileManager.default.moveItem(atPath: scratch.path("real.jpg"), toPath: scratch.path("jpeg-named.tif"))
         let root = scratch.url.appendingPathComponent("tiles")
-        let result = try run(try tilerBinary(), ["cut", scratch.path("png-named.jpg"), scratch.path("jpeg-named.tif"),
-                                                 "-o", root.path, "--quiet"])
+        let result = try run(
+            try tilerBinary(),
+            [
+                "cut", scratch.path("png-named.jpg"), scratch.path("jpeg-named.tif"),
+                "-o", root.path, "--quiet",
+            ])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(Self.entries(root) == ["jpeg-named", "png-named"])
         for id in ["jpeg-named", "png-named"] {
@@ -224,7 +229,7 @@ func zlibZeros(count: Int) -> Data {
     }
     while left >= 258 {
         code(0xC5, 8)  // length symbol 285 = 258
-        code(0, 5)     // distance code 0 = 1
+        code(0, 5)  // distance code 0 = 1
         left -= 258
     }
     for _ in 0..<left { code(0x30, 8) }

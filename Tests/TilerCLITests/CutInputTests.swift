@@ -24,8 +24,10 @@ import TilerCore
 
     /// Runs `tiler` and waits at most `deadline` seconds for it (a guard against a hang,
     /// not a timing assertion); a process still running then is killed and reported.
-    static func runGuarded(_ arguments: [String], deadline: Double = 60,
-                           whileRunning: (pid_t) -> Void = { _ in }) throws -> (status: Int32?, stderr: String) {
+    static func runGuarded(
+        _ arguments: [String], deadline: Double = 60,
+        whileRunning: (pid_t) -> Void = { _ in }
+    ) throws -> (status: Int32?, stderr: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try tilerBinary())
         process.arguments = arguments
@@ -67,8 +69,10 @@ import TilerCore
         let root = scratch.url.appendingPathComponent("tiles")
         let result = try runMeasured(try tilerBinary(), ["cut", bomb, "-o", root.path, "--quiet"])
         #expect(result.status == 1)
-        #expect(result.stderr == "tiler: cut: \(bomb): is 65500×65500 = 4290250000 pixels, more than --max-pixels 2000000000 (a decompression bomb, or a real image that needs a larger --max-pixels)\n",
-                "\(result.stderr)")
+        #expect(
+            result.stderr
+                == "tiler: cut: \(bomb): is 65500×65500 = 4290250000 pixels, more than --max-pixels 2000000000 (a decompression bomb, or a real image that needs a larger --max-pixels)\n",
+            "\(result.stderr)")
         #expect(result.maximumResidentKB < 256 * 1024, "peak RSS \(result.maximumResidentKB) KiB")
         #expect(CutFailureTests.entries(root).isEmpty, "left behind: \(CutFailureTests.entries(root))")
     }
@@ -83,8 +87,10 @@ import TilerCore
         let root = scratch.url.appendingPathComponent("tiles")
         let result = try runMeasured(try tilerBinary(), ["cut", bomb, "-o", root.path, "--quiet", "--max-pixels", "5000000000"])
         #expect(result.status == 1)
-        #expect(result.stderr.hasPrefix("tiler: cut: \(bomb): corrupt or truncated image (VipsJpeg: Corrupt JPEG data: premature end of data segment"),
-                "\(result.stderr)")
+        #expect(
+            result.stderr.hasPrefix(
+                "tiler: cut: \(bomb): corrupt or truncated image (VipsJpeg: Corrupt JPEG data: premature end of data segment"),
+            "\(result.stderr)")
         #expect(result.maximumResidentKB < 512 * 1024, "peak RSS \(result.maximumResidentKB) KiB")
         #expect(CutFailureTests.entries(root).isEmpty, "left behind: \(CutFailureTests.entries(root))")
 
@@ -110,8 +116,12 @@ import TilerCore
         let tiler = try tilerBinary()
         let limited = try run("/usr/bin/env", ["TILER_MAX_PIXELS=59999", tiler, "cut", input, "-o", root.path, "--quiet"])
         #expect(limited.status == 1 && limited.stderr.contains("more than --max-pixels 59999"), "\(limited.stderr)")
-        let flag = try run("/usr/bin/env", ["TILER_MAX_PIXELS=59999", tiler, "cut", input, "-o", root.path, "--quiet",
-                                            "--max-pixels", "60000"])
+        let flag = try run(
+            "/usr/bin/env",
+            [
+                "TILER_MAX_PIXELS=59999", tiler, "cut", input, "-o", root.path, "--quiet",
+                "--max-pixels", "60000",
+            ])
         #expect(flag.status == 0, "\(flag.stderr)")
         #expect(try run(tiler, ["cut", input, "-o", root.path, "--max-pixels", "0", "--force"]).status == 64)
         #expect(try run("/usr/bin/env", ["TILER_MAX_PIXELS=lots", tiler, "cut", input, "-o", root.path, "--force"]).status == 64)
@@ -126,10 +136,12 @@ import TilerCore
         try vips("linear", scratch.path("s.v"), scratch.path("s2.v"), "1", "255")
         try vips("cast", scratch.path("s2.v"), scratch.path("secret.png"), "uchar")
         let svg = scratch.path("drawing.svg")
-        try Data("""
-        <svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="64" height="64">\
-        <image href="secret.png" xlink:href="secret.png" width="64" height="64"/></svg>
-        """.utf8).write(to: URL(fileURLWithPath: svg))
+        try Data(
+            """
+            <svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="64" height="64">\
+            <image href="secret.png" xlink:href="secret.png" width="64" height="64"/></svg>
+            """.utf8
+        ).write(to: URL(fileURLWithPath: svg))
         // libvips opening the SVG by name does embed the secret: the check below can fail.
         let embedded = scratch.path("embedded.v")
         try vips("copy", svg, embedded)
@@ -139,8 +151,10 @@ import TilerCore
         let root = scratch.url.appendingPathComponent("tiles")
         let refused = try run(try tilerBinary(), ["cut", svg, "-o", root.path, "--quiet"])
         #expect(refused.status == 1)
-        #expect(refused.stderr.hasPrefix("tiler: cut: \(svg): is a vector image (svgload_source); vector inputs are refused unless --allow-vector"),
-                "\(refused.stderr)")
+        #expect(
+            refused.stderr.hasPrefix(
+                "tiler: cut: \(svg): is a vector image (svgload_source); vector inputs are refused unless --allow-vector"),
+            "\(refused.stderr)")
         #expect(CutFailureTests.entries(root).isEmpty)
 
         let allowed = try run(try tilerBinary(), ["cut", svg, "-o", root.path, "--quiet", "--allow-vector"])
@@ -152,8 +166,11 @@ import TilerCore
 
         // A 120-byte SVG claiming 100000 × 100000: refused by the pixel limit, even allowed.
         let huge = scratch.path("huge.svg")
-        try Data(#"<svg xmlns="http://www.w3.org/2000/svg" width="100000" height="100000"><rect width="100000" height="100000" fill="red"/></svg>"#.utf8)
-            .write(to: URL(fileURLWithPath: huge))
+        try Data(
+            #"<svg xmlns="http://www.w3.org/2000/svg" width="100000" height="100000"><rect width="100000" height="100000" fill="red"/></svg>"#
+                .utf8
+        )
+        .write(to: URL(fileURLWithPath: huge))
         let bomb = try runMeasured(try tilerBinary(), ["cut", huge, "-o", root.path, "--quiet", "--allow-vector"])
         #expect(bomb.status == 1 && bomb.stderr.contains("is 100000×100000 = 10000000000 pixels, more than --max-pixels"), "\(bomb.stderr)")
         #expect(bomb.maximumResidentKB < 256 * 1024, "peak RSS \(bomb.maximumResidentKB) KiB")
@@ -174,11 +191,12 @@ import TilerCore
         let status = try #require(result.status, "tiler cut never finished with /dev/zero and a FIFO among its inputs")
         #expect(status == 1)
         let lines = result.stderr.split(separator: "\n").map(String.init)
-        #expect(lines == [
-            "tiler: cut: /dev/zero: is a character device, not a regular file; tiler cuts image files only",
-            "tiler: cut: \(fifo): is a FIFO (named pipe), not a regular file; tiler cuts image files only",
-            "tiler: cut: /dev/null: is a character device, not a regular file; tiler cuts image files only",
-        ], "\(result.stderr)")
+        #expect(
+            lines == [
+                "tiler: cut: /dev/zero: is a character device, not a regular file; tiler cuts image files only",
+                "tiler: cut: \(fifo): is a FIFO (named pipe), not a regular file; tiler cuts image files only",
+                "tiler: cut: /dev/null: is a character device, not a regular file; tiler cuts image files only",
+            ], "\(result.stderr)")
         #expect(CutFailureTests.entries(root) == ["good"])
     }
 
@@ -218,19 +236,22 @@ import TilerCore
         let result = try Self.runGuarded(["cut", input, "-o", root.path, "--quiet"], deadline: 60) { pid in
             if stage == "decode" {
                 // The header is read and the partial folder made: decoding has begun.
-                #expect(Self.wait { CutFailureTests.entries(root).contains { $0.hasPrefix(".stuck.partial-") } },
-                        "the cut never reached the decode stage")
+                #expect(
+                    Self.wait { CutFailureTests.entries(root).contains { $0.hasPrefix(".stuck.partial-") } },
+                    "the cut never reached the decode stage")
             } else {
                 // Wait until the process has opened the input (it is reading the header).
-                #expect(Self.wait {
-                    ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []).contains {
-                        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\($0)")) == input
-                    }
-                }, "the cut never opened its input")
+                #expect(
+                    Self.wait {
+                        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []).contains {
+                            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\($0)")) == input
+                        }
+                    }, "the cut never opened its input")
             }
             kill(pid, SIGTERM)
         }
-        let status = try #require(result.status, "tiler cut ignored SIGTERM while libvips was \(stage == "header" ? "reading the header" : "decoding")")
+        let status = try #require(
+            result.status, "tiler cut ignored SIGTERM while libvips was \(stage == "header" ? "reading the header" : "decoding")")
         #expect(status == 128 + SIGTERM, "\(result.stderr)")
         #expect(result.stderr.contains("interrupted"), "\(result.stderr)")
         #expect(CutFailureTests.entries(root).isEmpty, "left behind: \(CutFailureTests.entries(root))")
@@ -251,7 +272,8 @@ import TilerCore
         let root = scratch.url.appendingPathComponent("tiles")
         let result = try run(try tilerBinary(), ["cut", odd, "-o", root.path, "--quiet", "--name", "odd"])
         #expect(result.status == 0, "\(result.stderr)")
-        let manifest = try JSONDecoder().decode(PyramidManifest.self, from: Data(contentsOf: root.appendingPathComponent("odd/pyramid.json")))
+        let manifest = try JSONDecoder().decode(
+            PyramidManifest.self, from: Data(contentsOf: root.appendingPathComponent("odd/pyramid.json")))
         #expect((manifest.width, manifest.height) == (520, 300), "cut as \(manifest.width)×\(manifest.height)")
         #expect(manifest.source?.file == "t.jpg[shrink=8]")
         // A name with options and no such file is simply missing.
@@ -261,8 +283,10 @@ import TilerCore
 
     // MARK: item 13: the umask decides the modes
 
-    @Test(arguments: [(mask: "022", folder: 0o755, file: 0o644), (mask: "002", folder: 0o775, file: 0o664),
-                      (mask: "077", folder: 0o700, file: 0o600)])
+    @Test(arguments: [
+        (mask: "022", folder: 0o755, file: 0o644), (mask: "002", folder: 0o775, file: 0o664),
+        (mask: "077", folder: 0o700, file: 0o600),
+    ])
     func foldersAndFilesFollowTheUmask(mask: String, folder: Int, file: Int) throws {
         let scratch = try Scratch("umask\(mask)")
         defer { scratch.cleanUp() }

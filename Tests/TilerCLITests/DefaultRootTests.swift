@@ -54,8 +54,10 @@ import Testing
 
         try CutCommandTests.makeImage(scratch.path("photo.png"), width: 300, height: 200, bands: 3, scratch: scratch)
         #expect(try run(tiler, ["cut", "photo.png", "--quiet"], in: scratch.url).status == 0)
-        for (root, expected) in [(".", ". holds no pyramids, but ./tiles holds 1 (where `tiler cut` writes by default): serve them with `tiler serve tiles`"),
-                                 ("tiles", nil)] {
+        for (root, expected) in [
+            (".", ". holds no pyramids, but ./tiles holds 1 (where `tiler cut` writes by default): serve them with `tiler serve tiles`"),
+            ("tiles", nil),
+        ] {
             let stderr = Pipe()
             let (server, _) = try startServer(tiler, ["serve", root, "--port", "0"], directory: scratch.url, stderr: stderr)
             server.terminate()
@@ -73,20 +75,24 @@ import Testing
         server.terminate()
         server.waitUntilExit()
         let text = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(text.contains("holds no pyramids yet: cut images into it with `tiler cut IMAGE... --output \(scratch.path("empty"))`"), "\(text)")
+        #expect(
+            text.contains("holds no pyramids yet: cut images into it with `tiler cut IMAGE... --output \(scratch.path("empty"))`"),
+            "\(text)")
     }
 
     /// `tiler --help` lists every subcommand with its one-line abstract.
     @Test func helpListsEverySubcommand() throws {
         let help = try run(try tilerBinary(), ["--help"])
         #expect(help.status == 0)
-        for (name, abstract) in [("cut", "Cut images into tile pyramids."), ("serve", "Serve the pyramids"),
-                                 ("info", "Show a pyramid's manifest and totals."),
-                                 ("verify", "Check that every tile of a pyramid exists and decodes."),
-                                 ("ls", "List the pyramids in ROOT, folders and archives."),
-                                 ("rm", "Remove pyramids from ROOT, never half-served."),
-                                 ("pack", "Pack pyramid folders"), ("unpack", "Unpack PMTiles archives"),
-                                 ("healthcheck", "Check that a tiler server answers")] {
+        for (name, abstract) in [
+            ("cut", "Cut images into tile pyramids."), ("serve", "Serve the pyramids"),
+            ("info", "Show a pyramid's manifest and totals."),
+            ("verify", "Check that every tile of a pyramid exists and decodes."),
+            ("ls", "List the pyramids in ROOT, folders and archives."),
+            ("rm", "Remove pyramids from ROOT, never half-served."),
+            ("pack", "Pack pyramid folders"), ("unpack", "Unpack PMTiles archives"),
+            ("healthcheck", "Check that a tiler server answers"),
+        ] {
             let line = help.stdout.split(separator: "\n").first { $0.trimmingCharacters(in: .whitespaces).hasPrefix(name + " ") }
             #expect(line?.contains(abstract) == true, "\(name): \(help.stdout)")
         }

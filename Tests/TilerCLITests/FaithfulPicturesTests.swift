@@ -70,12 +70,14 @@ import TilerCore
 
         let root = scratch.url.appendingPathComponent("tiles")
         let converted = try Self.cut(tagged, root: root, id: "converted")
-        let full = try CutCommandTests.level(converted.maxLevel, of: converted, in: root.appendingPathComponent("converted"), scratch: scratch)
+        let full = try CutCommandTests.level(
+            converted.maxLevel, of: converted, in: root.appendingPathComponent("converted"), scratch: scratch)
         #expect(Self.maximumDifference(full, expected) <= 1, "tiles are not vips icc_transform's sRGB")
 
         // --no-icc keeps the stored numbers, which are far from the converted ones.
         let keptManifest = try Self.cut(tagged, root: root, id: "kept", ["--no-icc"])
-        let keptFull = try CutCommandTests.level(keptManifest.maxLevel, of: keptManifest, in: root.appendingPathComponent("kept"), scratch: scratch)
+        let keptFull = try CutCommandTests.level(
+            keptManifest.maxLevel, of: keptManifest, in: root.appendingPathComponent("kept"), scratch: scratch)
         let kept = keptFull.pixels == (try Raster.read(tagged, scratch: scratch)).pixels
         #expect(kept, "--no-icc changed the stored values")
         #expect(Self.maximumDifference(keptFull, expected) > 10)
@@ -84,8 +86,10 @@ import TilerCore
     // MARK: padding
 
     /// Every tile of every level: full-size, and outside the image exactly `padding`.
-    static func checkPadded(_ manifest: PyramidManifest, folder: URL, padding: [UInt8], scratch: Scratch,
-                            tolerance: Int = 0) throws {
+    static func checkPadded(
+        _ manifest: PyramidManifest, folder: URL, padding: [UInt8], scratch: Scratch,
+        tolerance: Int = 0
+    ) throws {
         let geometry = try manifest.geometry()
         for level in geometry.levels {
             for row in 0..<level.rows {
@@ -139,11 +143,16 @@ import TilerCore
         // JPEG: white by default (lossy, so near white).
         let jpeg = try Self.cut(input, root: root, id: "jpeg", ["--pad", "--format", "jpeg", "--quality", "95"])
         #expect(jpeg.background == "#ffffffff" && jpeg.bands == 3)
-        try Self.checkPadded(jpeg, folder: root.appendingPathComponent("jpeg"), padding: [255, 255, 255], scratch: scratch,
-                             tolerance: 12)
+        try Self.checkPadded(
+            jpeg, folder: root.appendingPathComponent("jpeg"), padding: [255, 255, 255], scratch: scratch,
+            tolerance: 12)
 
-        let refused = try run(try tilerBinary(), ["cut", input, "-o", root.path, "--pad", "--format", "jpeg",
-                                                  "--background", "transparent"])
+        let refused = try run(
+            try tilerBinary(),
+            [
+                "cut", input, "-o", root.path, "--pad", "--format", "jpeg",
+                "--background", "transparent",
+            ])
         #expect(refused.status == 64 && refused.stderr.contains("not opaque"), "\(refused.stderr)")
         #expect(try run(try tilerBinary(), ["cut", input, "-o", root.path, "--background", "teal"]).status == 64)
     }
@@ -215,7 +224,8 @@ import TilerCore
         #expect(manifest.source == PyramidManifest.Source(file: "Holiday photo.png", bytes: size))
         let version = try run(try tilerBinary(), ["--version"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(manifest.tilerVersion == version && !version.isEmpty)
-        let created = try #require(manifest.created.flatMap { ISO8601DateFormatter().date(from: $0) }, "created: \(manifest.created ?? "nil")")
+        let created = try #require(
+            manifest.created.flatMap { ISO8601DateFormatter().date(from: $0) }, "created: \(manifest.created ?? "nil")")
         #expect(created >= before.addingTimeInterval(-1) && created <= Date().addingTimeInterval(1))
     }
 }

@@ -101,9 +101,11 @@ private func tilerExecutable() throws -> URL {
         if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
         directory.deleteLastPathComponent()
     }
-    throw CocoaError(.fileNoSuchFile, userInfo: [
-        NSLocalizedDescriptionKey: "no built tiler beside \(CommandLine.arguments[0]): run `swift build` first",
-    ])
+    throw CocoaError(
+        .fileNoSuchFile,
+        userInfo: [
+            NSLocalizedDescriptionKey: "no built tiler beside \(CommandLine.arguments[0]): run `swift build` first"
+        ])
 }
 
 private func runTiler(_ arguments: [String], environment: [String: String] = [:]) throws -> Run {

@@ -14,8 +14,9 @@ import Testing
         let environment = server.environment.merging(["TILER_S3_STAGING": scratch.path("staging")]) { $1 }
         try CutCommandTests.makeImage(scratch.path("photo.png"), width: 1000, height: 700, bands: 3, scratch: scratch)
         for name in ["photo", "second"] {
-            let cut = try run(tiler, ["cut", scratch.path("photo.png"), "--archive", "-o", "s3://tiles/\(prefix)", "--name", name, "--quiet"],
-                              environment: environment)
+            let cut = try run(
+                tiler, ["cut", scratch.path("photo.png"), "--archive", "-o", "s3://tiles/\(prefix)", "--name", name, "--quiet"],
+                environment: environment)
             #expect(cut.status == 0, "\(cut.stderr)")
         }
         let url = "s3://tiles/\(prefix)/photo.pmtiles"
@@ -34,6 +35,8 @@ import Testing
         #expect((listing["pyramids"] as? [[String: Any]])?.map { $0["id"] as? String } == ["photo", "second"])
 
         let missing = try run(tiler, ["info", "s3://tiles/\(prefix)/none.pmtiles"], environment: environment)
-        #expect(missing.status == 1 && missing.stderr == "tiler: info: s3://tiles/\(prefix)/none.pmtiles: no such object\n", "\(missing.stderr)")
+        #expect(
+            missing.status == 1 && missing.stderr == "tiler: info: s3://tiles/\(prefix)/none.pmtiles: no such object\n", "\(missing.stderr)"
+        )
     }
 }

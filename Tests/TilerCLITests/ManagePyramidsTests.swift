@@ -28,8 +28,9 @@ import TilerCore
         func tiler(_ arguments: String...) throws -> ProcessOutput { try run(tiler, arguments) }
         func json(_ arguments: String...) throws -> [String: Any] {
             let result = try run(tiler, arguments + ["--json"])
-            return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
-                                "\(arguments): \(result.stdout) \(result.stderr)")
+            return try #require(
+                try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
+                "\(arguments): \(result.stdout) \(result.stderr)")
         }
     }
 
@@ -75,7 +76,9 @@ import TilerCore
             #expect((info["manifest"] as? [String: Any])?["id"] as? String == "arch")
         }
         let missing = try f.tiler("info", "\(f.root)/nothing")
-        #expect(missing.status == 1 && missing.stderr == "tiler: info: \(f.root)/nothing: no such pyramid (neither a folder nor nothing.pmtiles)\n")
+        #expect(
+            missing.status == 1
+                && missing.stderr == "tiler: info: \(f.root)/nothing: no such pyramid (neither a folder nor nothing.pmtiles)\n")
     }
 
     // MARK: verify
@@ -107,14 +110,14 @@ import TilerCore
         let f = try Fixture()
         defer { f.scratch.cleanUp() }
         let p = "\(f.root)/photo"
-        try FileManager.default.removeItem(atPath: "\(p)/2/1/3.png")                   // missing
+        try FileManager.default.removeItem(atPath: "\(p)/2/1/3.png")  // missing
         var middle = try [UInt8](Data(contentsOf: URL(fileURLWithPath: "\(p)/2/0/1.png")))
-        middle[middle.count / 2] ^= 0xFF                                                 // corrupt inside, ends whole
+        middle[middle.count / 2] ^= 0xFF  // corrupt inside, ends whole
         try Data(middle).write(to: URL(fileURLWithPath: "\(p)/2/0/1.png"))
         let cut = try [UInt8](Data(contentsOf: URL(fileURLWithPath: "\(p)/1/1/1.png")))
-        try Data(cut.prefix(cut.count / 2)).write(to: URL(fileURLWithPath: "\(p)/1/1/1.png"))   // truncated
+        try Data(cut.prefix(cut.count / 2)).write(to: URL(fileURLWithPath: "\(p)/1/1/1.png"))  // truncated
         try FileManager.default.removeItem(atPath: "\(p)/2/2/0.png")
-        try vips("black", "\(p)/2/2/0.png", "100", "100")                                 // another size
+        try vips("black", "\(p)/2/2/0.png", "100", "100")  // another size
         try FileManager.default.removeItem(atPath: "\(p)/2/0/0.png")
         try FileManager.default.createSymbolicLink(atPath: "\(p)/2/0/0.png", withDestinationPath: "../0/1.png")  // a link
         try Data("not an image".utf8).write(to: URL(fileURLWithPath: "\(p)/0/0/0.png"))  // another format
@@ -215,8 +218,9 @@ import TilerCore
         let result = try f.tiler("ls", f.root)
         #expect(result.status == 1)
         let line = result.stdout.split(separator: "\n").first { $0.hasPrefix("broken ") }
-        #expect(line?.split(separator: " ", maxSplits: 2).map(String.init).last?.trimmingCharacters(in: .whitespaces)
-            .hasPrefix("unreadable: \(f.root)/broken/pyramid.json: unreadable manifest") == true, "\(result.stdout)")
+        #expect(
+            line?.split(separator: " ", maxSplits: 2).map(String.init).last?.trimmingCharacters(in: .whitespaces)
+                .hasPrefix("unreadable: \(f.root)/broken/pyramid.json: unreadable manifest") == true, "\(result.stdout)")
         let missing = try f.tiler("ls", f.scratch.path("nowhere"))
         #expect(missing.status == 1 && missing.stderr.hasPrefix("tiler: ls: \(f.scratch.path("nowhere")): "))
         let file = try f.tiler("ls", f.scratch.path("photo.png"))

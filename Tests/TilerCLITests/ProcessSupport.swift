@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `tiler serve ROOT --port 0` as a child process, for checking what a cut left behind the
@@ -25,7 +25,8 @@ final class ServeProcess {
             text += String(decoding: data, as: UTF8.self)
         }
         guard let range = text.range(of: #"127\.0\.0\.1:(\d+)/"#, options: .regularExpression),
-              let port = Int(text[range].dropFirst("127.0.0.1:".count).dropLast()) else {
+            let port = Int(text[range].dropFirst("127.0.0.1:".count).dropLast())
+        else {
             process.terminate()
             throw SupportError(description: "tiler serve did not announce its port: '\(text)'")
         }

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `tiler rm` against a running `tiler serve`, observed from outside as a client sees it.
@@ -51,7 +51,8 @@ import Glibc
             for row in 0..<rows {
                 for column in 0..<columns {
                     let file = "\(root)/\(id)/\(level)/\(row)/\(column).png"
-                    routes.append(("/images/\(id)/tiles/\(level)/\(row)/\(column).png", try [UInt8](Data(contentsOf: URL(fileURLWithPath: file)))))
+                    routes.append(
+                        ("/images/\(id)/tiles/\(level)/\(row)/\(column).png", try [UInt8](Data(contentsOf: URL(fileURLWithPath: file)))))
                 }
             }
         }
@@ -67,8 +68,10 @@ import Glibc
                 if client == nil { client = try RawHTTPClient(port: port) }
                 try client!.request(route.path)
                 let response = try client!.readResponse()
-                seen.append(Observation(path: route.path, sent: sent, received: now(), status: response.status,
-                                        whole: route.bytes.map { $0 == response.body } ?? !response.body.isEmpty))
+                seen.append(
+                    Observation(
+                        path: route.path, sent: sent, received: now(), status: response.status,
+                        whole: route.bytes.map { $0 == response.body } ?? !response.body.isEmpty))
             } catch {
                 client = nil
                 seen.append(Observation(path: route.path, sent: sent, received: now(), status: -1, whole: false))
@@ -96,11 +99,16 @@ import Glibc
             let cut = try run(tiler, ["cut", input, "-o", root, "--quiet"])
             guard cut.status == 0 else { throw SupportError(description: cut.stderr) }
             routes = try RemoveWhileServingTests.routes(root: root, id: "photo")
-            (server, port) = try startServer(tiler, ["serve", root, "--port", "0", "--threads", "2",
-                                                     "--rescan-interval", rescanInterval])
+            (server, port) = try startServer(
+                tiler,
+                [
+                    "serve", root, "--port", "0", "--threads", "2",
+                    "--rescan-interval", rescanInterval,
+                ])
             var client: RawHTTPClient?
-            let warm = RemoveWhileServingTests.fetch(routes.enumerated().filter { $0.offset % 2 == 0 }.map(\.element),
-                                                     port: port, client: &client)
+            let warm = RemoveWhileServingTests.fetch(
+                routes.enumerated().filter { $0.offset % 2 == 0 }.map(\.element),
+                port: port, client: &client)
             guard warm.allSatisfy({ $0.status == 200 && $0.whole }) else {
                 throw SupportError(description: "the server did not serve photo whole before the removal")
             }
@@ -158,8 +166,9 @@ import Glibc
         #expect(seen.suffix(setup.routes.count).allSatisfy { $0.status == 404 })
         let ok = seen.filter { $0.status == 200 }, gone = seen.filter { $0.status == 404 }
         if let lastOK = ok.map(\.received).max(), let firstGone = gone.map(\.received).min() {
-            print("rm while serving: \(seen.count) answers, \(ok.count) × 200 then \(gone.count) × 404; the last 200 came "
-                + "\(Double(Int64(firstGone) - Int64(lastOK)) / 1e6) ms before the first 404")
+            print(
+                "rm while serving: \(seen.count) answers, \(ok.count) × 200 then \(gone.count) × 404; the last 200 came "
+                    + "\(Double(Int64(firstGone) - Int64(lastOK)) / 1e6) ms before the first 404")
         }
     }
 
@@ -175,14 +184,17 @@ import Glibc
         let seen = Self.fetch(setup.routes, port: setup.port, client: &client)
         #expect(seen.contains { $0.status == 200 } && seen.contains { $0.status == 404 }, "\(seen.map(\.status))")
         #expect(!Self.violations(seen).isEmpty)
-        print("rm --grace 0 before the server's scan: \(seen.filter { $0.status == 200 }.count) × 200 (cached) and "
-            + "\(seen.filter { $0.status == 404 }.count) × 404 among the pyramid's \(seen.count) routes")
+        print(
+            "rm --grace 0 before the server's scan: \(seen.filter { $0.status == 200 }.count) × 200 (cached) and "
+                + "\(seen.filter { $0.status == 404 }.count) × 404 among the pyramid's \(seen.count) routes")
     }
 }
 
 /// Starts `tiler ARGUMENTS` (a `serve` with `--port 0`) and reads the port it announces.
-func startServer(_ tiler: String, _ arguments: [String], directory: URL? = nil,
-                 environment: [String: String] = [:], stderr: Pipe? = nil) throws -> (Process, Int) {
+func startServer(
+    _ tiler: String, _ arguments: [String], directory: URL? = nil,
+    environment: [String: String] = [:], stderr: Pipe? = nil
+) throws -> (Process, Int) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: tiler)
     process.arguments = arguments
@@ -200,7 +212,8 @@ func startServer(_ tiler: String, _ arguments: [String], directory: URL? = nil,
         text += String(decoding: data, as: UTF8.self)
     }
     guard let range = text.range(of: #"127\.0\.0\.1:(\d+)/"#, options: .regularExpression),
-          let port = Int(text[range].dropFirst("127.0.0.1:".count).dropLast()) else {
+        let port = Int(text[range].dropFirst("127.0.0.1:".count).dropLast())
+    else {
         process.terminate()
         throw SupportError(description: "tiler serve did not announce its port: '\(text)'")
     }

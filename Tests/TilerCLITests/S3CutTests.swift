@@ -19,7 +19,8 @@ import TilerCore
 
     /// Downloads `key` with boto3 to `path`.
     func download(_ key: String, to path: String) throws {
-        try server.python("""
+        try server.python(
+            """
             import boto3, sys
             boto3.client("s3").download_file("tiles", sys.argv[1], sys.argv[2])
             """, arguments: [key, path])
@@ -36,18 +37,22 @@ import TilerCore
         let tiler = try tilerBinary()
         let folderCut = try run(tiler, ["cut", input, "-o", scratch.path("folders"), "--format", format, "--quiet"])
         #expect(folderCut.status == 0, "\(folderCut.stderr)")
-        let cut = try run(tiler, ["cut", input, "-o", "s3://tiles/\(prefix)/\(format)", "--format", format, "--archive", "--quiet", "--json"],
-                          environment: environment(scratch))
+        let cut = try run(
+            tiler, ["cut", input, "-o", "s3://tiles/\(prefix)/\(format)", "--format", format, "--archive", "--quiet", "--json"],
+            environment: environment(scratch))
         #expect(cut.status == 0, "\(cut.stderr)")
         let summary = try #require(try JSONSerialization.jsonObject(with: Data(cut.stdout.utf8)) as? [String: Any])
         let image = try #require((summary["images"] as? [[String: Any]])?.first)
         #expect(image["output"] as? String == "s3://tiles/\(prefix)/\(format)/photo.pmtiles")
-        #expect(ArchiveCommandTests.entries(scratch.path("staging")).isEmpty, "staging holds \(ArchiveCommandTests.entries(scratch.path("staging")))")
+        #expect(
+            ArchiveCommandTests.entries(scratch.path("staging")).isEmpty,
+            "staging holds \(ArchiveCommandTests.entries(scratch.path("staging")))")
 
         try download("\(prefix)/\(format)/photo.pmtiles", to: scratch.path("photo.pmtiles"))
         #expect(image["bytes"] as? Int == (try FileManager.default.attributesOfItem(atPath: scratch.path("photo.pmtiles"))[.size] as? Int))
-        let check = try ArchiveCommandTests.checkWithPMTilesReader(scratch.path("photo.pmtiles"), against: scratch.path("folders/photo"),
-                                                                  ignoring: ["created"])
+        let check = try ArchiveCommandTests.checkWithPMTilesReader(
+            scratch.path("photo.pmtiles"), against: scratch.path("folders/photo"),
+            ignoring: ["created"])
         #expect(check.status == 0, "\(check.stderr)")
     }
 
@@ -61,13 +66,15 @@ import TilerCore
         try vips("cast", scratch.path("noise-f.v"), input, "uchar")
         let tiler = try tilerBinary()
         #expect(try run(tiler, ["cut", input, "-o", scratch.path("folders"), "--quiet"]).status == 0)
-        let cut = try run(tiler, ["cut", input, "-o", "s3://tiles/\(prefix)", "--archive", "--quiet", "--json"],
-                          environment: environment(scratch, ["TILER_S3_PART_SIZE": "5M"]))
+        let cut = try run(
+            tiler, ["cut", input, "-o", "s3://tiles/\(prefix)", "--archive", "--quiet", "--json"],
+            environment: environment(scratch, ["TILER_S3_PART_SIZE": "5M"]))
         #expect(cut.status == 0, "\(cut.stderr)")
         let summary = try #require(try JSONSerialization.jsonObject(with: Data(cut.stdout.utf8)) as? [String: Any])
         let bytes = try #require((summary["images"] as? [[String: Any]])?.first?["bytes"] as? Int)
         #expect(bytes > 5 << 20, "\(bytes) bytes: too small for two parts")
-        let seen = try server.python("""
+        let seen = try server.python(
+            """
             import boto3, sys
             s3 = boto3.client("s3")
             print(s3.head_object(Bucket="tiles", Key=sys.argv[1] + "/noise.pmtiles")["ETag"].strip('"').split("-")[1])
@@ -75,8 +82,9 @@ import TilerCore
             """, arguments: [prefix])
         #expect(seen == "\((bytes + (5 << 20) - 1) / (5 << 20))\n0\n")
         try download("\(prefix)/noise.pmtiles", to: scratch.path("noise.pmtiles"))
-        let check = try ArchiveCommandTests.checkWithPMTilesReader(scratch.path("noise.pmtiles"), against: scratch.path("folders/noise"),
-                                                                  ignoring: ["created"])
+        let check = try ArchiveCommandTests.checkWithPMTilesReader(
+            scratch.path("noise.pmtiles"), against: scratch.path("folders/noise"),
+            ignoring: ["created"])
         #expect(check.status == 0, "\(check.stderr)")
     }
 
@@ -90,14 +98,20 @@ import TilerCore
         let tiler = try tilerBinary()
         let arguments = ["cut", input, "-o", "s3://tiles/\(prefix)", "--archive", "--quiet"]
         #expect(try run(tiler, arguments, environment: environment(scratch)).status == 0)
-        let etag = { try self.server.python("""
-            import boto3, sys
-            print(boto3.client("s3").head_object(Bucket="tiles", Key=sys.argv[1])["ETag"])
-            """, arguments: ["\(prefix)/photo.pmtiles"]) }
+        let etag = {
+            try self.server.python(
+                """
+                import boto3, sys
+                print(boto3.client("s3").head_object(Bucket="tiles", Key=sys.argv[1])["ETag"])
+                """, arguments: ["\(prefix)/photo.pmtiles"])
+        }
         let first = try etag()
         let again = try run(tiler, arguments, environment: environment(scratch))
         #expect(again.status == 1)
-        #expect(again.stderr == "tiler: cut: \(input): a pyramid named 'photo' already exists at s3://tiles/\(prefix)/photo.pmtiles; use --force to replace it or --name to choose another id\n")
+        #expect(
+            again.stderr
+                == "tiler: cut: \(input): a pyramid named 'photo' already exists at s3://tiles/\(prefix)/photo.pmtiles; use --force to replace it or --name to choose another id\n"
+        )
         #expect(try etag() == first)
         let forced = try run(tiler, arguments + ["--force"], environment: environment(scratch))
         #expect(forced.status == 0, "\(forced.stderr)")
@@ -118,18 +132,25 @@ import TilerCore
         #expect(endpointAlone.status == 64 && endpointAlone.stderr.contains("--s3-endpoint applies to"), "\(endpointAlone.stderr)")
         let badBucket = try run(tiler, ["cut", input, "-o", "s3://No_Such/x", "--archive"], environment: environment(scratch))
         #expect(badBucket.status == 64 && badBucket.stderr.contains("is not a bucket name"), "\(badBucket.stderr)")
-        let noCredentials = try run(tiler, ["cut", input, "-o", "s3://tiles/\(prefix)", "--archive"],
-                                    environment: environment(scratch, ["AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""]))
+        let noCredentials = try run(
+            tiler, ["cut", input, "-o", "s3://tiles/\(prefix)", "--archive"],
+            environment: environment(scratch, ["AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""]))
         #expect(noCredentials.status == 64 && noCredentials.stderr.contains("AWS_ACCESS_KEY_ID"), "\(noCredentials.stderr)")
 
-        let wrongSecret = try run(tiler, ["cut", input, "-o", "s3://tiles/\(prefix)", "--archive", "--quiet"],
-                                  environment: environment(scratch, ["AWS_SECRET_ACCESS_KEY": "wrong"]))
+        let wrongSecret = try run(
+            tiler, ["cut", input, "-o", "s3://tiles/\(prefix)", "--archive", "--quiet"],
+            environment: environment(scratch, ["AWS_SECRET_ACCESS_KEY": "wrong"]))
         #expect(wrongSecret.status == 1)
-        #expect(wrongSecret.stderr == "tiler: cut: s3://tiles: ListObjectsV2: 403 SignatureDoesNotMatch: The request signature we calculated does not match the signature you provided. Check your key and signing method.\n")
-        let noBucket = try run(tiler, ["cut", input, "-o", "s3://missing-bucket/x", "--archive", "--quiet"], environment: environment(scratch))
+        #expect(
+            wrongSecret.stderr
+                == "tiler: cut: s3://tiles: ListObjectsV2: 403 SignatureDoesNotMatch: The request signature we calculated does not match the signature you provided. Check your key and signing method.\n"
+        )
+        let noBucket = try run(
+            tiler, ["cut", input, "-o", "s3://missing-bucket/x", "--archive", "--quiet"], environment: environment(scratch))
         #expect(noBucket.status == 1 && noBucket.stderr.contains("404 NoSuchBucket"), "\(noBucket.stderr)")
-        let down = try run(tiler, ["cut", input, "-o", "s3://tiles/x", "--archive", "--quiet", "--s3-endpoint", "http://127.0.0.1:1"],
-                           environment: environment(scratch, ["TILER_S3_RETRIES": "0"]))
+        let down = try run(
+            tiler, ["cut", input, "-o", "s3://tiles/x", "--archive", "--quiet", "--s3-endpoint", "http://127.0.0.1:1"],
+            environment: environment(scratch, ["TILER_S3_RETRIES": "0"]))
         #expect(down.status == 1 && down.stderr.hasPrefix("tiler: cut: s3://tiles: ListObjectsV2: "), "\(down.stderr)")
         #expect(ArchiveCommandTests.entries(scratch.path("staging")).isEmpty)
     }
@@ -155,7 +176,8 @@ import TilerCore
         cut.standardError = errors
         try cut.run()
         // Waits (60 s at most) until the multipart upload exists.
-        let started = try server.python("""
+        let started = try server.python(
+            """
             import boto3, sys, time
             s3 = boto3.client("s3")
             deadline = time.time() + 60
@@ -171,13 +193,16 @@ import TilerCore
         let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(cut.terminationReason == .exit && cut.terminationStatus == 128 + SIGINT, "\(stderr)")
         try server.delay("PUT", seconds: 0)
-        let left = try server.python("""
+        let left = try server.python(
+            """
             import boto3
             s3 = boto3.client("s3")
             print(s3.list_objects_v2(Bucket="tiles")["KeyCount"], len(s3.list_multipart_uploads(Bucket="tiles").get("Uploads", [])))
             """)
         #expect(left == "0 0\n")
-        #expect(ArchiveCommandTests.entries(scratch.path("staging")).isEmpty, "staging holds \(ArchiveCommandTests.entries(scratch.path("staging")))")
+        #expect(
+            ArchiveCommandTests.entries(scratch.path("staging")).isEmpty,
+            "staging holds \(ArchiveCommandTests.entries(scratch.path("staging")))")
     }
 
     /// `tiler pack FOLDER --output s3://…` uploads the folder as one archive that the
@@ -199,13 +224,16 @@ import TilerCore
         #expect(ArchiveCommandTests.entries(scratch.path("staging")).isEmpty)
         try download("\(prefix)/packed/photo.pmtiles", to: scratch.path("photo.pmtiles"))
         #expect(report["bytes"] as? Int == (try FileManager.default.attributesOfItem(atPath: scratch.path("photo.pmtiles"))[.size] as? Int))
-        let check = try ArchiveCommandTests.checkWithPMTilesReader(scratch.path("photo.pmtiles"), against: scratch.path("folders/photo"),
-                                                                  ignoring: [])
+        let check = try ArchiveCommandTests.checkWithPMTilesReader(
+            scratch.path("photo.pmtiles"), against: scratch.path("folders/photo"),
+            ignoring: [])
         #expect(check.status == 0, "\(check.stderr)")
 
         let again = try run(tiler, arguments, environment: environment(scratch))
         #expect(again.status == 1)
-        #expect(again.stderr.contains("s3://tiles/\(prefix)/packed/photo.pmtiles") && again.stderr.contains("already exists"), "\(again.stderr)")
+        #expect(
+            again.stderr.contains("s3://tiles/\(prefix)/packed/photo.pmtiles") && again.stderr.contains("already exists"), "\(again.stderr)"
+        )
         #expect(try run(tiler, arguments + ["--force"], environment: environment(scratch)).status == 0)
 
         let local = try run(tiler, ["pack", scratch.path("folders/photo"), "-o", scratch.path("elsewhere/archives")])
@@ -214,7 +242,8 @@ import TilerCore
         #expect(!FileManager.default.fileExists(atPath: scratch.path("folders/photo.pmtiles")))
         let endpointAlone = try run(tiler, ["pack", scratch.path("folders/photo"), "--s3-endpoint", server.endpoint])
         #expect(endpointAlone.status == 64 && endpointAlone.stderr.contains("--s3-endpoint applies to"), "\(endpointAlone.stderr)")
-        let noBucket = try run(tiler, ["pack", scratch.path("folders/photo"), "-o", "s3://no-such-bucket/x"], environment: environment(scratch))
+        let noBucket = try run(
+            tiler, ["pack", scratch.path("folders/photo"), "-o", "s3://no-such-bucket/x"], environment: environment(scratch))
         #expect(noBucket.status == 1 && noBucket.stderr.hasPrefix("tiler: pack: s3://no-such-bucket"), "\(noBucket.stderr)")
     }
 }

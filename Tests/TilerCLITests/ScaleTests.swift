@@ -31,9 +31,13 @@ import Testing
     /// Runs scripts/scale-test small (about 20 s: the S3 server, three small cuts, 7 s of load).
     static func scaleTest(_ extra: [String]) throws -> (ProcessOutput, Report?) {
         let script = packageRoot.appendingPathComponent("scripts/scale-test").path
-        let result = try run(script, ["--replicas", "2", "--duration", "7", "--kill-at", "2", "--down", "1",
-                                      "--connections", "8", "--size", "1200", "--no-install", "--json",
-                                      "--tiler", try tilerBinary()] + extra)
+        let result = try run(
+            script,
+            [
+                "--replicas", "2", "--duration", "7", "--kill-at", "2", "--down", "1",
+                "--connections", "8", "--size", "1200", "--no-install", "--json",
+                "--tiler", try tilerBinary(),
+            ] + extra)
         let line = result.stdout.split(separator: "\n").last.map(String.init) ?? ""
         return (result, try? JSONDecoder().decode(Report.self, from: Data(line.utf8)))
     }

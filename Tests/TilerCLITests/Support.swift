@@ -24,14 +24,19 @@ func tilerBinary() throws -> String {
     candidates.insert(bundle.deletingLastPathComponent().appendingPathComponent("tiler").path, at: 0)
     candidates.insert(bundle.appendingPathComponent("tiler").path, at: 0)
     for path in candidates where FileManager.default.isExecutableFile(atPath: path) { return path }
-    throw SupportError(description: "the tiler binary is missing (looked at \(candidates.joined(separator: ", "))); run `swift build --build-tests` first, as scripts/test does")
+    throw SupportError(
+        description:
+            "the tiler binary is missing (looked at \(candidates.joined(separator: ", "))); run `swift build --build-tests` first, as scripts/test does"
+    )
 }
 
 /// Runs a program to completion, collecting its output; `environment` adds to (or
 /// replaces) this process's variables.
 @discardableResult
-func run(_ executable: String, _ arguments: [String], in directory: URL? = nil,
-         environment: [String: String] = [:]) throws -> ProcessOutput {
+func run(
+    _ executable: String, _ arguments: [String], in directory: URL? = nil,
+    environment: [String: String] = [:]
+) throws -> ProcessOutput {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/\(executable)")
     process.arguments = arguments
@@ -50,8 +55,9 @@ func run(_ executable: String, _ arguments: [String], in directory: URL? = nil,
     DispatchQueue.global().async(group: group) { errData = err.fileHandleForReading.readDataToEndOfFile() }
     group.wait()
     process.waitUntilExit()
-    return ProcessOutput(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-                         stderr: String(decoding: errData, as: UTF8.self))
+    return ProcessOutput(
+        status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+        stderr: String(decoding: errData, as: UTF8.self))
 }
 
 /// Runs `vips` (or another libvips tool) and fails loudly when it fails.

@@ -16,8 +16,9 @@ import TilerCore
         let root = scratch.path("root")
         let cut = try run(tiler, ["cut", scratch.path("gray.png"), "--output", root, "--quiet"])
         try #require(cut.status == 0, "\(cut.stderr)")
-        let manifest = try JSONDecoder().decode(PyramidManifest.self,
-                                                from: Data(contentsOf: URL(fileURLWithPath: "\(root)/gray/pyramid.json")))
+        let manifest = try JSONDecoder().decode(
+            PyramidManifest.self,
+            from: Data(contentsOf: URL(fileURLWithPath: "\(root)/gray/pyramid.json")))
         #expect(manifest.bands == 1)
         let bound = manifest.maximumTileBytes
         let tilePath = "\(root)/gray/1/0/0.png"

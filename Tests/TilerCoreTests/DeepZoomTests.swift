@@ -14,8 +14,10 @@ private struct OpenSeadragonDZI {
     func levelScale(_ level: Int) -> Double { 1 / pow(2, Double(maxLevel - level)) }
     func numTiles(_ level: Int) -> (x: Int, y: Int) {
         let s = levelScale(level)
-        return (Int((s * Double(width) / Double(tileSize)).rounded(.up)),
-                Int((s * Double(height) / Double(tileSize)).rounded(.up)))
+        return (
+            Int((s * Double(width) / Double(tileSize)).rounded(.up)),
+            Int((s * Double(height) / Double(tileSize)).rounded(.up))
+        )
     }
     func levelSize(_ level: Int) -> (w: Int, h: Int) {
         let s = levelScale(level)
@@ -77,8 +79,9 @@ private let floatQuirkSides: Set<Int> = [1 << 29, 1 << 31, 1 << 39]
 
         // The contract's 20000×20000: DZ maxLevel 15, our maxLevel 7.
         let big = DeepZoomGeometry(pyramid: try PyramidGeometry(width: 20000, height: 20000))
-        #expect(big.maxLevel == 15 && big.level(15).columns == 79 && big.level(8).pyramidLevel == 0 && big.level(9).pyramidLevel == 1
-            && big.level(7).pyramidLevel == nil)
+        #expect(
+            big.maxLevel == 15 && big.level(15).columns == 79 && big.level(8).pyramidLevel == 0 && big.level(9).pyramidLevel == 1
+                && big.level(7).pyramidLevel == nil)
 
         // A 1×1 image: a single DeepZoom level 0 that is our level 0.
         let dot = DeepZoomGeometry(pyramid: try PyramidGeometry(width: 1, height: 1))
@@ -102,8 +105,9 @@ private let floatQuirkSides: Set<Int> = [1 << 29, 1 << 31, 1 << 39]
                 }
                 if let z = level.pyramidLevel {
                     let ours = g.level(z)
-                    #expect(ours.width == level.width && ours.height == level.height
-                        && ours.columns == level.columns && ours.rows == level.rows, "\(w)×\(h) T=\(t) DZ \(l) → \(z)")
+                    #expect(
+                        ours.width == level.width && ours.height == level.height
+                            && ours.columns == level.columns && ours.rows == level.rows, "\(w)×\(h) T=\(t) DZ \(l) → \(z)")
                 } else {
                     // Below our level 0: one tile, smaller than level 0 on both sides.
                     #expect(level.columns == 1 && level.rows == 1)
@@ -127,9 +131,11 @@ private let floatQuirkSides: Set<Int> = [1 << 29, 1 << 31, 1 << 39]
     @Test func tilePaths() {
         #expect(DeepZoomGeometry.parseTilePath(level: "12", file: "3_4.png")! == (12, 3, 4, "png"))
         #expect(DeepZoomGeometry.parseTilePath(level: "0", file: "0_0.jpeg")! == (0, 0, 0, "jpeg"))
-        for (l, f) in [("x", "0_0.png"), ("1", "0_0"), ("1", "-1_0.png"), ("1", "0-0.png"), ("1", "0_0."),
-                       ("1", "_0.png"), ("1", "0_.png"), ("+1", "0_0.png"), ("1", "0_0_0.png"), ("1", "1e3_0.png"),
-                       ("1", "9999999999_0.png"), ("", "0_0.png")] {
+        for (l, f) in [
+            ("x", "0_0.png"), ("1", "0_0"), ("1", "-1_0.png"), ("1", "0-0.png"), ("1", "0_0."),
+            ("1", "_0.png"), ("1", "0_.png"), ("+1", "0_0.png"), ("1", "0_0_0.png"), ("1", "1e3_0.png"),
+            ("1", "9999999999_0.png"), ("", "0_0.png"),
+        ] {
             #expect(DeepZoomGeometry.parseTilePath(level: l, file: f) == nil, "\(l)/\(f)")
         }
     }

@@ -29,16 +29,21 @@ import Testing
         #expect(try IIIFRoute.parse(path: "a%2Fb/info.json") == .info(identifier: "a/b"))
         #expect(try IIIFRoute.parse(path: "caf%C3%A9").identifier == "café")
         let r = try image("id/full/max/0/default.jpg")
-        #expect(r == IIIFImageRequest(identifier: "id", region: .full, size: IIIFSize(.max), rotation: IIIFRotation(),
-                                      quality: .default, format: .jpg))
+        #expect(
+            r
+                == IIIFImageRequest(
+                    identifier: "id", region: .full, size: IIIFSize(.max), rotation: IIIFRotation(),
+                    quality: .default, format: .jpg))
         // Not IIIF URLs: 404 (the validator's unescaped slash in an identifier).
         for p in ["", "a/b/full/max/0/default.jpg", "id/full/max/0", "id/other.json", "/id/info.json", "id/info.json/x"] {
             #expect(status { _ = try IIIFRoute.parse(path: Substring(p)) } == 404, "\(p)")
         }
         // Broken escapes, bad parameters: 400.
-        for p in ["a%2/info.json", "a%zz", "%FF%FE/info.json", "id/full/max/0/default", "id/full/max/0/default.gif",
-                  "id/full/max/0/fancy.jpg", "id/nope/max/0/default.jpg", "id/full/nope/0/default.jpg",
-                  "id/full/max/nope/default.jpg", "id/full/max/0/default.jpg%"] {
+        for p in [
+            "a%2/info.json", "a%zz", "%FF%FE/info.json", "id/full/max/0/default", "id/full/max/0/default.gif",
+            "id/full/max/0/fancy.jpg", "id/nope/max/0/default.jpg", "id/full/nope/0/default.jpg",
+            "id/full/max/nope/default.jpg", "id/full/max/0/default.jpg%",
+        ] {
             #expect(status { _ = try IIIFRoute.parse(path: Substring(p)) } == 400, "\(p)")
         }
     }
@@ -48,8 +53,10 @@ import Testing
         #expect(try IIIFRoute.parseRegion("square") == .square)
         #expect(try IIIFRoute.parseRegion("1,2,3,4") == .pixels(x: 1, y: 2, width: 3, height: 4))
         #expect(try IIIFRoute.parseRegion("pct:1.5,2,3.25,.5") == .percent(x: 1.5, y: 2, width: 3.25, height: 0.5))
-        for bad in ["", "1,2,3", "1,2,3,4,5", "-1,2,3,4", "1,2,0,4", "1,2,3,0", "1.5,2,3,4", "pct:1,2,3", "pct:1,2,0,3",
-                    "pct:-1,2,3,4", "pct:1,2,3,1e2", "pct:1,2,3,nan", "Full", " full", "1, 2,3,4", "pct:1..2,0,1,1"] {
+        for bad in [
+            "", "1,2,3", "1,2,3,4,5", "-1,2,3,4", "1,2,0,4", "1,2,3,0", "1.5,2,3,4", "pct:1,2,3", "pct:1,2,0,3",
+            "pct:-1,2,3,4", "pct:1,2,3,1e2", "pct:1,2,3,nan", "Full", " full", "1, 2,3,4", "pct:1..2,0,1,1",
+        ] {
             #expect(status { _ = try IIIFRoute.parseRegion(bad) } == 400, "\(bad)")
         }
     }
@@ -63,8 +70,10 @@ import Testing
         #expect(try IIIFRoute.parseSize("^pct:200.5") == IIIFSize(.percent(200.5), upscale: true))
         #expect(try IIIFRoute.parseSize("10,20") == IIIFSize(.exact(width: 10, height: 20)))
         #expect(try IIIFRoute.parseSize("^!10,20") == IIIFSize(.confined(width: 10, height: 20), upscale: true))
-        for bad in ["", "full", ",", "!10,", "!,10", "0,", ",0", "0,10", "pct:0", "pct:", "pct:-5", "10,20,30", "^^max",
-                    "!^10,20", "max ", "10.5,", "a,b", "^", "!"] {
+        for bad in [
+            "", "full", ",", "!10,", "!,10", "0,", ",0", "0,10", "pct:0", "pct:", "pct:-5", "10,20,30", "^^max",
+            "!^10,20", "max ", "10.5,", "a,b", "^", "!",
+        ] {
             #expect(status { _ = try IIIFRoute.parseSize(bad) } == 400, "\(bad)")
         }
     }
@@ -155,7 +164,9 @@ import Testing
     }
 
     @Test func exactTilesAreFoundForEveryTileOfEveryLevel() throws {
-        for g in [g1000, g300x200, try PyramidGeometry(width: 4097, height: 1500), try PyramidGeometry(width: 700, height: 700, tileSize: 100)] {
+        for g in [
+            g1000, g300x200, try PyramidGeometry(width: 4097, height: 1500), try PyramidGeometry(width: 700, height: 700, tileSize: 100),
+        ] {
             for z in g.levelNumbers {
                 let l = g.level(z)
                 for row in 0..<l.rows {
@@ -211,14 +222,16 @@ import Testing
     /// may exceed `Int`; they are refused with a 400, never trapped on.
     @Test func requestArithmeticNeverTraps() throws {
         let huge = "999999999999999999999999"
-        for (geometry, path) in [(try PyramidGeometry(width: 600, height: 600), "full/^pct:\(huge)/0/default.png"),
-                                 (try PyramidGeometry(width: 600, height: 600), "pct:\(huge),0,10,10/max/0/default.png"),
-                                 (try PyramidGeometry(width: 600, height: 600), "pct:0,\(huge),10,10/max/0/default.png"),
-                                 (try PyramidGeometry(width: 600, height: 600), "pct:0,0,\(huge),\(huge)/^pct:\(huge)/0/default.png"),
-                                 (try PyramidGeometry(width: 1, height: 1 << 40, tileSize: 1024), "full/999999999,/0/default.png"),
-                                 (try PyramidGeometry(width: 1 << 40, height: 1, tileSize: 1024), "full/,999999999/0/default.png"),
-                                 (try PyramidGeometry(width: 1, height: 1 << 40, tileSize: 1024), "full/!999999999,999999999/0/default.png"),
-                                 (try PyramidGeometry(width: 1 << 40, height: 1 << 40, tileSize: 1024), "full/^max/0/default.png")] {
+        for (geometry, path) in [
+            (try PyramidGeometry(width: 600, height: 600), "full/^pct:\(huge)/0/default.png"),
+            (try PyramidGeometry(width: 600, height: 600), "pct:\(huge),0,10,10/max/0/default.png"),
+            (try PyramidGeometry(width: 600, height: 600), "pct:0,\(huge),10,10/max/0/default.png"),
+            (try PyramidGeometry(width: 600, height: 600), "pct:0,0,\(huge),\(huge)/^pct:\(huge)/0/default.png"),
+            (try PyramidGeometry(width: 1, height: 1 << 40, tileSize: 1024), "full/999999999,/0/default.png"),
+            (try PyramidGeometry(width: 1 << 40, height: 1, tileSize: 1024), "full/,999999999/0/default.png"),
+            (try PyramidGeometry(width: 1, height: 1 << 40, tileSize: 1024), "full/!999999999,999999999/0/default.png"),
+            (try PyramidGeometry(width: 1 << 40, height: 1 << 40, tileSize: 1024), "full/^max/0/default.png"),
+        ] {
             guard case let .image(request) = try IIIFRoute.parse(path: Substring("x/" + path)) else {
                 Issue.record("\(path) did not parse")
                 continue

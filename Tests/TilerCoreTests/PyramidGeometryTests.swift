@@ -90,8 +90,9 @@ func generatedSizes(count: Int, seed: UInt64) -> [(w: Int, h: Int, t: Int)] {
                 #expect(g.scale(of: z) == 1 / Double(f))
                 if z < g.maxLevel {
                     let finer = g.level(z + 1)
-                    #expect(l.width == (finer.width + 1) / 2 && l.height == (finer.height + 1) / 2,
-                            "2×2 area averaging of level \(z + 1) gives level \(z)")
+                    #expect(
+                        l.width == (finer.width + 1) / 2 && l.height == (finer.height + 1) / 2,
+                        "2×2 area averaging of level \(z + 1) gives level \(z)")
                 }
             }
         }

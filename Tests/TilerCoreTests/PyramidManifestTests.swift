@@ -5,8 +5,10 @@ import Testing
 @Suite struct PyramidManifestTests {
     @Test func idValidation() {
         for good in ["a", "A9", "big-photo_2.v1", String(repeating: "x", count: 128)] { #expect(PyramidID(good) != nil, "\(good)") }
-        for bad in ["", ".", "..", ".hidden", "-x", "_x", "a/b", "a\\b", "a b", "a%2fb", "é", "a\0b",
-                    String(repeating: "x", count: 129)] {
+        for bad in [
+            "", ".", "..", ".hidden", "-x", "_x", "a/b", "a\\b", "a b", "a%2fb", "é", "a\0b",
+            String(repeating: "x", count: 129),
+        ] {
             #expect(PyramidID(bad) == nil, "\(bad)")
         }
     }
@@ -23,8 +25,9 @@ import Testing
 
     @Test func roundTripAndConsistency() throws {
         let g = try PyramidGeometry(width: 3001, height: 1999)
-        let m = PyramidManifest(id: PyramidID("x")!, geometry: g, format: .png,
-                                thumbnail: .init(file: "thumbnail.png", width: 256, height: 171))
+        let m = PyramidManifest(
+            id: PyramidID("x")!, geometry: g, format: .png,
+            thumbnail: .init(file: "thumbnail.png", width: 256, height: 171))
         let data = try JSONEncoder().encode(m)
         let back = try JSONDecoder().decode(PyramidManifest.self, from: data)
         #expect(back == m)
@@ -45,12 +48,12 @@ import Testing
     /// still reads; a padded one is version 2; a newer version is refused.
     @Test func oldManifestsStayReadableAndPaddedOnesAreVersion2() throws {
         let old = #"""
-        {"bands":3,"created":"2026-11-20T10:00:00Z","format":"png","formatVersion":1,"height":300,"id":"old",
-         "levels":[{"columns":1,"downscale":4,"height":75,"level":0,"rows":1,"width":150},
-                   {"columns":2,"downscale":2,"height":150,"level":1,"rows":1,"width":300},
-                   {"columns":3,"downscale":1,"height":300,"level":2,"rows":2,"width":600}],
-         "maxLevel":2,"thumbnail":{"file":"thumbnail.png","height":128,"width":256},"tileSize":256,"width":600}
-        """#
+            {"bands":3,"created":"2026-11-20T10:00:00Z","format":"png","formatVersion":1,"height":300,"id":"old",
+             "levels":[{"columns":1,"downscale":4,"height":75,"level":0,"rows":1,"width":150},
+                       {"columns":2,"downscale":2,"height":150,"level":1,"rows":1,"width":300},
+                       {"columns":3,"downscale":1,"height":300,"level":2,"rows":2,"width":600}],
+             "maxLevel":2,"thumbnail":{"file":"thumbnail.png","height":128,"width":256},"tileSize":256,"width":600}
+            """#
         let m = try JSONDecoder().decode(PyramidManifest.self, from: Data(old.utf8))
         #expect(try m.geometry() == PyramidGeometry(width: 600, height: 300))
         #expect(!m.isPadded && m.source == nil && m.tilerVersion == nil)
@@ -73,12 +76,14 @@ import Testing
     /// at most 2^31 − 1 columns and rows, bands 1...4, quality 1...100.
     @Test func manifestsOutsideTheLimitsAreRefused() throws {
         let thumbnail = PyramidManifest.Thumbnail(file: "thumbnail.png", width: 256, height: 1)
-        let wide16 = PyramidManifest(id: PyramidID("w")!, geometry: try PyramidGeometry(width: 1 << 40, height: 1, tileSize: 16),
-                                     format: .png, thumbnail: thumbnail)
+        let wide16 = PyramidManifest(
+            id: PyramidID("w")!, geometry: try PyramidGeometry(width: 1 << 40, height: 1, tileSize: 16),
+            format: .png, thumbnail: thumbnail)
         #expect(throws: ManifestError.self) { try wide16.geometry() }
         // 2^30 columns of 1024 px: within the limits.
-        let wide = PyramidManifest(id: PyramidID("w")!, geometry: try PyramidGeometry(width: 1 << 40, height: 1, tileSize: 1024),
-                                   format: .png, thumbnail: thumbnail)
+        let wide = PyramidManifest(
+            id: PyramidID("w")!, geometry: try PyramidGeometry(width: 1 << 40, height: 1, tileSize: 1024),
+            format: .png, thumbnail: thumbnail)
         #expect(try wide.geometry().level(wide.maxLevel).columns == 1 << 30)
         for (bands, quality) in [(0, 80), (5, 80), (3, 0), (3, 101)] {
             var m = wide

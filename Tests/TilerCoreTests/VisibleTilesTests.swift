@@ -9,9 +9,11 @@ import Testing
 enum BruteForceVisible {
     struct Answer: Equatable { var level: Int; var tiles: [VisibleTile] }
 
-    static func answer(width W: Int, height H: Int, tileSize T: Int,
-                       x: Double, y: Double, w: Double, h: Double, scale: Double,
-                       margin: Int, wrap: Bool) -> Answer {
+    static func answer(
+        width W: Int, height H: Int, tileSize T: Int,
+        x: Double, y: Double, w: Double, h: Double, scale: Double,
+        margin: Int, wrap: Bool
+    ) -> Answer {
         var maxLevel = 0
         while Double(T) * pow(2, Double(maxLevel)) < Double(max(W, H)) { maxLevel += 1 }
         var level = maxLevel
@@ -57,8 +59,7 @@ enum BruteForceVisible {
         let minG = visible.map(\.global).min()!, maxG = visible.map(\.global).max()!
         precondition(visible.count == (maxRow - minRow + 1) * (maxG - minG + 1), "visible tiles form a block")
         let included = all.filter { c in
-            c.row >= minRow - margin && c.row <= maxRow + margin &&
-                c.global >= minG - margin && c.global <= maxG + margin
+            c.row >= minRow - margin && c.row <= maxRow + margin && c.global >= minG - margin && c.global <= maxG + margin
         }
         var tiles = included.map { c -> (Double, VisibleTile) in
             let x0 = c.k * W + c.column * span
@@ -67,8 +68,12 @@ enum BruteForceVisible {
             let height = min((c.row + 1) * span, H) - y0
             let dx = Double(x0) + Double(width) / 2 - (x + w / 2)
             let dy = Double(y0) + Double(height) / 2 - (y + h / 2)
-            return (dx * dx + dy * dy, VisibleTile(coordinate: TileCoordinate(level: level, row: c.row, column: c.column),
-                                                   x: x0, y: y0, width: width, height: height))
+            return (
+                dx * dx + dy * dy,
+                VisibleTile(
+                    coordinate: TileCoordinate(level: level, row: c.row, column: c.column),
+                    x: x0, y: y0, width: width, height: height)
+            )
         }
         tiles.sort { a, b in
             if a.0 != b.0 { return a.0 < b.0 }
@@ -86,7 +91,8 @@ enum BruteForceVisible {
         let q = try VisibleTilesQuery(viewport: Viewport(x: 4096, y: 3072, width: 1024, height: 1024), scale: 0.25)
         let v = try g.visibleTiles(for: q)
         #expect(v.level.level == 5 && v.scale == 0.25 && v.level.columns == 20 && v.level.rows == 20)
-        #expect(v.tiles == [VisibleTile(coordinate: TileCoordinate(level: 5, row: 3, column: 4), x: 4096, y: 3072, width: 1024, height: 1024)])
+        #expect(
+            v.tiles == [VisibleTile(coordinate: TileCoordinate(level: 5, row: 3, column: 4), x: 4096, y: 3072, width: 1024, height: 1024)])
     }
 
     @Test func edgesTouchingAreNotVisible() throws {
@@ -141,13 +147,15 @@ enum BruteForceVisible {
         #expect(try parse("x=1&y=2&width=3&height=4&scale=0.5&margin=2&wrap=x").margin == 2)
         #expect(try parse("x=-1.5e2&y=2&width=3&height=4&scale=1").viewport.x == -150)
         #expect(throws: VisibleTilesError.missingParameter("scale")) { try parse("x=1&y=2&width=3&height=4") }
-        for bad in ["x=nan&y=2&width=3&height=4&scale=1", "x=inf&y=2&width=3&height=4&scale=1",
-                    "x=1&y=2&width=0&height=4&scale=1", "x=1&y=2&width=3&height=-4&scale=1",
-                    "x=1&y=2&width=3&height=4&scale=0", "x=1&y=2&width=3&height=4&scale=abc",
-                    "x=0x10&y=2&width=3&height=4&scale=1", "x=1&y=2&width=3&height=4&scale=1&margin=-1",
-                    "x=1&y=2&width=3&height=4&scale=1&margin=1.5", "x=1&y=2&width=3&height=4&scale=1&wrap=y",
-                    "x=1&x=2&y=2&width=3&height=4&scale=1", "x=1e400&y=2&width=3&height=4&scale=1",
-                    "x=&y=2&width=3&height=4&scale=1"] {
+        for bad in [
+            "x=nan&y=2&width=3&height=4&scale=1", "x=inf&y=2&width=3&height=4&scale=1",
+            "x=1&y=2&width=0&height=4&scale=1", "x=1&y=2&width=3&height=-4&scale=1",
+            "x=1&y=2&width=3&height=4&scale=0", "x=1&y=2&width=3&height=4&scale=abc",
+            "x=0x10&y=2&width=3&height=4&scale=1", "x=1&y=2&width=3&height=4&scale=1&margin=-1",
+            "x=1&y=2&width=3&height=4&scale=1&margin=1.5", "x=1&y=2&width=3&height=4&scale=1&wrap=y",
+            "x=1&x=2&y=2&width=3&height=4&scale=1", "x=1e400&y=2&width=3&height=4&scale=1",
+            "x=&y=2&width=3&height=4&scale=1",
+        ] {
             #expect(throws: VisibleTilesError.self, "\(bad)") { try parse(bad) }
         }
     }
@@ -163,9 +171,11 @@ enum BruteForceVisible {
             }
         }
         var rng = SplitMix64(seed: 2026)
-        let values = ["0", "1", "-3", "12.5", "1e3", "-1.5E-2", "+4", "0.000001", "1e400", "nan", "inf", "", "0x10",
-                      "1.2.3", "e", "-", "5%2E0", "100000000000000000000", "3.", ".5", "07", "64", "65", "x", "none",
-                      "1125899906842625", "-0"]
+        let values = [
+            "0", "1", "-3", "12.5", "1e3", "-1.5E-2", "+4", "0.000001", "1e400", "nan", "inf", "", "0x10",
+            "1.2.3", "e", "-", "5%2E0", "100000000000000000000", "3.", ".5", "07", "64", "65", "x", "none",
+            "1125899906842625", "-0",
+        ]
         let names = ["x", "y", "width", "height", "scale", "margin", "wrap", "zoom", "", "%78", "X"]
         var answered = 0
         for _ in 0..<20_000 {
@@ -173,7 +183,9 @@ enum BruteForceVisible {
             // Usually the five required names, shuffled, plus extras; sometimes anything.
             if Bool.random(using: &rng) || Bool.random(using: &rng) {
                 for n in ["x", "y", "width", "height", "scale"] {
-                    let v = Int.random(in: 0..<4, using: &rng) == 0 ? values.randomElement(using: &rng)!
+                    let v =
+                        Int.random(in: 0..<4, using: &rng) == 0
+                        ? values.randomElement(using: &rng)!
                         : String(Double.random(in: -5000...5000, using: &rng))
                     parts.append("\(n)=\(n == "width" || n == "height" || n == "scale" ? v.replacingOccurrences(of: "-", with: "") : v)")
                 }
@@ -201,8 +213,9 @@ enum BruteForceVisible {
         }
         // The fast path must actually be taken for the common form.
         #expect(answered > 1000)
-        #expect(try VisibleTilesQuery.parsingCommonForm(ArraySlice(Array("x=1&y=2&width=3&height=4&scale=0.5&margin=1&wrap=x".utf8)))
-            == VisibleTilesQuery(viewport: Viewport(x: 1, y: 2, width: 3, height: 4), scale: 0.5, margin: 1, wrapX: true))
+        #expect(
+            try VisibleTilesQuery.parsingCommonForm(ArraySlice(Array("x=1&y=2&width=3&height=4&scale=0.5&margin=1&wrap=x".utf8)))
+                == VisibleTilesQuery(viewport: Viewport(x: 1, y: 2, width: 3, height: 4), scale: 0.5, margin: 1, wrapX: true))
     }
 
     /// Hundreds of random viewports, with margin and wrap, against the brute force.
@@ -229,8 +242,9 @@ enum BruteForceVisible {
             let wrap = Bool.random(using: &rng)
             let q = try VisibleTilesQuery(viewport: Viewport(x: x, y: y, width: w, height: h), scale: scale, margin: margin, wrapX: wrap)
             let got = try g.visibleTiles(for: q, maximumTiles: 1_000_000)
-            let want = BruteForceVisible.answer(width: W, height: H, tileSize: T, x: x, y: y, w: w, h: h,
-                                                scale: scale, margin: margin, wrap: wrap)
+            let want = BruteForceVisible.answer(
+                width: W, height: H, tileSize: T, x: x, y: y, w: w, h: h,
+                scale: scale, margin: margin, wrap: wrap)
             #expect(got.level.level == want.level, "level for \(W)×\(H)/\(T) scale \(scale)")
             #expect(got.tiles == want.tiles, "\(W)×\(H)/\(T) viewport \(x),\(y) \(w)×\(h) scale \(scale) margin \(margin) wrap \(wrap)")
         }

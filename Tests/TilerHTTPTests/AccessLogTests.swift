@@ -30,8 +30,9 @@ struct RecordingHandler: LogHandler {
         var config = HTTPConfiguration()
         config.port = 0
         config.threads = 1
-        let server = HTTPServer(configuration: config, handler: TestHandler(),
-                                accessLog: Logger(label: "test.access") { _ in RecordingHandler(log: recorded) })
+        let server = HTTPServer(
+            configuration: config, handler: TestHandler(),
+            accessLog: Logger(label: "test.access") { _ in RecordingHandler(log: recorded) })
         try server.start()
         defer { server.stop(); server.wait() }
         let c = try RawHTTPClient(port: server.port)

@@ -9,7 +9,9 @@ import Testing
     /// Both render threads busy and more renders queued: a read still goes straight
     /// through its own lane, while every render is still held.
     @Test func tileReadsDoNotWaitBehindRenders() throws {
-        try withServer({ $0.renderThreads = 2; $0.blockingThreads = 2 }) { port, server throws in
+        try withServer({
+            $0.renderThreads = 2; $0.blockingThreads = 2
+        }) { port, server throws in
             let gate = Gates.unique()
             var renders: [RawHTTPClient] = []
             for _ in 0..<6 {
@@ -32,7 +34,9 @@ import Testing
     /// Past the queue limit a request is answered 503 with Retry-After at once, on a
     /// connection that stays usable; what was queued is still served.
     @Test func aFullQueueIs503WithRetryAfter() throws {
-        try withServer({ $0.renderThreads = 1; $0.maximumQueuedRenders = 2 }) { port, server throws in
+        try withServer({
+            $0.renderThreads = 1; $0.maximumQueuedRenders = 2
+        }) { port, server throws in
             let gate = Gates.unique()
             var accepted: [RawHTTPClient] = []
             for _ in 0..<3 {
@@ -41,7 +45,9 @@ import Testing
                 accepted.append(c)
             }
             #expect(Gates.shared[gate].waitForArrivals(1))
-            #expect(eventually { server.blockingStatistics(.render).queued == 2 }, "\(server.blockingStatistics(.render)) open \(server.openConnections)")
+            #expect(
+                eventually { server.blockingStatistics(.render).queued == 2 },
+                "\(server.blockingStatistics(.render)) open \(server.openConnections)")
             let refused = try RawHTTPClient(port: port)
             try refused.request("/render/\(gate)")
             let r = try refused.readResponse()
@@ -62,7 +68,9 @@ import Testing
     /// 40 clients ask for a drawing and leave while it waits in the queue: none of the 40
     /// is drawn. The server notices each hang-up, drops its work and closes.
     @Test func queuedWorkForAClosedConnectionIsDropped() throws {
-        try withServer({ $0.renderThreads = 1; $0.threads = 2; $0.maximumQueuedRenders = 64 }) { port, server throws in
+        try withServer({
+            $0.renderThreads = 1; $0.threads = 2; $0.maximumQueuedRenders = 64
+        }) { port, server throws in
             let busy = Gates.unique()
             let holder = try RawHTTPClient(port: port)
             try holder.request("/render/\(busy)")
@@ -75,8 +83,9 @@ import Testing
             }
             // (Counting open connections would not do: some of the 40 may still wait to
             // be accepted.)
-            #expect(eventually { server.blockingStatistics(.render).dropped == 40 },
-                    "the server did not notice the clients leave: \(server.blockingStatistics(.render))")
+            #expect(
+                eventually { server.blockingStatistics(.render).dropped == 40 },
+                "the server did not notice the clients leave: \(server.blockingStatistics(.render))")
             #expect(eventually { server.openConnections == 1 })
             Gates.shared[busy].open()
             #expect(try holder.readResponse().status == 200)

@@ -222,8 +222,9 @@ private func get(_ target: String, _ headers: String = "") -> String {
 
     @Test func headAnnouncesTheBodyWithoutSendingIt() {
         var d = ConnectionDriver()
-        let file = PreparedResponse(body: Array("file body".utf8), contentType: "text/plain", etag: "\"v1\"",
-                                    lastModified: nil, cacheControl: nil)
+        let file = PreparedResponse(
+            body: Array("file body".utf8), contentType: "text/plain", etag: "\"v1\"",
+            lastModified: nil, cacheControl: nil)
         d.handler = { _ in .prepared(file) }
         d.send("HEAD /f HTTP/1.1\r\nHost: x\r\n\r\n" + get("/f"))
         let head = d.nextResponse(bodyless: true)
@@ -234,8 +235,9 @@ private func get(_ target: String, _ headers: String = "") -> String {
 
     @Test func matchingValidatorsGet304WithoutABody() {
         var d = ConnectionDriver()
-        let file = PreparedResponse(body: Array("file body".utf8), contentType: "text/plain", etag: "\"v1\"",
-                                    lastModified: 1_000_000_000, cacheControl: "max-age=60")
+        let file = PreparedResponse(
+            body: Array("file body".utf8), contentType: "text/plain", etag: "\"v1\"",
+            lastModified: 1_000_000_000, cacheControl: "max-age=60")
         d.handler = { _ in .prepared(file) }
         d.send(get("/f", "If-None-Match: \"v1\"\r\n") + get("/f", "If-None-Match: \"v2\"\r\n"))
         let notModified = d.nextResponse()
@@ -329,7 +331,9 @@ private func get(_ target: String, _ headers: String = "") -> String {
     // MARK: Timeouts
 
     @Test func aRequestHeadMustArriveWithinTheHeadTimeout() {
-        var d = ConnectionDriver { $0.requestHeadTimeout = 10; $0.idleTimeout = 60 }
+        var d = ConnectionDriver {
+            $0.requestHeadTimeout = 10; $0.idleTimeout = 60
+        }
         d.advance(5_000)
         d.send("GET / HTTP/1.1\r\nHost: x\r\n")
         d.advance(9_000)
@@ -347,7 +351,9 @@ private func get(_ target: String, _ headers: String = "") -> String {
     /// head, and is held to the head timeout, before its first request and after one.
     @Test(arguments: [false, true])
     func emptyLinesAreARequestHeadArrivingSlowly(afterARequest: Bool) {
-        var d = ConnectionDriver { $0.requestHeadTimeout = 3; $0.idleTimeout = 60 }
+        var d = ConnectionDriver {
+            $0.requestHeadTimeout = 3; $0.idleTimeout = 60
+        }
         if afterARequest {
             d.send(get("/first"))
             #expect(d.nextResponse()?.text == "/first")
@@ -362,7 +368,9 @@ private func get(_ target: String, _ headers: String = "") -> String {
     }
 
     @Test func anIdleKeepAliveConnectionClosesAfterTheIdleTimeout() {
-        var d = ConnectionDriver { $0.idleTimeout = 60; $0.requestHeadTimeout = 10 }
+        var d = ConnectionDriver {
+            $0.idleTimeout = 60; $0.requestHeadTimeout = 10
+        }
         d.send(get("/one"))
         _ = d.nextResponse()
         d.advance(60_000)
@@ -374,7 +382,9 @@ private func get(_ target: String, _ headers: String = "") -> String {
 
     /// Before its first request, silence is held to the shorter head timeout.
     @Test func aSilentNewConnectionClosesAfterTheHeadTimeout() {
-        var d = ConnectionDriver { $0.idleTimeout = 60; $0.requestHeadTimeout = 10 }
+        var d = ConnectionDriver {
+            $0.idleTimeout = 60; $0.requestHeadTimeout = 10
+        }
         d.advance(10_000)
         #expect(!d.closed)
         d.advance(1)
@@ -386,9 +396,12 @@ private func get(_ target: String, _ headers: String = "") -> String {
     @Test func aClientThatStopsReadingIsCutOffAfterTheWriteTimeout() {
         // (A head timeout longer than the write timeout: the bytes it sends start a
         // request head, which is otherwise held to the head timeout.)
-        var d = ConnectionDriver { $0.writeTimeout = 30; $0.requestHeadTimeout = 60 }
-        let big = PreparedResponse(body: [UInt8](repeating: 7, count: 100_000), contentType: "application/octet-stream",
-                                   etag: nil, lastModified: nil, cacheControl: nil)
+        var d = ConnectionDriver {
+            $0.writeTimeout = 30; $0.requestHeadTimeout = 60
+        }
+        let big = PreparedResponse(
+            body: [UInt8](repeating: 7, count: 100_000), contentType: "application/octet-stream",
+            etag: nil, lastModified: nil, cacheControl: nil)
         d.handler = { _ in .prepared(big) }
         d.room = 50_000
         d.send(get("/big"))
@@ -405,8 +418,9 @@ private func get(_ target: String, _ headers: String = "") -> String {
 
     @Test func progressResetsTheWriteTimeout() {
         var d = ConnectionDriver { $0.writeTimeout = 30 }
-        let big = PreparedResponse(body: [UInt8](repeating: 7, count: 100_000), contentType: "application/octet-stream",
-                                   etag: nil, lastModified: nil, cacheControl: nil)
+        let big = PreparedResponse(
+            body: [UInt8](repeating: 7, count: 100_000), contentType: "application/octet-stream",
+            etag: nil, lastModified: nil, cacheControl: nil)
         d.handler = { _ in .prepared(big) }
         d.room = 0
         d.send(get("/big"))
@@ -425,10 +439,14 @@ private func get(_ target: String, _ headers: String = "") -> String {
     /// catches up, the held requests are answered.
     @Test func queuedOutputPastTheLimitStopsReadingUntilTheClientCatchesUp() {
         var d = ConnectionDriver { $0.maximumQueuedOutputBytes = 4096 }
-        let big = PreparedResponse(body: [UInt8](repeating: 1, count: 3000), contentType: "application/octet-stream",
-                                   etag: nil, lastModified: nil, cacheControl: nil)
-        d.handler = { head in head.target == Array("/big".utf8) ? .prepared(big)
-            : .bytes(status: 200, contentType: "text/plain", body: head.target, cacheControl: nil) }
+        let big = PreparedResponse(
+            body: [UInt8](repeating: 1, count: 3000), contentType: "application/octet-stream",
+            etag: nil, lastModified: nil, cacheControl: nil)
+        d.handler = { head in
+            head.target == Array("/big".utf8)
+                ? .prepared(big)
+                : .bytes(status: 200, contentType: "text/plain", body: head.target, cacheControl: nil)
+        }
         d.room = 0
         d.send((0..<5).map { _ in get("/big") }.joined() + get("/after"))
         #expect(d.handled.count == 2, "answering stopped at the limit")
@@ -452,9 +470,11 @@ private func get(_ target: String, _ headers: String = "") -> String {
         d.handler = { head in
             let target = head.target
             if target == Array("/slow".utf8) {
-                return .withHeaders([("X-Made", "on the pool")], .blocking(.render) {
-                    .bytes(status: 200, contentType: "text/plain", body: target, cacheControl: nil)
-                })
+                return .withHeaders(
+                    [("X-Made", "on the pool")],
+                    .blocking(.render) {
+                        .bytes(status: 200, contentType: "text/plain", body: target, cacheControl: nil)
+                    })
             }
             return .bytes(status: 200, contentType: "text/plain", body: target, cacheControl: nil)
         }
@@ -495,7 +515,8 @@ private func get(_ target: String, _ headers: String = "") -> String {
     /// longer watched (a level-triggered report would wake the loop over and over).
     @Test func aClientLeavingWhileItsWorkRunsStillGetsTheAnswer() {
         var d = ConnectionDriver()
-        d.handler = { _ in .blocking(.read) { .bytes(status: 200, contentType: "text/plain", body: Array("made".utf8), cacheControl: nil) } }
+        d.handler = { _ in .blocking(.read) { .bytes(status: 200, contentType: "text/plain", body: Array("made".utf8), cacheControl: nil) }
+        }
         d.send(get("/read"))
         d.jobStillQueued = false
         d.hangUp()
@@ -568,10 +589,14 @@ private func get(_ target: String, _ headers: String = "") -> String {
     func partialWritesDeliverEveryByte(_ step: Int) {
         var d = ConnectionDriver()
         let body = (0..<20_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
-        let big = PreparedResponse(body: body, contentType: "application/octet-stream", etag: nil, lastModified: nil,
-                                   cacheControl: nil)
-        d.handler = { head in head.target == Array("/big".utf8) ? .prepared(big)
-            : .bytes(status: 200, contentType: "text/plain", body: head.target, cacheControl: nil) }
+        let big = PreparedResponse(
+            body: body, contentType: "application/octet-stream", etag: nil, lastModified: nil,
+            cacheControl: nil)
+        d.handler = { head in
+            head.target == Array("/big".utf8)
+                ? .prepared(big)
+                : .bytes(status: 200, contentType: "text/plain", body: head.target, cacheControl: nil)
+        }
         d.room = 0
         d.send(get("/big") + get("/small"))
         var rounds = 0
@@ -590,9 +615,10 @@ private func get(_ target: String, _ headers: String = "") -> String {
         try Data(contents).write(to: URL(fileURLWithPath: path))
         defer { unlink(path) }
         let file = OpenFile(taking: try FileDescriptor.open(path, O_RDONLY))
-        let response = PreparedResponse(file: FileRange(file: file, offset: 1000, count: 5000),
-                                        contentType: "application/octet-stream", etag: "\"f\"", lastModified: nil,
-                                        cacheControl: nil)
+        let response = PreparedResponse(
+            file: FileRange(file: file, offset: 1000, count: 5000),
+            contentType: "application/octet-stream", etag: "\"f\"", lastModified: nil,
+            cacheControl: nil)
         var d = ConnectionDriver()
         d.handler = { _ in .prepared(response) }
         d.room = 333
@@ -614,8 +640,9 @@ private func get(_ target: String, _ headers: String = "") -> String {
         try Data(repeating: 1, count: 100).write(to: URL(fileURLWithPath: path))
         defer { unlink(path) }
         let file = OpenFile(taking: try FileDescriptor.open(path, O_RDONLY))
-        let response = PreparedResponse(file: FileRange(file: file, count: 5000), contentType: "application/octet-stream",
-                                        etag: nil, lastModified: nil, cacheControl: nil)
+        let response = PreparedResponse(
+            file: FileRange(file: file, count: 5000), contentType: "application/octet-stream",
+            etag: nil, lastModified: nil, cacheControl: nil)
         var d = ConnectionDriver()
         d.handler = { _ in .prepared(response) }
         d.send(get("/short"))
@@ -663,13 +690,16 @@ private func get(_ target: String, _ headers: String = "") -> String {
     /// answered once, in order, whole.
     @Test func randomSplitsRoomsAndPoolTimingsNeverLoseOrReorderAnAnswer() {
         var rng = SplitMix(seed: 0x7157)
-        let big = PreparedResponse(body: (0..<5000).map { UInt8(truncatingIfNeeded: $0) }, contentType: "application/octet-stream",
-                                   etag: nil, lastModified: nil, cacheControl: nil)
+        let big = PreparedResponse(
+            body: (0..<5000).map { UInt8(truncatingIfNeeded: $0) }, contentType: "application/octet-stream",
+            etag: nil, lastModified: nil, cacheControl: nil)
         for round in 0..<300 {
             var d = ConnectionDriver { $0.maximumQueuedOutputBytes = 4096 + Int(rng.next() % 20_000) }
             d.handler = { head in
                 let target = String(decoding: head.target, as: UTF8.self)
-                let answer: HTTPResponse = target.hasPrefix("/big") ? .prepared(big)
+                let answer: HTTPResponse =
+                    target.hasPrefix("/big")
+                    ? .prepared(big)
                     : .bytes(status: 200, contentType: "text/plain", body: head.target, cacheControl: nil)
                 return target.contains("pool") ? .blocking(.read) { answer } : answer
             }

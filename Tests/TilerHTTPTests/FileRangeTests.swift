@@ -24,9 +24,10 @@ struct FileRangeHandler: HTTPHandler {
         try Data(Self.contents).write(to: URL(fileURLWithPath: path))
         defer { unlink(path) }
         let file = OpenFile(taking: try FileDescriptor.open(path, O_RDONLY))
-        let response = PreparedResponse(file: FileRange(file: file, offset: Self.range.lowerBound, count: Self.range.count),
-                                        contentType: "application/octet-stream", etag: "\"r1\"", lastModified: nil,
-                                        cacheControl: nil)
+        let response = PreparedResponse(
+            file: FileRange(file: file, offset: Self.range.lowerBound, count: Self.range.count),
+            contentType: "application/octet-stream", etag: "\"r1\"", lastModified: nil,
+            cacheControl: nil)
         var config = HTTPConfiguration()
         config.port = 0
         config.threads = 1

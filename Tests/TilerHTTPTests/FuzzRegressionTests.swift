@@ -32,8 +32,10 @@ import TilerHTTP
                 let h = parser.head
                 #expect(result.consumed > 0 && !h.target.isEmpty)
                 #expect(h.target.allSatisfy { $0 > 0x20 && $0 < 0x7F })
-                outcomes.append(Outcome(status: .complete, method: h.method, version: h.version, target: h.target,
-                                        keepAlive: h.keepAlive, contentLength: h.contentLength))
+                outcomes.append(
+                    Outcome(
+                        status: .complete, method: h.method, version: h.version, target: h.target,
+                        keepAlive: h.keepAlive, contentLength: h.contentLength))
             case .failed(let e):
                 #expect([400, 413, 414, 431, 505].contains(e.status))
                 outcomes.append(Outcome(status: result.status))
@@ -60,8 +62,9 @@ import TilerHTTP
     @Test func everyInputParsesTheSameWholeAndInPieces() throws {
         let inputs = try Self.inputs()
         #expect(inputs.count >= 6)
-        let small = HTTPRequestParser.Limits(maximumRequestLineBytes: 64, maximumHeaderBytes: 128,
-                                             maximumHeaderCount: 4, maximumBodyBytes: 16)
+        let small = HTTPRequestParser.Limits(
+            maximumRequestLineBytes: 64, maximumHeaderBytes: 128,
+            maximumHeaderCount: 4, maximumBodyBytes: 16)
         for (name, bytes) in inputs {
             for limits in [HTTPRequestParser.Limits(), small] {
                 let whole = Self.run(bytes, limits: limits, chunk: 0)

@@ -3,7 +3,8 @@ import Testing
 
 /// Feeds `text` in one call (or byte by byte) and returns the statuses produced.
 private func parseAll(_ bytes: [UInt8], limits: HTTPRequestParser.Limits = .init(), byteByByte: Bool = false)
-    -> (statuses: [HTTPRequestParser.Status], heads: [HTTPRequestHead]) {
+    -> (statuses: [HTTPRequestParser.Status], heads: [HTTPRequestHead])
+{
     var parser = HTTPRequestParser(limits: limits)
     var statuses: [HTTPRequestParser.Status] = []
     var heads: [HTTPRequestHead] = []
@@ -35,7 +36,8 @@ private func status(of text: String, limits: HTTPRequestParser.Limits = .init())
 }
 
 @Suite struct HTTPRequestParserTests {
-    let get = "GET /images/a/tiles/1/2/3.png?x=1 HTTP/1.1\r\nHost: h\r\nIf-None-Match: \"abc\"\r\nIf-Modified-Since: Sun, 06 Nov 1994 08:49:37 GMT\r\nConnection: keep-alive\r\n\r\n"
+    let get =
+        "GET /images/a/tiles/1/2/3.png?x=1 HTTP/1.1\r\nHost: h\r\nIf-None-Match: \"abc\"\r\nIf-Modified-Since: Sun, 06 Nov 1994 08:49:37 GMT\r\nConnection: keep-alive\r\n\r\n"
 
     @Test func parsesARequestHead() {
         let r = parseAll(Array(get.utf8))
@@ -118,12 +120,12 @@ private func status(of text: String, limits: HTTPRequestParser.Limits = .init())
             "GET  / HTTP/1.1\r\nHost: h\r\n\r\n",
             "GET /a b HTTP/1.1\r\nHost: h\r\n\r\n",
             "GET /\u{7F} HTTP/1.1\r\nHost: h\r\n\r\n",
-            "GET / HTTP/1.1\r\nHost : h\r\n\r\n",              // space before colon
-            "GET / HTTP/1.1\r\nHost: h\r\n folded\r\n\r\n",     // obs-fold
+            "GET / HTTP/1.1\r\nHost : h\r\n\r\n",  // space before colon
+            "GET / HTTP/1.1\r\nHost: h\r\n folded\r\n\r\n",  // obs-fold
             "GET / HTTP/1.1\r\n: empty\r\n\r\n",
             "GET / HTTP/1.1\r\nHost: h\rX\r\n\r\n",
             "GET / HTTP/1.1\r\nHost: a\u{0}b\r\n\r\n",
-            "GET / HTTP/1.1\r\n\r\n",                            // no Host
+            "GET / HTTP/1.1\r\n\r\n",  // no Host
             "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
             "GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 1x\r\n\r\n",
             "GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",

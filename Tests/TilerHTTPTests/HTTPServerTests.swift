@@ -5,13 +5,16 @@ import Testing
 /// A handler that answers `/file` with a prepared response, `/big` with 3 MB, and echoes
 /// every other target as the body.
 struct TestHandler: HTTPHandler {
-    static let file = PreparedResponse(body: Array("file body".utf8), contentType: "text/plain", etag: "\"v1\"",
-                                       lastModified: 1_000_000_000, cacheControl: "public, max-age=60")
-    static let big = PreparedResponse(body: (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 7) },
-                                      contentType: "application/octet-stream", etag: nil, lastModified: nil, cacheControl: nil)
+    static let file = PreparedResponse(
+        body: Array("file body".utf8), contentType: "text/plain", etag: "\"v1\"",
+        lastModified: 1_000_000_000, cacheControl: "public, max-age=60")
+    static let big = PreparedResponse(
+        body: (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 7) },
+        contentType: "application/octet-stream", etag: nil, lastModified: nil, cacheControl: nil)
 
-    static let huge = PreparedResponse(body: [UInt8](repeating: 7, count: 64 << 20), contentType: "application/octet-stream",
-                                       etag: nil, lastModified: nil, cacheControl: nil)
+    static let huge = PreparedResponse(
+        body: [UInt8](repeating: 7, count: 64 << 20), contentType: "application/octet-stream",
+        etag: nil, lastModified: nil, cacheControl: nil)
 
     func respond(to head: HTTPRequestHead) -> HTTPResponse {
         let target = String(decoding: head.target, as: UTF8.self)
@@ -21,10 +24,12 @@ struct TestHandler: HTTPHandler {
         case "/huge": return .prepared(Self.huge)
         case "/missing": return .error(HTTPError(404, "no such thing"))
         case "/slowfile":
-            return .withHeaders([("X-Made", "on the pool")], .blocking {
-                usleep(100_000)
-                return .prepared(Self.file)
-            })
+            return .withHeaders(
+                [("X-Made", "on the pool")],
+                .blocking {
+                    usleep(100_000)
+                    return .prepared(Self.file)
+                })
         case _ where target.hasPrefix("/slow/"):
             // `/slow/MS`: made on the blocking pool after MS milliseconds.
             let ms = UInt32(target.dropFirst("/slow/".count)) ?? 0
@@ -112,8 +117,10 @@ final class Gates: @unchecked Sendable {
     static func unique(_ prefix: String = "") -> String { prefix + UUID().uuidString }
 }
 
-func withServer(clock: any ServerClock = SystemClock.system, _ configure: (inout HTTPConfiguration) -> Void = { _ in },
-                _ body: (Int, HTTPServer) throws -> Void) throws {
+func withServer(
+    clock: any ServerClock = SystemClock.system, _ configure: (inout HTTPConfiguration) -> Void = { _ in },
+    _ body: (Int, HTTPServer) throws -> Void
+) throws {
     var config = HTTPConfiguration()
     config.port = 0
     config.threads = 2
@@ -502,7 +509,12 @@ final class FailureBox: @unchecked Sendable {
     /// at least 250 ms.
     @Test func slowRequestHeadsGet408AndAreClosed() throws {
         let clock = ManualClock()
-        try withServer(clock: clock, { $0.requestHeadTimeout = 10; $0.threads = 1 }) { port, _ throws in
+        try withServer(
+            clock: clock,
+            {
+                $0.requestHeadTimeout = 10; $0.threads = 1
+            }
+        ) { port, _ throws in
             let c = try RawHTTPClient(port: port)
             try c.send("GET / HTTP/1.1\r\nHost: x\r\n")
             try expectStillServing(port)  // c's bytes are read by now
@@ -521,7 +533,12 @@ final class FailureBox: @unchecked Sendable {
     /// sending a request head and is held to the head timeout like any other.
     @Test func emptyLinesDoNotHoldAConnectionPastTheHeadTimeout() throws {
         let clock = ManualClock()
-        try withServer(clock: clock, { $0.requestHeadTimeout = 3; $0.idleTimeout = 60; $0.threads = 1 }) { port, _ throws in
+        try withServer(
+            clock: clock,
+            {
+                $0.requestHeadTimeout = 3; $0.idleTimeout = 60; $0.threads = 1
+            }
+        ) { port, _ throws in
             for prelude in ["", "GET /first HTTP/1.1\r\nHost: x\r\n\r\n"] {
                 let c = try RawHTTPClient(port: port)
                 if !prelude.isEmpty {
@@ -546,7 +563,12 @@ final class FailureBox: @unchecked Sendable {
 
     @Test func idleConnectionsAreClosed() throws {
         let clock = ManualClock()
-        try withServer(clock: clock, { $0.idleTimeout = 60; $0.threads = 1 }) { port, _ throws in
+        try withServer(
+            clock: clock,
+            {
+                $0.idleTimeout = 60; $0.threads = 1
+            }
+        ) { port, _ throws in
             let c = try RawHTTPClient(port: port)
             try c.request("/one")
             _ = try c.readResponse()
@@ -561,7 +583,12 @@ final class FailureBox: @unchecked Sendable {
 
     @Test func silentNewConnectionsAreClosedAfterTheHeadTimeout() throws {
         let clock = ManualClock()
-        try withServer(clock: clock, { $0.requestHeadTimeout = 10; $0.idleTimeout = 60; $0.threads = 1 }) { port, _ throws in
+        try withServer(
+            clock: clock,
+            {
+                $0.requestHeadTimeout = 10; $0.idleTimeout = 60; $0.threads = 1
+            }
+        ) { port, _ throws in
             let c = try RawHTTPClient(port: port)
             try expectStillServing(port)  // accepted before the fetch's connection
             clock.advance(milliseconds: 10_000)
@@ -575,7 +602,12 @@ final class FailureBox: @unchecked Sendable {
 
     @Test func clientsThatStopReadingAreCutOffAfterTheWriteTimeout() throws {
         let clock = ManualClock()
-        try withServer(clock: clock, { $0.writeTimeout = 30; $0.threads = 1 }) { port, server throws in
+        try withServer(
+            clock: clock,
+            {
+                $0.writeTimeout = 30; $0.threads = 1
+            }
+        ) { port, server throws in
             let c = try RawHTTPClient(port: port, timeout: 5)
             try c.request("/huge")  // 64 MiB: far more than the socket buffers hold
             // Accepted and answering (bytes are waiting to be read), then cut off.
@@ -599,7 +631,9 @@ final class FailureBox: @unchecked Sendable {
     }
 
     @Test func connectionsPastTheCapGet503() throws {
-        try withServer({ $0.maximumConnections = 4; $0.threads = 1 }) { port, server throws in
+        try withServer({
+            $0.maximumConnections = 4; $0.threads = 1
+        }) { port, server throws in
             let held = try (0..<4).map { _ in try RawHTTPClient(port: port) }
             for (i, c) in held.enumerated() {
                 try c.request("/h\(i)")
@@ -732,7 +766,9 @@ final class FailureBox: @unchecked Sendable {
 
     /// An idle timeout far past any range (an unvalidated configuration) does not trap.
     @Test func absurdTimeoutsDoNotTrap() throws {
-        try withServer({ $0.idleTimeout = 1e16; $0.requestHeadTimeout = .infinity; $0.writeTimeout = .nan }) { port, _ throws in
+        try withServer({
+            $0.idleTimeout = 1e16; $0.requestHeadTimeout = .infinity; $0.writeTimeout = .nan
+        }) { port, _ throws in
             #expect(try fetch(port, "/alive").text == "/alive")
         }
     }
@@ -793,7 +829,11 @@ final class Counter: @unchecked Sendable {
     private let lock = NSLock()
     private var value = 0
     /// Adds one and returns the new value.
-    func increment() -> Int { lock.withLock { value += 1; return value } }
+    func increment() -> Int {
+        lock.withLock {
+            value += 1; return value
+        }
+    }
 }
 
 /// Whether the server has neither answered nor closed the connection: nothing to read,

@@ -2,7 +2,7 @@
 // TilerHTTPTests and TilerServerTests (the latter through a symlink).
 import Foundation
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// An overlayfs mount in a temporary folder: `lower`, `upper`, `work` and `merged`.

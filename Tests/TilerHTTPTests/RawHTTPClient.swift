@@ -2,7 +2,7 @@
 // Shared by TilerHTTPTests and TilerServerTests (the latter through a symlink).
 import Foundation
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 struct ClientError: Error, CustomStringConvertible {

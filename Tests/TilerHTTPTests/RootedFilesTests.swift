@@ -138,4 +138,3 @@ import Testing
         }
     }
 }
-

@@ -40,21 +40,26 @@ private struct SplitMix: RandomNumberGenerator {
     func matchesReferenceOnManySizes(bands: Int) {
         var random = SplitMix(state: UInt64(bands))
         // Widths past 512 and 1024 cross the shrink's 256-pair passes, whole and not.
-        for (width, height) in [(1, 1), (1, 2), (2, 1), (2, 2), (3, 3), (5, 2), (2, 7), (17, 9), (64, 33), (101, 1), (1, 99),
-                                (512, 3), (1025, 2), (1300, 5)] {
+        for (width, height) in [
+            (1, 1), (1, 2), (2, 1), (2, 2), (3, 3), (5, 2), (2, 7), (17, 9), (64, 33), (101, 1), (1, 99),
+            (512, 3), (1025, 2), (1300, 5),
+        ] {
             let pixels = (0..<(width * height * bands)).map { _ in UInt8.random(in: 0...255, using: &random) }
             let shrunk = AreaAverage.shrink(pixels, width: width, height: height, bands: bands)
             #expect(shrunk.width == (width + 1) / 2 && shrunk.height == (height + 1) / 2)
-            #expect(shrunk.pixels == referenceShrink(pixels, width: width, height: height, bands: bands),
-                    "\(width)×\(height)×\(bands)")
+            #expect(
+                shrunk.pixels == referenceShrink(pixels, width: width, height: height, bands: bands),
+                "\(width)×\(height)×\(bands)")
         }
     }
 
     @Test func roundsHalfUpAndAveragesOnlyExistingEdgePixels() {
         // 3×3 grey: the right column and bottom row are 1×2, 2×1 and 1×1 blocks.
-        let pixels: [UInt8] = [0, 1, 10,
-                               1, 1, 11,
-                               200, 201, 255]
+        let pixels: [UInt8] = [
+            0, 1, 10,
+            1, 1, 11,
+            200, 201, 255,
+        ]
         let shrunk = AreaAverage.shrink(pixels, width: 3, height: 3, bands: 1)
         // (0+1+1+1+2)/4 = 1 (0.75 → 1), (10+11+1)/2 = 11 (10.5 → 11), (200+201+1)/2 = 201, 255.
         #expect(shrunk.pixels == [1, 11, 201, 255])

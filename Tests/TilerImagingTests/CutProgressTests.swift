@@ -19,10 +19,13 @@ private final class Screen: @unchecked Sendable {
         #expect(!screen.text.contains("\n"))
 
         let geometry = try PyramidGeometry(width: 600, height: 300)
-        let manifest = PyramidManifest(id: PyramidID("photo")!, geometry: geometry, format: .png,
-                                       thumbnail: .init(file: "thumbnail.png", width: 256, height: 128))
-        progress.end(CutResult(id: manifest.id, output: URL(fileURLWithPath: "/tiles/photo"), manifest: manifest,
-                               tiles: 9, bytes: 1000, seconds: 1.26))
+        let manifest = PyramidManifest(
+            id: PyramidID("photo")!, geometry: geometry, format: .png,
+            thumbnail: .init(file: "thumbnail.png", width: 256, height: 128))
+        progress.end(
+            CutResult(
+                id: manifest.id, output: URL(fileURLWithPath: "/tiles/photo"), manifest: manifest,
+                tiles: 9, bytes: 1000, seconds: 1.26))
         // One decimal, rounded (1.26 is no tie, so there is one right answer).
         #expect(screen.text.hasSuffix("\r\u{1B}[Kphoto.jpg: 600×300, 3 levels, 9 tiles, 1.3 s → /tiles/photo\n"))
     }

@@ -44,8 +44,10 @@ private func temporaryFile(_ name: String) -> String {
         let path = temporaryFile("stride.png")
         defer { try? FileManager.default.removeItem(atPath: path) }
         try pixels.withUnsafeBufferPointer { buffer in
-            try PNGEncoder().withEncoded(pixels: buffer.baseAddress! + (2 * fullWidth + 5) * bands, stride: fullWidth * bands,
-                                         width: 4, height: 3, bands: bands) { bytes in
+            try PNGEncoder().withEncoded(
+                pixels: buffer.baseAddress! + (2 * fullWidth + 5) * bands, stride: fullWidth * bands,
+                width: 4, height: 3, bands: bands
+            ) { bytes in
                 try Data(bytes).write(to: URL(fileURLWithPath: path))
             }
         }

@@ -36,7 +36,8 @@ import TilerCore
                 for column in 0..<l.columns {
                     let tile = TileCoordinate(level: z, row: row, column: column)
                     let rect = geometry.rectInLevel(tile)
-                    let image = try VipsImageHandle.openSequential(path: result.output.appendingPathComponent(result.manifest.tilePath(tile)).path)
+                    let image = try VipsImageHandle.openSequential(
+                        path: result.output.appendingPathComponent(result.manifest.tilePath(tile)).path)
                     #expect((image.width, image.height, image.bands) == (rect.width, rect.height, bands), "\(tile)")
                     var expected: [UInt8] = []
                     for y in rect.y..<rect.maxY {

@@ -53,8 +53,10 @@ private struct Scratch {
 
 /// The bytes `vips jpegsave`/`vips webpsave` write for these pixels with `--Q quality
 /// --strip` (the source handed over losslessly as a PNG).
-private func libvipsBytes(_ format: TileFormat, quality: Int, pixels: [UInt8], width: Int, height: Int, bands: Int,
-                          in scratch: Scratch) throws -> [UInt8] {
+private func libvipsBytes(
+    _ format: TileFormat, quality: Int, pixels: [UInt8], width: Int, height: Int, bands: Int,
+    in scratch: Scratch
+) throws -> [UInt8] {
     let source = scratch.path("source-\(width)x\(height)x\(bands).png")
     try Data(try PNGEncoder().encode(pixels, width: width, height: height, bands: bands)).write(to: URL(fileURLWithPath: source))
     let output = scratch.path("vips-\(quality).\(format.fileExtension)")
@@ -64,8 +66,10 @@ private func libvipsBytes(_ format: TileFormat, quality: Int, pixels: [UInt8], w
 
 private func tilerBytes(_ encoder: TileEncoder, pixels: [UInt8], width: Int, height: Int, bands: Int) throws -> [UInt8] {
     try pixels.withUnsafeBufferPointer { buffer in
-        try encoder.withEncoded(pixels: buffer.baseAddress!, stride: width * bands, width: width, height: height,
-                                bands: bands) { Array($0.bindMemory(to: UInt8.self)) }
+        try encoder.withEncoded(
+            pixels: buffer.baseAddress!, stride: width * bands, width: width, height: height,
+            bands: bands
+        ) { Array($0.bindMemory(to: UInt8.self)) }
     }
 }
 
@@ -78,14 +82,17 @@ private struct RIFFChunk: Equatable {
 private func riffChunks(_ bytes: [UInt8]) throws -> [RIFFChunk] {
     func le32(_ at: Int) -> Int { Int(bytes[at]) | Int(bytes[at + 1]) << 8 | Int(bytes[at + 2]) << 16 | Int(bytes[at + 3]) << 24 }
     guard bytes.count >= 12, bytes[0..<4].elementsEqual("RIFF".utf8), bytes[8..<12].elementsEqual("WEBP".utf8),
-          le32(4) == bytes.count - 8 else { throw ImagingError.encoding("not a RIFF WebP file of \(bytes.count) bytes") }
+        le32(4) == bytes.count - 8
+    else { throw ImagingError.encoding("not a RIFF WebP file of \(bytes.count) bytes") }
     var chunks: [RIFFChunk] = []
     var at = 12
     while at + 8 <= bytes.count {
         let size = le32(at + 4)
         guard at + 8 + size <= bytes.count else { throw ImagingError.encoding("chunk at \(at) runs past the end") }
-        chunks.append(RIFFChunk(name: String(decoding: bytes[at..<(at + 4)], as: UTF8.self),
-                                payload: Array(bytes[(at + 8)..<(at + 8 + size)])))
+        chunks.append(
+            RIFFChunk(
+                name: String(decoding: bytes[at..<(at + 4)], as: UTF8.self),
+                payload: Array(bytes[(at + 8)..<(at + 8 + size)])))
         at += 8 + size + size % 2
     }
     guard at == bytes.count else { throw ImagingError.encoding("\(bytes.count - at) bytes after the last chunk") }
@@ -103,10 +110,12 @@ private func riffChunks(_ bytes: [UInt8]) throws -> [RIFFChunk] {
         for (width, height) in [(256, 256), (37, 23), (1, 1), (256, 9)] {
             let pixels = picture(width: width, height: height, bands: bands)
             for quality in [1, 50, 85, 89, 90, 100] {
-                let ours = try tilerBytes(TileEncoder(format: .jpeg, quality: quality), pixels: pixels, width: width,
-                                          height: height, bands: bands)
-                let theirs = try libvipsBytes(.jpeg, quality: quality, pixels: pixels, width: width, height: height,
-                                              bands: bands, in: scratch)
+                let ours = try tilerBytes(
+                    TileEncoder(format: .jpeg, quality: quality), pixels: pixels, width: width,
+                    height: height, bands: bands)
+                let theirs = try libvipsBytes(
+                    .jpeg, quality: quality, pixels: pixels, width: width, height: height,
+                    bands: bands, in: scratch)
                 let same = ours == theirs
                 #expect(same, "JPEG \(width)×\(height)×\(bands) Q\(quality): \(ours.count) vs \(theirs.count) bytes")
             }
@@ -124,10 +133,12 @@ private func riffChunks(_ bytes: [UInt8]) throws -> [RIFFChunk] {
         for (width, height) in [(256, 256), (37, 23), (1, 1)] {
             let pixels = picture(width: width, height: height, bands: bands)
             for quality in [0, 50, 80, 100] {
-                let ours = try tilerBytes(TileEncoder(format: .webp, quality: quality), pixels: pixels, width: width,
-                                          height: height, bands: bands)
-                let theirs = try libvipsBytes(.webp, quality: quality, pixels: pixels, width: width, height: height,
-                                              bands: bands, in: scratch)
+                let ours = try tilerBytes(
+                    TileEncoder(format: .webp, quality: quality), pixels: pixels, width: width,
+                    height: height, bands: bands)
+                let theirs = try libvipsBytes(
+                    .webp, quality: quality, pixels: pixels, width: width, height: height,
+                    bands: bands, in: scratch)
                 let what = "WebP \(width)×\(height)×\(bands) Q\(quality)"
                 let ourChunks = try riffChunks(ours), theirChunks = try riffChunks(theirs)
                 let image = ourChunks.filter { $0.name != "VP8X" }
@@ -148,8 +159,10 @@ private func riffChunks(_ bytes: [UInt8]) throws -> [RIFFChunk] {
         for y in 0..<height { cut += strip[((y * stripWidth + x) * bands)..<((y * stripWidth + x + width) * bands)] }
         let encoder = TileEncoder(format: format)
         let inPlace = try strip.withUnsafeBufferPointer { buffer in
-            try encoder.withEncoded(pixels: buffer.baseAddress! + x * bands, stride: stripWidth * bands, width: width,
-                                    height: height, bands: bands) { Array($0.bindMemory(to: UInt8.self)) }
+            try encoder.withEncoded(
+                pixels: buffer.baseAddress! + x * bands, stride: stripWidth * bands, width: width,
+                height: height, bands: bands
+            ) { Array($0.bindMemory(to: UInt8.self)) }
         }
         #expect(inPlace == (try tilerBytes(encoder, pixels: cut, width: width, height: height, bands: bands)))
     }

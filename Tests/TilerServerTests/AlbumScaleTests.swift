@@ -28,8 +28,10 @@ import TilerImaging
             try FileManager.default.createDirectory(at: dir.appendingPathComponent("0/0"), withIntermediateDirectories: true)
             try Data(png).write(to: dir.appendingPathComponent("0/0/0.png"))
             try Data(png).write(to: dir.appendingPathComponent("thumbnail.png"))
-            try root.write(PyramidManifest(id: PyramidID(id(i))!, geometry: geometry, format: .png,
-                                           thumbnail: .init(file: "thumbnail.png", width: 64, height: 48)))
+            try root.write(
+                PyramidManifest(
+                    id: PyramidID(id(i))!, geometry: geometry, format: .png,
+                    thumbnail: .init(file: "thumbnail.png", width: 64, height: 48)))
         }
         return root
     }
@@ -42,8 +44,9 @@ import TilerImaging
         let viewport = try driver.viewportSize()
         for css in parts {
             let r = try driver.rect(css)
-            #expect(r.isVisible(within: viewport), "\(when): \(css) is at \(r), outside the \(viewport) viewport",
-                    sourceLocation: sourceLocation)
+            #expect(
+                r.isVisible(within: viewport), "\(when): \(css) is at \(r), outside the \(viewport) viewport",
+                sourceLocation: sourceLocation)
         }
     }
 
@@ -57,7 +60,9 @@ import TilerImaging
     }
 
     func waitForCurrent(_ driver: WebDriver, _ index: Int) throws {
-        try driver.wait(for: "image \(index + 1) chosen, shown and its thumbnail faded in", """
+        try driver.wait(
+            for: "image \(index + 1) chosen, shown and its thumbnail faded in",
+            """
             const a = tilerViewer.album(), img = document.querySelector('.cell.current .thumb img.loaded');
             return a.current === \(index) && document.getElementById('page-number').textContent === '\(index + 1) / \(Self.count)'
                 && img !== null && getComputedStyle(img).opacity === '1'
@@ -75,7 +80,9 @@ import TilerImaging
             let base = "http://127.0.0.1:\(port)/"
             try driver.navigate(base)
             try waitForCurrent(driver, 0)
-            try driver.wait(for: "the thumbnails on screen", """
+            try driver.wait(
+                for: "the thumbnails on screen",
+                """
                 const asked = document.querySelectorAll('.cell img[src]').length;
                 return asked > 0 && tilerViewer.stats.thumbnailsLoaded >= asked
                 """)
@@ -96,11 +103,13 @@ import TilerImaging
             try waitForCurrent(driver, Self.count - 1)
             try expectOnScreen(driver, Self.albumParts, "at the last image")
             let last = try driver.rect("#page-number")
-            #expect(last.width == indicator.width && last.height == indicator.height,
-                    "the indicator keeps its size: \(indicator) at 1 / 1000, \(last) at 1000 / 1000")
+            #expect(
+                last.width == indicator.width && last.height == indicator.height,
+                "the indicator keeps its size: \(indicator) at 1 / 1000, \(last) at 1000 / 1000")
             let colour = try currentThumbnailColour(driver, "last")
-            #expect(zip(colour, Self.colour(Self.count - 1)).allSatisfy { abs($0 - $1) <= 3 },
-                    "the last cell shows \(colour), image 1000 is \(Self.colour(Self.count - 1))")
+            #expect(
+                zip(colour, Self.colour(Self.count - 1)).allSatisfy { abs($0 - $1) <= 3 },
+                "the last cell shows \(colour), image 1000 is \(Self.colour(Self.count - 1))")
             let end = try #require(driver.execute("return tilerViewer.stats") as? [String: Any])
             #expect((end["listingPagesLoaded"] as? Int ?? 99) <= 3 && (end["cellsReused"] as? Int ?? 0) > 0, "\(end)")
             #expect((try driver.execute("return tilerViewer.album().cells") as? Int ?? 999) < 100)
@@ -114,25 +123,31 @@ import TilerImaging
             while previous < Self.count - 1 && presses < 200 {
                 try driver.sendKeys("#grid", WebDriver.Key.pageDown)
                 presses += 1
-                try driver.wait(for: "Page Down \(presses) to move on from image \(previous + 1)", """
+                try driver.wait(
+                    for: "Page Down \(presses) to move on from image \(previous + 1)",
+                    """
                     const a = tilerViewer.album(), cell = document.querySelector('.cell.current');
                     return a.current > \(previous) && cell !== null && cell.dataset.index === String(a.current)
                     """)
-                let state = try #require(driver.execute("""
-                    const a = tilerViewer.album(), off = \(Self.albumPartsJS).filter((css) => {
-                      const e = document.querySelector(css); if (!e) return true;
-                      const r = e.getBoundingClientRect();
-                      return r.width <= 0 || r.height <= 0 || r.left < 0 || r.top < 0 || r.right > innerWidth || r.bottom > innerHeight;
-                    });
-                    return { current: a.current, cells: a.cells, off: off };
-                    """) as? [String: Any])
+                let state = try #require(
+                    driver.execute(
+                        """
+                        const a = tilerViewer.album(), off = \(Self.albumPartsJS).filter((css) => {
+                          const e = document.querySelector(css); if (!e) return true;
+                          const r = e.getBoundingClientRect();
+                          return r.width <= 0 || r.height <= 0 || r.left < 0 || r.top < 0 || r.right > innerWidth || r.bottom > innerHeight;
+                        });
+                        return { current: a.current, cells: a.cells, off: off };
+                        """) as? [String: Any])
                 previous = try #require(state["current"] as? Int)
                 #expect((state["off"] as? [String]) == [], "Page Down \(presses), image \(previous + 1): off screen \(state)")
                 #expect((state["cells"] as? Int ?? 999) < 100, "Page Down \(presses): \(state)")
             }
             try waitForCurrent(driver, Self.count - 1)
-            let rowsOnScreen = try #require(driver.execute(
-                "return Math.max(1, Math.floor(document.getElementById('grid').clientHeight / tilerViewer.album().cellHeight))") as? Int)
+            let rowsOnScreen = try #require(
+                driver.execute(
+                    "return Math.max(1, Math.floor(document.getElementById('grid').clientHeight / tilerViewer.album().cellHeight))") as? Int
+            )
             let perPage = try #require(driver.execute("return tilerViewer.album().columns") as? Int) * rowsOnScreen
             #expect(presses == (Self.count - 1 + perPage - 1) / perPage, "\(presses) presses of Page Down at \(perPage) images a page")
             try expectOnScreen(driver, Self.albumParts, "paged to the last image")
@@ -142,7 +157,8 @@ import TilerImaging
             try driver.sendKeys("#grid", WebDriver.Key.arrowLeft + WebDriver.Key.arrowUp)
             let columns = try #require(driver.execute("return tilerViewer.album().columns") as? Int)
             try waitForCurrent(driver, Self.count - 2 - columns)
-            _ = try driver.execute("const s = document.getElementById('scrubber'); s.value = '500'; s.dispatchEvent(new Event('input')); return 1")
+            _ = try driver.execute(
+                "const s = document.getElementById('scrubber'); s.value = '500'; s.dispatchEvent(new Event('input')); return 1")
             try waitForCurrent(driver, 499)
             try expectOnScreen(driver, Self.albumParts, "at image 500")
             #expect(zip(try currentThumbnailColour(driver, "500"), Self.colour(499)).allSatisfy { abs($0 - $1) <= 3 })
@@ -151,7 +167,9 @@ import TilerImaging
 
             // Scrolling the grid (a swipe): the choice follows to an image on screen.
             _ = try driver.execute("document.getElementById('grid').scrollTop = 0; return 1")
-            try driver.wait(for: "the choice to follow the scroll", """
+            try driver.wait(
+                for: "the choice to follow the scroll",
+                """
                 const a = tilerViewer.album(); return a.current < a.columns * 4 && document.querySelector('.cell.current') !== null
                 """)
             try expectOnScreen(driver, Self.albumParts, "after scrolling to the top")
@@ -161,16 +179,21 @@ import TilerImaging
             _ = try driver.execute("tilerViewer.select(\(Self.count - 1)); return 1")
             try waitForCurrent(driver, Self.count - 1)
             try driver.sendKeys("#grid", WebDriver.Key.enter)
-            try driver.wait(for: "the last image's deep-zoom view", """
+            try driver.wait(
+                for: "the last image's deep-zoom view",
+                """
                 const v = tilerViewer.view();
                 return v && v.id === '\(Self.id(Self.count - 1))' && v.pending === 0 && v.activeTiles > 0
                     && document.getElementById('viewer-position').textContent === '1000 / 1000'
                     && document.getElementById('next-image').disabled
                 """)
-            try expectOnScreen(driver, ["#stage", "#viewer-position", "#prev-image", "#next-image", "#navigator", "#zoom-in", "#fullscreen"],
-                               "in the deep-zoom view")
+            try expectOnScreen(
+                driver, ["#stage", "#viewer-position", "#prev-image", "#next-image", "#navigator", "#zoom-in", "#fullscreen"],
+                "in the deep-zoom view")
             try driver.sendKeys("#stage", WebDriver.Key.pageUp)
-            try driver.wait(for: "the previous image", """
+            try driver.wait(
+                for: "the previous image",
+                """
                 const v = tilerViewer.view();
                 return v && v.id === '\(Self.id(Self.count - 2))' && document.getElementById('viewer-position').textContent === '999 / 1000'
                 """)
@@ -182,12 +205,15 @@ import TilerImaging
 
         // The same indicator with five images: the same size.
         try driver.navigate("http://127.0.0.1:\(small)/")
-        try driver.wait(for: "the five-image album", """
+        try driver.wait(
+            for: "the five-image album",
+            """
             return window.tilerViewer && tilerViewer.album().total === 5 && document.getElementById('page-number').textContent === '1 / 5'
             """)
         let five = try driver.rect("#page-number")
-        #expect(five.width == thousand?.width && five.height == thousand?.height,
-                "the indicator is \(five) with 5 images and \(String(describing: thousand)) with 1000")
+        #expect(
+            five.width == thousand?.width && five.height == thousand?.height,
+            "the indicator is \(five) with 5 images and \(String(describing: thousand)) with 1000")
         try driver.expectNoScriptErrors()
     }
 }

@@ -7,7 +7,7 @@ import TilerImaging
 import TilerStorage
 @testable import TilerServer
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Archives served from ROOT and from a bucket under faults: a damaged archive, one
@@ -70,15 +70,19 @@ import Glibc
             try served.replaceArchive("bent", with: bent)
             #expect(try eventually { try fetch(port, "/images/cut").status == 500 && fetch(port, "/images/bent").status == 500 })
             for name in ["cut", "bent"] {
-                for path in ["/images/\(name)", "/images/\(name)/tiles/0/0/0.png", "/images/\(name)/thumbnail.png",
-                             "/iiif/3/\(name)/info.json", "/images/\(name).dzi"] {
+                for path in [
+                    "/images/\(name)", "/images/\(name)/tiles/0/0/0.png", "/images/\(name)/thumbnail.png",
+                    "/iiif/3/\(name)/info.json", "/images/\(name).dzi",
+                ] {
                     let r = try fetch(port, path)
                     #expect(r.status == 500 && r.errorMessage == "image '\(name)' has a damaged archive", "\(path): \(r.text)")
                 }
             }
             let list = try fetch(port, "/images").json
             #expect((list["images"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == ["good"])
-            #expect(try fetch(port, "/images/good/tiles/2/1/1.png").body == PyramidRoot.tileBytes("good", TileCoordinate(level: 2, row: 1, column: 1)))
+            #expect(
+                try fetch(port, "/images/good/tiles/2/1/1.png").body
+                    == PyramidRoot.tileBytes("good", TileCoordinate(level: 2, row: 1, column: 1)))
             // One line each, naming the archive and what is wrong with it.
             let cutLines = log.messages.filter { $0.contains("cut.pmtiles") }
             #expect(cutLines.count == 1 && cutLines[0].contains("truncated"), "\(cutLines)")
@@ -98,7 +102,12 @@ import Glibc
         try root.addPyramid("a", width: 1000, height: 700)
         try root.addPyramid("b", width: 300, height: 200)
         let log = CollectedLog()
-        try withRunningTileServer(root, as: .archives, log: log, { $0.rescanInterval = 3600; $0.cacheBytes = 0 }) { server in
+        try withRunningTileServer(
+            root, as: .archives, log: log,
+            {
+                $0.rescanInterval = 3600; $0.cacheBytes = 0
+            }
+        ) { server in
             let port = server.port
             let path = try #require(root.served?.archivePath("a"))
             #expect(try fetch(port, "/images/a/tiles/2/2/3.png").status == 200)
@@ -131,7 +140,12 @@ import Glibc
         }
         @Sendable func version2(_ t: TileCoordinate) -> [UInt8] { PyramidRoot.fakeFile(.png, Array("version 2 of \(t)".utf8)) }
         // A small cache: most answers are reads from the archive, not from memory.
-        try withTileServer(root, as: kind, { $0.cacheBytes = 100_000; $0.rescanInterval = 0.05 }) { port in
+        try withTileServer(
+            root, as: kind,
+            {
+                $0.cacheBytes = 100_000; $0.rescanInterval = 0.05
+            }
+        ) { port in
             let failures = Failures()
             let seen = NSLock()
             nonisolated(unsafe) var bodies: [String: [UInt8]] = [:]
@@ -245,17 +259,19 @@ import Glibc
             #expect(r.status == 503 || r.status == 504, "\(r.status) \(r.text)")
         }
         // Wait until a probe has had its turn and failed as a timeout.
-        #expect(try eventually {
-            let r = try fetch(port, "/images/a/tiles/3/0/0.png")
-            statuses.append(r.status)
-            return r.status == 504
-        })
+        #expect(
+            try eventually {
+                let r = try fetch(port, "/images/a/tiles/3/0/0.png")
+                statuses.append(r.status)
+                return r.status == 504
+            })
         #expect(try fetch(port, "/images/a/tiles/0/0/0.png").status == 200)
 
         // Back: the server serves again without a restart.
         try storage.delay("*", seconds: 0)
         #expect(try eventually { try fetch(port, "/images/a/tiles/3/2/3.png").status == 200 })
-        #expect(try fetch(port, "/images/a/tiles/3/5/7.png").body == PyramidRoot.tileBytes("a", TileCoordinate(level: 3, row: 5, column: 7)))
+        #expect(
+            try fetch(port, "/images/a/tiles/3/5/7.png").body == PyramidRoot.tileBytes("a", TileCoordinate(level: 3, row: 5, column: 7)))
         #expect(try eventually { try health()["storage"] as? String == "ok" })
         #expect(log.messages.filter { $0.contains("object storage is unavailable") }.count >= 1, "\(log.messages)")
         #expect(log.messages.contains { $0.contains("object storage answers again") }, "\(log.messages)")
@@ -289,4 +305,3 @@ import Glibc
         #expect(try fetch(server.port, "/healthz").json["storage"] as? String == "ok")
     }
 }
-

@@ -7,16 +7,18 @@ import TilerHTTP
 import TilerImaging
 @testable import TilerServer
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Headless Chromium of `width × height` CSS pixels through chromedriver, or nil (with
 /// an issue recorded) when they are not installed.
 func startBrowser(width: Int = 900, height: Int = 700, sourceLocation: SourceLocation = #_sourceLocation) throws -> WebDriver? {
     guard let chromium = findExecutable(["chromium", "chromium-browser", "google-chrome"]),
-          let chromedriver = findExecutable(["chromedriver", "/usr/lib/chromium/chromedriver"]) else {
-        Issue.record("chromium and chromedriver are missing: run scripts/install-deps test (apt: chromium chromium-driver)",
-                     sourceLocation: sourceLocation)
+        let chromedriver = findExecutable(["chromedriver", "/usr/lib/chromium/chromedriver"])
+    else {
+        Issue.record(
+            "chromium and chromedriver are missing: run scripts/install-deps test (apt: chromium chromium-driver)",
+            sourceLocation: sourceLocation)
         return nil
     }
     return try WebDriver(chromedriver: chromedriver, chromium: chromium, width: width, height: height)
@@ -32,10 +34,12 @@ extension WebDriver {
 
     /// An element's rectangle in CSS pixels of the viewport: x, y, width, height.
     func rect(_ css: String) throws -> Rect {
-        let value = try execute("""
-            const e = document.querySelector(arguments[0]); if (!e) return null;
-            const r = e.getBoundingClientRect(); return [r.left, r.top, r.width, r.height]
-            """, [css]) as? [Double]
+        let value =
+            try execute(
+                """
+                const e = document.querySelector(arguments[0]); if (!e) return null;
+                const r = e.getBoundingClientRect(); return [r.left, r.top, r.width, r.height]
+                """, [css]) as? [Double]
         guard let value, value.count == 4 else { throw ClientError("no element \(css)") }
         return Rect(x: value[0], y: value[1], width: value[2], height: value[3])
     }

@@ -60,8 +60,10 @@ final class Failures: @unchecked Sendable {
         try root.addPyramid("p", width: 600, height: 600)
         try withTileServer(root, as: kind) { port throws in
             let c = try RawHTTPClient(port: port)
-            let paths = ["/images/p/tiles/2/0/0.png", "/images/p/tiles/9/0/0.png", "/images/p", "/images/p/tiles/x/0/0.png",
-                         "/images/p/tiles/2/2/2.png", "/images/p/visible?x=0&y=0&width=10&height=10&scale=1", "/healthz"]
+            let paths = [
+                "/images/p/tiles/2/0/0.png", "/images/p/tiles/9/0/0.png", "/images/p", "/images/p/tiles/x/0/0.png",
+                "/images/p/tiles/2/2/2.png", "/images/p/visible?x=0&y=0&width=10&height=10&scale=1", "/healthz",
+            ]
             try c.send(paths.map { "GET \($0) HTTP/1.1\r\nHost: x\r\n\r\n" }.joined())
             let statuses = try paths.map { _ in try c.readResponse().status }
             #expect(statuses == [200, 404, 200, 400, 200, 200, 200])

@@ -16,8 +16,10 @@ import TilerImaging
             return String(xml[r.upperBound..<end])
         }
         guard xml.contains("<Image xmlns=\"http://schemas.microsoft.com/deepzoom/2008\"") else { throw ClientError("not a DZI: \(xml)") }
-        return (Int(try attribute("TileSize"))!, Int(try attribute("Overlap"))!, try attribute("Format"),
-                Int(try attribute("Width"))!, Int(try attribute("Height"))!)
+        return (
+            Int(try attribute("TileSize"))!, Int(try attribute("Overlap"))!, try attribute("Format"),
+            Int(try attribute("Width"))!, Int(try attribute("Height"))!
+        )
     }
 
     @Test(arguments: RootKind.allCases, [ValidatorImage.id, "panorama", "odd-123", "tiny", "film.dzi"])
@@ -49,7 +51,9 @@ import TilerImaging
                     #expect(tile.header("Content-Type") == manifest.format.mimeType)
                     let image = try DecodedImage(encoded: tile.body)
                     let w = min(dzi.tileSize, levelWidth - column * dzi.tileSize), h = min(dzi.tileSize, levelHeight - row * dzi.tileSize)
-                    #expect(image.width == w && image.height == h, "level \(level) tile \(column)_\(row) is \(image.width)×\(image.height), not \(w)×\(h)")
+                    #expect(
+                        image.width == w && image.height == h,
+                        "level \(level) tile \(column)_\(row) is \(image.width)×\(image.height), not \(w)×\(h)")
                     fetched += 1
                 }
             }

@@ -4,7 +4,7 @@ import TilerCore
 import TilerImaging
 @testable import TilerServer
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Drawn images (IIIF regions, DeepZoom levels below the pyramid) under faults on disk:
@@ -38,8 +38,10 @@ import Glibc
         try withTileServer(root, log: log) { port in
             // Level 2 (full resolution) through the linked tile; level 1 through the linked
             // folder; level 0 (the FIFO) for a small size and a DeepZoom level below ours.
-            for path in ["/iiif/3/a/0,0,300,300/200,/0/default.png", "/iiif/3/a/full/500,/0/default.png",
-                         "/iiif/3/a/full/100,/0/default.png", "/images/a_files/7/0_0.png"] {
+            for path in [
+                "/iiif/3/a/0,0,300,300/200,/0/default.png", "/iiif/3/a/full/500,/0/default.png",
+                "/iiif/3/a/full/100,/0/default.png", "/images/a_files/7/0_0.png",
+            ] {
                 let r = try fetch(port, path)
                 #expect(r.status == 500, "\(path): \(r.status)")
                 #expect(r.header("Cache-Control") == "no-store", "\(path)")
@@ -70,8 +72,10 @@ import Glibc
         #expect(truncate(huge, 3 << 30) == 0)
         let log = CollectedLog()
         try withTileServer(root, log: log) { port in
-            for path in ["/iiif/3/a/768,768,232,232/200,/0/default.png", "/iiif/3/a/512,768,256,232/200,/0/default.png",
-                         "/images/a/tiles/2/3/3.png", "/images/a/tiles/2/3/2.png"] {
+            for path in [
+                "/iiif/3/a/768,768,232,232/200,/0/default.png", "/iiif/3/a/512,768,256,232/200,/0/default.png",
+                "/images/a/tiles/2/3/3.png", "/images/a/tiles/2/3/2.png",
+            ] {
                 let r = try fetch(port, path)
                 // The link is refused like a missing tile (404); the huge file is there but
                 // cannot be a tile: damage, 500 (it was a 404 when the event loop's read

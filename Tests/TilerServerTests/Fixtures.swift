@@ -24,14 +24,17 @@ final class PyramidRoot: @unchecked Sendable {
     /// Writes a pyramid. Tiles are written for levels up to `tilesThrough` (all by default);
     /// each tile's bytes are unique to its id and coordinate.
     @discardableResult
-    func addPyramid(_ id: String, width: Int, height: Int, tileSize: Int = 256, format: TileFormat = .png,
-                    tilesThrough: Int? = nil, writeManifest: Bool = true) throws -> PyramidManifest {
+    func addPyramid(
+        _ id: String, width: Int, height: Int, tileSize: Int = 256, format: TileFormat = .png,
+        tilesThrough: Int? = nil, writeManifest: Bool = true
+    ) throws -> PyramidManifest {
         let geometry = try PyramidGeometry(width: width, height: height, tileSize: tileSize)
         let dir = path + "/" + id
         let fm = FileManager.default
         try fm.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        let manifest = PyramidManifest(id: PyramidID(id)!, geometry: geometry, format: format,
-                                       thumbnail: .init(file: "thumbnail.\(format.fileExtension)", width: 200, height: 100))
+        let manifest = PyramidManifest(
+            id: PyramidID(id)!, geometry: geometry, format: format,
+            thumbnail: .init(file: "thumbnail.\(format.fileExtension)", width: 200, height: 100))
         for level in geometry.levels where level.level <= (tilesThrough ?? geometry.maxLevel) {
             for row in 0..<level.rows {
                 try fm.createDirectory(atPath: "\(dir)/\(level.level)/\(row)", withIntermediateDirectories: true)
@@ -143,8 +146,10 @@ final class CollectedLog: @unchecked Sendable {
             set { metadata[key] = newValue }
         }
 
-        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
-                 file: String, function: String, line: UInt) {
+        func log(
+            level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
+            file: String, function: String, line: UInt
+        ) {
             log.lock.withLock { log.lines.append("\(level): \(message)") }
         }
     }
@@ -152,15 +157,19 @@ final class CollectedLog: @unchecked Sendable {
 
 /// A running in-process `TileServer` on a free loopback port, serving `root`'s pyramids
 /// as `kind` (the folders themselves, archives, or archives in the S3 test server).
-func withTileServer(_ root: PyramidRoot, as kind: RootKind = .folders, log: CollectedLog? = nil,
-                    _ configure: (inout ServerConfiguration) -> Void = { _ in }, _ body: (Int) throws -> Void) throws {
+func withTileServer(
+    _ root: PyramidRoot, as kind: RootKind = .folders, log: CollectedLog? = nil,
+    _ configure: (inout ServerConfiguration) -> Void = { _ in }, _ body: (Int) throws -> Void
+) throws {
     try withRunningTileServer(root, as: kind, log: log, configure) { server in try body(server.port) }
 }
 
 /// The same, handing over the server itself (its connection count, its pool, its store).
-func withRunningTileServer(_ root: PyramidRoot, as kind: RootKind = .folders, log: CollectedLog? = nil,
-                           _ configure: (inout ServerConfiguration) -> Void = { _ in },
-                           _ body: (TileServer) throws -> Void) throws {
+func withRunningTileServer(
+    _ root: PyramidRoot, as kind: RootKind = .folders, log: CollectedLog? = nil,
+    _ configure: (inout ServerConfiguration) -> Void = { _ in },
+    _ body: (TileServer) throws -> Void
+) throws {
     var config = ServerConfiguration(root: root.path)
     config.http.port = 0
     config.http.threads = 2

@@ -32,7 +32,8 @@ import TilerCore
     @Test(arguments: RootKind.allCases) func manifestShape(_ kind: RootKind) throws {
         let port = try ViewerPyramids.port(kind)
         // JPEG tiles (PNG from sources: `ViewerPyramids.sourcesFormat`), and so JPEG images.
-        let (ext, mime) = try ViewerPyramids.expected(kind).manifest("panorama").format == .jpeg ? ("jpg", "image/jpeg") : ("png", "image/png")
+        let (ext, mime) =
+            try ViewerPyramids.expected(kind).manifest("panorama").format == .jpeg ? ("jpg", "image/jpeg") : ("png", "image/png")
         let r = try fetch(port, "/iiif/3/panorama/manifest.json")
         #expect(r.status == 200)
         #expect(r.header("Content-Type") == #"application/ld+json;profile="http://iiif.io/api/presentation/3/context.json""#)
@@ -54,8 +55,9 @@ import TilerCore
         #expect(body["id"] as? String == base + "/full/max/0/default.\(ext)")
         #expect(body["format"] as? String == mime && body["width"] as? Int == 2400 && body["height"] as? Int == 600)
         let service = try #require((body["service"] as? [[String: Any]])?.first)
-        #expect(service["id"] as? String == base && service["type"] as? String == "ImageService3"
-            && service["profile"] as? String == "level2")
+        #expect(
+            service["id"] as? String == base && service["type"] as? String == "ImageService3"
+                && service["profile"] as? String == "level2")
 
         // Revalidation, HEAD, and unknown images.
         let etag = try #require(r.header("ETag"))

@@ -34,9 +34,11 @@ import TilerImaging
         let port = try ViewerPyramids.port(kind)
         let expected = try ViewerPyramids.expected(kind)
         // Scale factor 2 (our level 1): tile (1, 1) covers 512…999 in full-resolution pixels.
-        for (region, size, file) in [("512,512,488,488", "244,", "1/1/1.png"), ("512,512,488,488", "244,244", "1/1/1.png"),
-                                     ("0,0,256,256", "256,", "2/0/0.png"), ("full", "250,", "0/0/0.png"),
-                                     ("768,768,232,232", "max", "2/3/3.png")] {
+        for (region, size, file) in [
+            ("512,512,488,488", "244,", "1/1/1.png"), ("512,512,488,488", "244,244", "1/1/1.png"),
+            ("0,0,256,256", "256,", "2/0/0.png"), ("full", "250,", "0/0/0.png"),
+            ("768,768,232,232", "max", "2/3/3.png"),
+        ] {
             let r = try fetch(port, "/iiif/3/\(id)/\(region)/\(size)/0/default.png")
             #expect(r.status == 200 && r.header("Content-Type") == "image/png")
             expected.expect(r.body, servedAs: "\(id)/\(file)")
@@ -49,8 +51,9 @@ import TilerImaging
         let port = try ViewerPyramids.port(kind)
         let r = try request(port, "GET", "/iiif/3/\(id)/113,213,74,74/37,/0/default.jpg")
         #expect(r.status == 200 && r.header("Content-Type") == "image/jpeg")
-        #expect(r.header("Link") == #"<http://iiif.io/api/image/3/level2.json>;rel="profile", "#
-            + #"<http://127.0.0.1:\#(port)/iiif/3/\#(id)/113,213,74,74/37,37/0/default.jpg>;rel="canonical""#)
+        #expect(
+            r.header("Link") == #"<http://iiif.io/api/image/3/level2.json>;rel="profile", "#
+                + #"<http://127.0.0.1:\#(port)/iiif/3/\#(id)/113,213,74,74/37,37/0/default.jpg>;rel="canonical""#)
         let img = try DecodedImage(encoded: r.body)
         #expect(img.width == 37 && img.height == 37)
         let c = img.mean(x: 4, y: 4, width: 29, height: 29)
@@ -65,11 +68,13 @@ import TilerImaging
 
     @Test(arguments: RootKind.allCases) func errors(_ kind: RootKind) throws {
         let port = try ViewerPyramids.port(kind)
-        for (path, status) in [("/iiif/3/nope/info.json", 404), ("/iiif/3/a/b/full/max/0/default.jpg", 404),
-                               ("/iiif/3/\(id)/full/max/0/default.gif", 400), ("/iiif/3/\(id)/full/2000,/0/default.jpg", 400),
-                               ("/iiif/3/\(id)/1000,0,10,10/max/0/default.jpg", 400), ("/iiif/3/\(id)/full/max/45x/default.jpg", 400),
-                               ("/iiif/3/\(id)/full/max/0/fancy.jpg", 400), ("/iiif/3/\(id)/full/^20000,/0/default.jpg", 400),
-                               ("/iiif/3/", 404), ("/iiif/2/\(id)/info.json", 404)] {
+        for (path, status) in [
+            ("/iiif/3/nope/info.json", 404), ("/iiif/3/a/b/full/max/0/default.jpg", 404),
+            ("/iiif/3/\(id)/full/max/0/default.gif", 400), ("/iiif/3/\(id)/full/2000,/0/default.jpg", 400),
+            ("/iiif/3/\(id)/1000,0,10,10/max/0/default.jpg", 400), ("/iiif/3/\(id)/full/max/45x/default.jpg", 400),
+            ("/iiif/3/\(id)/full/max/0/fancy.jpg", 400), ("/iiif/3/\(id)/full/^20000,/0/default.jpg", 400),
+            ("/iiif/3/", 404), ("/iiif/2/\(id)/info.json", 404),
+        ] {
             let r = try fetch(port, path)
             #expect(r.status == status, "\(path): \(r.status) \(r.text.prefix(200))")
             #expect(r.header("Content-Type") == "application/json")
@@ -87,15 +92,18 @@ import TilerImaging
         let port = try ViewerPyramids.port(kind)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: validator)
-        process.arguments = ["-s", "127.0.0.1:\(port)", "-p", "iiif/3", "-i", id,
-                             "--version=3.0", "--level=2"]
+        process.arguments = [
+            "-s", "127.0.0.1:\(port)", "-p", "iiif/3", "-i", id,
+            "--version=3.0", "--level=2",
+        ]
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output
         try process.run()
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
-        try? text.write(to: testArtifacts.appendingPathComponent("iiif-validator-\(kind.testDescription).txt"), atomically: true, encoding: .utf8)
+        try? text.write(
+            to: testArtifacts.appendingPathComponent("iiif-validator-\(kind.testDescription).txt"), atomically: true, encoding: .utf8)
         #expect(process.terminationStatus == 0, "validator failed:\n\(text)")
         #expect(text.contains("Done (33 tests, 0 failures)"), "\(text)")
         #expect(!text.contains("FAIL"))

@@ -66,16 +66,20 @@ import TilerHTTP
         let root = try PyramidRoot()
         try root.addPyramid("small", width: 1000, height: 700)  // maxLevel 2; level 2 is 4×3 tiles
         try withTileServer(root, as: kind) { port throws in
-            for path in ["/images/small/tiles/3/0/0.png", "/images/small/tiles/2/3/0.png", "/images/small/tiles/2/0/4.png",
-                         "/images/small/tiles/0/1/0.png", "/images/small/tiles/99999999999999999999/0/0.png",
-                         "/images/nope/tiles/0/0/0.png"] {
+            for path in [
+                "/images/small/tiles/3/0/0.png", "/images/small/tiles/2/3/0.png", "/images/small/tiles/2/0/4.png",
+                "/images/small/tiles/0/1/0.png", "/images/small/tiles/99999999999999999999/0/0.png",
+                "/images/nope/tiles/0/0/0.png",
+            ] {
                 let r = try fetch(port, path)
                 #expect(r.status == 404, "\(path)")
                 #expect(r.errorMessage != nil)
             }
-            for path in ["/images/small/tiles/x/0/0.png", "/images/small/tiles/-1/0/0.png", "/images/small/tiles/0/+0/0.png",
-                         "/images/small/tiles/0/0/0x1.png", "/images/small/tiles/01/0/0.png", "/images/small/tiles/0/0/.png",
-                         "/images/small/tiles/1.5/0/0.png", "/images/small/tiles/0/0/0.png.", "/images/small/tiles/%31/0/0.png?"] {
+            for path in [
+                "/images/small/tiles/x/0/0.png", "/images/small/tiles/-1/0/0.png", "/images/small/tiles/0/+0/0.png",
+                "/images/small/tiles/0/0/0x1.png", "/images/small/tiles/01/0/0.png", "/images/small/tiles/0/0/.png",
+                "/images/small/tiles/1.5/0/0.png", "/images/small/tiles/0/0/0.png.", "/images/small/tiles/%31/0/0.png?",
+            ] {
                 let r = try fetch(port, path)
                 if path.contains("%31") { #expect(r.status == 200, "\(path)") } else { #expect(r.status == 400, "\(path)") }
             }

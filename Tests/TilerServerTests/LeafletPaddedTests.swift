@@ -52,15 +52,19 @@ import TilerImaging
             let maxLevel = padded.maxLevel
             let tiles = "http://127.0.0.1:\(server.port)/images/\(id)/tiles/{z}/{y}/{x}.png"
             var query = URLComponents()
-            query.queryItems = [.init(name: "tiles", value: tiles), .init(name: "maxLevel", value: "\(maxLevel)"),
-                                .init(name: "width", value: "\(Self.width)"), .init(name: "height", value: "\(Self.height)")]
+            query.queryItems = [
+                .init(name: "tiles", value: tiles), .init(name: "maxLevel", value: "\(maxLevel)"),
+                .init(name: "width", value: "\(Self.width)"), .init(name: "height", value: "\(Self.height)"),
+            ]
             try driver.navigate("http://127.0.0.1:\(site.port)/map.html?\(query.percentEncodedQuery!)")
             try driver.wait(for: "Leaflet", "return window.showAt !== undefined")
             _ = try driver.execute("showAt(\(centre.0), \(centre.1), \(zoom)); return 1")
             try driver.wait(for: "the tiles at zoom \(zoom)", "return tileState.ready && tileState.loaded > 0")
             #expect(try driver.execute("return tileState.errors") as? Int == 0)
-            let positions = try #require(driver.execute("return arguments[0].map(([x, y]) => screenPoint(x, y))",
-                                                        [points.map { [$0.0, $0.1] }]) as? [[Double]])
+            let positions = try #require(
+                driver.execute(
+                    "return arguments[0].map(([x, y]) => screenPoint(x, y))",
+                    [points.map { [$0.0, $0.1] }]) as? [[Double]])
             let png = try driver.screenshot()
             try Data(png).write(to: testArtifacts.appendingPathComponent("leaflet-\(id)-z\(zoom).png"))
             let shot = try DecodedImage(encoded: png)
@@ -82,14 +86,18 @@ import TilerImaging
 
         // Full resolution: the last row of tiles is 229 px tall and the last column 1 px
         // wide; every pixel near the corner, and the corner itself, is where it belongs.
-        let nearCorner = [(1536, 996), (1535, 996), (1536, 995), (1530, 990), (1520, 980), (1500, 900),
-                          (1400, 995), (1536, 800), (1536, 700), (1300, 996), (1290, 780)]
+        let nearCorner = [
+            (1536, 996), (1535, 996), (1536, 995), (1530, 990), (1520, 980), (1500, 900),
+            (1400, 995), (1536, 800), (1536, 700), (1300, 996), (1290, 780),
+        ]
         for zoom in [padded.maxLevel, padded.maxLevel - 1] {
             let points = zoom == padded.maxLevel ? nearCorner : nearCorner.map { ($0.0 & ~1, $0.1 & ~1) }
             let (_, screen) = try show("padded", zoom: zoom, centre: (1400, 900), points: points)
             for (point, got) in zip(points, screen) {
                 let want = sourceColour(point.0, point.1, zoom: zoom)
-                #expect(close(got, want, 3), "zoom \(zoom): image \(point) shows \(Array(got.prefix(3))), the source is \(Array(want.prefix(3)))")
+                #expect(
+                    close(got, want, 3),
+                    "zoom \(zoom): image \(point) shows \(Array(got.prefix(3))), the source is \(Array(want.prefix(3)))")
             }
         }
         // Past the corner: the padding, not a stretched picture.

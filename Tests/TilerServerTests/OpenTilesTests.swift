@@ -114,11 +114,12 @@ import TilerHTTP
             let new = Self.version(7)
             try Data(new).write(to: URL(fileURLWithPath: root.path + "/" + Self.file))
             var bodies: [[UInt8]] = []
-            #expect(try eventually(within: 10) {
-                let body = try fetch(server.port, Self.path).body
-                bodies.append(body)
-                return body == new
-            })
+            #expect(
+                try eventually(within: 10) {
+                    let body = try fetch(server.port, Self.path).body
+                    bodies.append(body)
+                    return body == new
+                })
             #expect(bodies.allSatisfy { $0 == old || $0 == new })
         }
     }
@@ -190,10 +191,11 @@ import TilerHTTP
             let fd = try FileDescriptor.open(root.path + "/" + Self.file, O_RDONLY)
             defer { fd.close() }
             #expect(fsync(fd.rawValue) == 0)
-            try #require(try eventually(within: 10) {
-                #expect(posix_fadvise(fd.rawValue, 0, 0, POSIX_FADV_DONTNEED) == 0)
-                return try !fd.isResident(count: expected.count)
-            }, "the kernel kept the pages")
+            try #require(
+                try eventually(within: 10) {
+                    #expect(posix_fadvise(fd.rawValue, 0, 0, POSIX_FADV_DONTNEED) == 0)
+                    return try !fd.isResident(count: expected.count)
+                }, "the kernel kept the pages")
             guard case .notResident = openTiles.answer(for: key) else {
                 Issue.record("a tile out of the page cache was about to be sent from the event loop")
                 return

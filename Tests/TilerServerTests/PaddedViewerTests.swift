@@ -10,8 +10,9 @@ import TilerImaging
 @Suite(.serialized) struct PaddedViewerTests {
     @Test(.timeLimit(.minutes(3))) func paddedEdgeTilesAreShownUndistorted() throws {
         guard let chromium = findExecutable(["chromium", "chromium-browser", "google-chrome"]),
-              let chromedriver = findExecutable(["chromedriver", "/usr/lib/chromium/chromedriver"]),
-              let vips = findExecutable(["vips"]) else {
+            let chromedriver = findExecutable(["chromedriver", "/usr/lib/chromium/chromedriver"]),
+            let vips = findExecutable(["vips"])
+        else {
             Issue.record("chromium, chromedriver and vips are needed: run scripts/install-deps test")
             return
         }
@@ -46,11 +47,16 @@ import TilerImaging
         // Near the bottom-right corner at scale 2: the tile at row 3, column 5 is 256 × 229
         // of image and 256 × 256 stored; stretched, its row 222 would show padding.
         try driver.navigate("http://127.0.0.1:\(server.port)/#/image/padded?x=1500&y=960&z=2")
-        _ = try driver.wait(for: "the full-resolution tiles", """
+        _ = try driver.wait(
+            for: "the full-resolution tiles",
+            """
             const v = tilerViewer.view(); return v && v.level === \(cut.manifest.maxLevel) && v.pending === 0 && v.activeTiles > 0 ? v : null
             """)
         try driver.waitForTilesFadedIn()
-        let stage = try #require(driver.execute("const r = document.getElementById('stage').getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]") as? [Double])
+        let stage = try #require(
+            driver.execute(
+                "const r = document.getElementById('stage').getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]")
+                as? [Double])
         let png = try driver.screenshot()
         try Data(png).write(to: testArtifacts.appendingPathComponent("viewer-padded-corner.png"))
         let shot = try DecodedImage(encoded: png)

@@ -102,10 +102,13 @@ import TilerHTTP
         let root = try PyramidRoot()
         try root.addPyramid("a", width: 300, height: 200)
         try withTileServer(root, as: kind) { port throws in
-            let forwarded = ["Host: inside.example:81", "X-Forwarded-Host: outside.example", "X-Forwarded-Proto: https",
-                             "Forwarded: proto=https;host=other.example"]
-            #expect(try request(port, "GET", "/images/a", headers: forwarded).json["tiles"] as? String
-                == "/images/a/tiles/{level}/{row}/{column}.png")
+            let forwarded = [
+                "Host: inside.example:81", "X-Forwarded-Host: outside.example", "X-Forwarded-Proto: https",
+                "Forwarded: proto=https;host=other.example",
+            ]
+            #expect(
+                try request(port, "GET", "/images/a", headers: forwarded).json["tiles"] as? String
+                    == "/images/a/tiles/{level}/{row}/{column}.png")
             // Untrusted forwarded headers change nothing.
             let info = try request(port, "GET", "/iiif/3/a/info.json", headers: forwarded)
             #expect(info.json["id"] as? String == "http://inside.example:81/iiif/3/a")
@@ -126,25 +129,32 @@ import TilerHTTP
                 try request(port, "GET", path, headers: headers).json["id"] as? String
             }
             // X-Forwarded-*: the first value of each list.
-            #expect(try id(["Host: inside:1", "X-Forwarded-Proto: https, http", "X-Forwarded-Host: one.example, inside:1"])
-                == "https://one.example/iiif/3/a/manifest.json")
+            #expect(
+                try id(["Host: inside:1", "X-Forwarded-Proto: https, http", "X-Forwarded-Host: one.example, inside:1"])
+                    == "https://one.example/iiif/3/a/manifest.json")
             // Forwarded wins over X-Forwarded-*; its first element is the outermost proxy's.
-            #expect(try id(["Host: inside:1", "X-Forwarded-Host: one.example",
-                            "Forwarded: for=1.2.3.4;proto=https;host=\"two.example:8443\", for=10.0.0.1;host=inside"])
-                == "https://two.example:8443/iiif/3/a/manifest.json")
+            #expect(
+                try id([
+                    "Host: inside:1", "X-Forwarded-Host: one.example",
+                    "Forwarded: for=1.2.3.4;proto=https;host=\"two.example:8443\", for=10.0.0.1;host=inside",
+                ])
+                    == "https://two.example:8443/iiif/3/a/manifest.json")
             // Only the proto forwarded: the Host stays.
             #expect(try id(["Host: inside:1", "X-Forwarded-Proto: https"], "/iiif/3/a/info.json") == "https://inside:1/iiif/3/a")
             // Implausible values are ignored, not echoed.
-            #expect(try id(["Host: inside:1", "X-Forwarded-Proto: javascript", "X-Forwarded-Host: a\"b<c>"])
-                == "http://inside:1/iiif/3/a/manifest.json")
+            #expect(
+                try id(["Host: inside:1", "X-Forwarded-Proto: javascript", "X-Forwarded-Host: a\"b<c>"])
+                    == "http://inside:1/iiif/3/a/manifest.json")
             // One client's forwarded host never reaches another: the same document, asked
             // for twice with different hosts, says each client's own.
             #expect(try id(["Host: x", "X-Forwarded-Host: first.example"]) == "http://first.example/iiif/3/a/manifest.json")
             #expect(try id(["Host: x", "X-Forwarded-Host: second.example"]) == "http://second.example/iiif/3/a/manifest.json")
-            #expect(try id(["Host: x", "X-Forwarded-Host: first.example"], "/iiif/3/collection.json")
-                == "http://first.example/iiif/3/collection.json")
-            #expect(try id(["Host: x", "X-Forwarded-Host: second.example"], "/iiif/3/collection.json")
-                == "http://second.example/iiif/3/collection.json")
+            #expect(
+                try id(["Host: x", "X-Forwarded-Host: first.example"], "/iiif/3/collection.json")
+                    == "http://first.example/iiif/3/collection.json")
+            #expect(
+                try id(["Host: x", "X-Forwarded-Host: second.example"], "/iiif/3/collection.json")
+                    == "http://second.example/iiif/3/collection.json")
             let r = try request(port, "GET", "/iiif/3/a/info.json", headers: ["Host: x"])
             #expect(r.header("Vary") == "Host, Forwarded, X-Forwarded-Proto, X-Forwarded-Host")
             // The image API's documents hold no host at all, so they are shared as they are.
@@ -169,7 +179,8 @@ import TilerHTTP
         let store = TileStore(configuration: ServerConfiguration(root: root.path))
         defer { store.stopRescanning() }
         let pyramid = try #require(store.pyramids.first)
-        let query = try #require(try VisibleTilesQuery.parsingCommonForm(Array("x=100&y=50&width=2000&height=1500&scale=0.5&margin=1".utf8)[...]))
+        let query = try #require(
+            try VisibleTilesQuery.parsingCommonForm(Array("x=100&y=50&width=2000&height=1500&scale=0.5&margin=1".utf8)[...]))
         let answer = try pyramid.geometry.visibleTilesPlan(for: query, maximumTiles: 4096)
         let prefixed = String(decoding: visibleDocument(answer, of: pyramid, linkPrefix: escaped), as: UTF8.self)
         #expect(prefixed == plain.replacingOccurrences(of: #""url":""#, with: #""url":"https://example.org/p\"q"#))

@@ -3,7 +3,7 @@ import Testing
 import TilerCore
 @testable import TilerServer
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The catalog of pyramids under ROOT: kept in memory, scanned in the background, and
@@ -47,7 +47,9 @@ import Glibc
     }
 
     /// The background scan runs by itself every `rescanInterval` seconds.
-    @Test(.timeLimit(.minutes(10)), arguments: RootKind.allCases) func theBackgroundScanNoticesNewAndDeletedPyramids(_ kind: RootKind) throws {
+    @Test(.timeLimit(.minutes(10)), arguments: RootKind.allCases) func theBackgroundScanNoticesNewAndDeletedPyramids(_ kind: RootKind)
+        throws
+    {
         let root = try PyramidRoot()
         try withTileServer(root, as: kind, { $0.rescanInterval = 0.05 }) { port in
             #expect(try ids(port).isEmpty)

@@ -17,7 +17,9 @@ import TilerCore
         // blocks as there are cores, and in a full test run other tests can hold them all.
         func onThread(_ body: @escaping @Sendable () -> Void) {
             group.enter()
-            Thread { body(); group.leave() }.start()
+            Thread {
+                body(); group.leave()
+            }.start()
         }
         // 50 does not fit beside 60: it waits.
         onThread { results.add("50: \(budget.admit(50))") }
@@ -79,8 +81,9 @@ import TilerCore
         try runTool(vips, ["bandjoin", "\(grey) \(grey) \(grey)", tile])
         let bytes = try Data(contentsOf: URL(fileURLWithPath: tile))
         let geometry = try PyramidGeometry(width: width, height: height)
-        let manifest = PyramidManifest(id: PyramidID(id)!, geometry: geometry, format: .png,
-                                       thumbnail: .init(file: "thumbnail.png", width: 256, height: 256), bands: 3)
+        let manifest = PyramidManifest(
+            id: PyramidID(id)!, geometry: geometry, format: .png,
+            thumbnail: .init(file: "thumbnail.png", width: 256, height: 256), bands: 3)
         let l = geometry.level(level)
         for row in 0..<l.rows {
             try FileManager.default.createDirectory(atPath: "\(root.path)/\(id)/\(level)/\(row)", withIntermediateDirectories: true)
@@ -122,7 +125,8 @@ final class ServerProcess: @unchecked Sendable {
         }
         let text = String(decoding: line, as: UTF8.self)
         guard let range = text.range(of: #":(\d+)/"#, options: .regularExpression),
-              let port = Int(text[range].dropFirst().dropLast()) else {
+            let port = Int(text[range].dropFirst().dropLast())
+        else {
             process.terminate()
             throw ClientError("unexpected start-up line '\(text)'")
         }

@@ -4,7 +4,7 @@ import Testing
 import TilerCore
 import TilerServer
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `tiler serve` as a process: start-up line, environment variables, signals.
@@ -23,8 +23,10 @@ import Glibc
     }
 
     /// Starts `tiler serve`, reads its start-up line and returns the process and port.
-    func launch(_ arguments: [String], environment: [String: String] = [:],
-                standardError: FileHandle = FileHandle.nullDevice) throws -> (Process, Int, String) {
+    func launch(
+        _ arguments: [String], environment: [String: String] = [:],
+        standardError: FileHandle = FileHandle.nullDevice
+    ) throws -> (Process, Int, String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try Self.binary)
         process.arguments = ["serve"] + arguments
@@ -44,7 +46,8 @@ import Glibc
         }
         let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard let range = text.range(of: #"http://127\.0\.0\.1:(\d+)/"#, options: .regularExpression),
-              let port = Int(text[range].dropFirst("http://127.0.0.1:".count).dropLast()) else {
+            let port = Int(text[range].dropFirst("http://127.0.0.1:".count).dropLast())
+        else {
             process.terminate()
             throw ClientError("unexpected start-up line '\(text)'")
         }
@@ -88,8 +91,12 @@ import Glibc
     @Test func sigintExitsZeroAndEnvironmentConfigures() throws {
         let root = try PyramidRoot()
         // TILER_ROOT and TILER_PORT instead of arguments; TILER_CORS_ORIGIN applies.
-        let (process, port, _) = try launch([], environment: ["TILER_ROOT": root.path, "TILER_PORT": "0",
-                                                              "TILER_CORS_ORIGIN": "https://x.example"])
+        let (process, port, _) = try launch(
+            [],
+            environment: [
+                "TILER_ROOT": root.path, "TILER_PORT": "0",
+                "TILER_CORS_ORIGIN": "https://x.example",
+            ])
         let r = try fetch(port, "/healthz")
         #expect(r.status == 200)
         #expect(r.header("Access-Control-Allow-Origin") == "https://x.example")
@@ -100,8 +107,9 @@ import Glibc
 
     @Test func flagsWinOverEnvironment() throws {
         let root = try PyramidRoot()
-        let (process, port, _) = try launch([root.path, "--port", "0", "--cache-control", "no-cache"],
-                                            environment: ["TILER_PORT": "not-a-port", "TILER_CACHE_CONTROL": "max-age=1"])
+        let (process, port, _) = try launch(
+            [root.path, "--port", "0", "--cache-control", "no-cache"],
+            environment: ["TILER_PORT": "not-a-port", "TILER_CACHE_CONTROL": "max-age=1"])
         try root.addPyramid("a", width: 300, height: 200)
         #expect(try fetch(port, "/images/a/tiles/0/0/0.png").header("Cache-Control") == "no-cache")
         kill(process.processIdentifier, SIGTERM)
@@ -113,39 +121,40 @@ import Glibc
     /// name the flag or variable (exit 64), never a trap at start-up (`--idle-timeout
     /// 1e16` used to trap in `Int64(seconds * 1000)`) nor a silent wrap (`--cache-mb`
     /// shifted by 20 bits).
-    @Test(arguments: [
-        (["--idle-timeout", "1e16"], [:], "--idle-timeout"),
-        (["--header-timeout", "inf"], [:], "--header-timeout"),
-        (["--header-timeout", "nan"], [:], "--header-timeout"),
-        (["--write-timeout", "0"], [:], "--write-timeout"),
-        (["--shutdown-grace=-1"], [:], "--shutdown-grace"),
-        (["--cache-mb", "35184372088832"], [:], "--cache-mb"),
-        (["--max-request-line", "4611686018427387904"], [:], "--max-request-line"),
-        (["--max-connections", "0"], [:], "--max-connections"),
-        (["--render-threads", "0"], [:], "--render-threads"),
-        (["--max-queued-renders", "0"], [:], "--max-queued-renders"),
-        (["--max-queued-reads", "100000000"], [:], "--max-queued-reads"),
-        (["--iiif-max-area", "0"], [:], "--iiif-max-area"),
-        (["--max-visible-tiles", "9223372036854775807"], [:], "--max-visible-tiles"),
-        ([], ["TILER_IDLE_TIMEOUT": "1e16"], "TILER_IDLE_TIMEOUT"),
-        ([], ["TILER_HEADER_TIMEOUT": "inf"], "TILER_HEADER_TIMEOUT"),
-        ([], ["TILER_CACHE_MB": "35184372088832"], "TILER_CACHE_MB"),
-        ([], ["TILER_SHUTDOWN_GRACE": "1e9"], "TILER_SHUTDOWN_GRACE"),
-        (["--storage-timeout", "0"], [:], "--storage-timeout"),
-        (["--storage-threads", "0"], [:], "--storage-threads"),
-        (["--max-queued-storage-reads", "0"], [:], "--max-queued-storage-reads"),
-        (["--directory-cache-entries=-1"], [:], "--directory-cache-entries"),
-        ([], ["TILER_OPEN_TILES": "-5"], "TILER_OPEN_TILES"),
-        ([], ["TILER_STORAGE_TIMEOUT": "nan"], "TILER_STORAGE_TIMEOUT"),
-        (["--sources", "/tmp", "--sources-cache-mb=-1"], [:], "--sources-cache-mb"),
-        (["--sources", "/tmp", "--sources-format", "jpeg", "--sources-quality", "0"], [:], "--sources-quality"),
-        ([], ["TILER_SOURCES": "/tmp", "TILER_MAX_PIXELS": "0"], "TILER_MAX_PIXELS"),
-        (["--keep"], [:], "--keep"),
-        (["--base-url", "ftp://example.org/tiles"], [:], "--base-url"),
-        (["--base-url", "https://example.org/tiles?x=1"], [:], "--base-url"),
-        ([], ["TILER_BASE_URL": "https://example.org/tiles#top"], "TILER_BASE_URL"),
-        ([], ["TILER_BASE_URL": "example.org/tiles"], "TILER_BASE_URL"),
-    ] as [([String], [String: String], String)])
+    @Test(
+        arguments: [
+            (["--idle-timeout", "1e16"], [:], "--idle-timeout"),
+            (["--header-timeout", "inf"], [:], "--header-timeout"),
+            (["--header-timeout", "nan"], [:], "--header-timeout"),
+            (["--write-timeout", "0"], [:], "--write-timeout"),
+            (["--shutdown-grace=-1"], [:], "--shutdown-grace"),
+            (["--cache-mb", "35184372088832"], [:], "--cache-mb"),
+            (["--max-request-line", "4611686018427387904"], [:], "--max-request-line"),
+            (["--max-connections", "0"], [:], "--max-connections"),
+            (["--render-threads", "0"], [:], "--render-threads"),
+            (["--max-queued-renders", "0"], [:], "--max-queued-renders"),
+            (["--max-queued-reads", "100000000"], [:], "--max-queued-reads"),
+            (["--iiif-max-area", "0"], [:], "--iiif-max-area"),
+            (["--max-visible-tiles", "9223372036854775807"], [:], "--max-visible-tiles"),
+            ([], ["TILER_IDLE_TIMEOUT": "1e16"], "TILER_IDLE_TIMEOUT"),
+            ([], ["TILER_HEADER_TIMEOUT": "inf"], "TILER_HEADER_TIMEOUT"),
+            ([], ["TILER_CACHE_MB": "35184372088832"], "TILER_CACHE_MB"),
+            ([], ["TILER_SHUTDOWN_GRACE": "1e9"], "TILER_SHUTDOWN_GRACE"),
+            (["--storage-timeout", "0"], [:], "--storage-timeout"),
+            (["--storage-threads", "0"], [:], "--storage-threads"),
+            (["--max-queued-storage-reads", "0"], [:], "--max-queued-storage-reads"),
+            (["--directory-cache-entries=-1"], [:], "--directory-cache-entries"),
+            ([], ["TILER_OPEN_TILES": "-5"], "TILER_OPEN_TILES"),
+            ([], ["TILER_STORAGE_TIMEOUT": "nan"], "TILER_STORAGE_TIMEOUT"),
+            (["--sources", "/tmp", "--sources-cache-mb=-1"], [:], "--sources-cache-mb"),
+            (["--sources", "/tmp", "--sources-format", "jpeg", "--sources-quality", "0"], [:], "--sources-quality"),
+            ([], ["TILER_SOURCES": "/tmp", "TILER_MAX_PIXELS": "0"], "TILER_MAX_PIXELS"),
+            (["--keep"], [:], "--keep"),
+            (["--base-url", "ftp://example.org/tiles"], [:], "--base-url"),
+            (["--base-url", "https://example.org/tiles?x=1"], [:], "--base-url"),
+            ([], ["TILER_BASE_URL": "https://example.org/tiles#top"], "TILER_BASE_URL"),
+            ([], ["TILER_BASE_URL": "example.org/tiles"], "TILER_BASE_URL"),
+        ] as [([String], [String: String], String)])
     func outOfRangeSettingsAreUsageErrors(arguments: [String], environment: [String: String], named: String) throws {
         let root = try PyramidRoot()
         let process = Process()
@@ -183,8 +192,10 @@ import Glibc
             .split(whereSeparator: \.isWhitespace).joined(separator: " ")
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)
-        for text in ["DeepZoom", "OpenSeadragon", "IIIF Image API 3.0", "IIIF Presentation API 3.0", "/iiif/3/collection.json",
-                     "web viewer", "--base-url", "TILER_BASE_URL", "--trust-proxy", "TILER_TRUST_PROXY", "--access-log"] {
+        for text in [
+            "DeepZoom", "OpenSeadragon", "IIIF Image API 3.0", "IIIF Presentation API 3.0", "/iiif/3/collection.json",
+            "web viewer", "--base-url", "TILER_BASE_URL", "--trust-proxy", "TILER_TRUST_PROXY", "--access-log",
+        ] {
             #expect(help.contains(text), "`tiler serve --help` does not mention \(text)")
         }
     }
@@ -196,15 +207,17 @@ import Glibc
         try root.addPyramid("a", width: 300, height: 200)
         let (process, port, line) = try launch([root.path, "--port", "0", "--base-url", "https://example.org/tiles/"])
         #expect(line.hasSuffix("(public address https://example.org/tiles/)"), "\(line)")
-        #expect(try fetch(port, "/images/a").json["tiles"] as? String == "https://example.org/tiles/images/a/tiles/{level}/{row}/{column}.png")
+        #expect(
+            try fetch(port, "/images/a").json["tiles"] as? String == "https://example.org/tiles/images/a/tiles/{level}/{row}/{column}.png")
         kill(process.processIdentifier, SIGTERM)
         #expect(waitForExit(process))
 
         let log = URL(fileURLWithPath: root.path).appendingPathComponent("stderr.log")
         FileManager.default.createFile(atPath: log.path, contents: nil)
-        let (proxied, proxiedPort, _) = try launch([root.path, "--port", "0", "--access-log"],
-                                                   environment: ["TILER_TRUST_PROXY": "1", "TILER_ACCESS_LOG": "0"],
-                                                   standardError: try FileHandle(forWritingTo: log))
+        let (proxied, proxiedPort, _) = try launch(
+            [root.path, "--port", "0", "--access-log"],
+            environment: ["TILER_TRUST_PROXY": "1", "TILER_ACCESS_LOG": "0"],
+            standardError: try FileHandle(forWritingTo: log))
         let info = try fetch(proxiedPort, "/iiif/3/a/info.json", headers: ["X-Forwarded-Proto: https", "X-Forwarded-Host: public.example"])
         #expect(info.json["id"] as? String == "https://public.example/iiif/3/a")
         #expect(eventually { ((try? String(contentsOf: log, encoding: .utf8)) ?? "").contains("/iiif/3/a/info.json") })
@@ -215,9 +228,11 @@ import Glibc
         #expect(waitForExit(proxied))
 
         // The flag, over a variable that says no.
-        let (flagged, flaggedPort, _) = try launch([root.path, "--port", "0", "--trust-proxy"],
-                                                   environment: ["TILER_TRUST_PROXY": "0"])
-        let flaggedInfo = try fetch(flaggedPort, "/iiif/3/a/info.json", headers: ["X-Forwarded-Proto: https", "X-Forwarded-Host: public.example"])
+        let (flagged, flaggedPort, _) = try launch(
+            [root.path, "--port", "0", "--trust-proxy"],
+            environment: ["TILER_TRUST_PROXY": "0"])
+        let flaggedInfo = try fetch(
+            flaggedPort, "/iiif/3/a/info.json", headers: ["X-Forwarded-Proto: https", "X-Forwarded-Host: public.example"])
         #expect(flaggedInfo.json["id"] as? String == "https://public.example/iiif/3/a")
         kill(flagged.processIdentifier, SIGTERM)
         #expect(waitForExit(flagged))

@@ -4,7 +4,7 @@ import TilerCore
 @testable import TilerHTTP
 import TilerServer
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The server under faults on disk and in the network: symbolic links out of ROOT, FIFOs,
@@ -48,9 +48,11 @@ import Glibc
             #expect(list.status == 200)
             let ids = (list.json["images"] as? [[String: Any]])?.compactMap { $0["id"] as? String }
             #expect(ids == ["a"], "listed \(ids ?? [])")
-            for path in ["/images/ext", "/images/ext/tiles/0/0/0.png", "/images/alias", "/images/alias/tiles/2/0/1.png",
-                         "/images/a/tiles/2/0/0.png", "/images/a/thumbnail.png", "/images/a/tiles/1/0/0.png",
-                         "/images/c", "/images/c/tiles/0/0/0.png"] {
+            for path in [
+                "/images/ext", "/images/ext/tiles/0/0/0.png", "/images/alias", "/images/alias/tiles/2/0/1.png",
+                "/images/a/tiles/2/0/0.png", "/images/a/thumbnail.png", "/images/a/tiles/1/0/0.png",
+                "/images/c", "/images/c/tiles/0/0/0.png",
+            ] {
                 let r = try fetch(port, path)
                 #expect(r.status == 404, "\(path) answered \(r.status)")
                 #expect(!r.text.contains("SECRET") && !r.text.contains("tile ext"), "\(path) leaked \(r.text.prefix(40))")
@@ -94,10 +96,12 @@ import Glibc
         try withTileServer(root, log: log) { port in
             let c = try RawHTTPClient(port: port)
             for _ in 0..<3 {
-                for (path, message) in [("/images/a/tiles/2/0/1.png", "tile 2/0/1 of image 'a' is damaged on the server"),
-                                        ("/images/a/tiles/2/1/1.png", "tile 2/1/1 of image 'a' is damaged on the server"),
-                                        ("/images/a/tiles/2/1/0.png", "tile 2/1/0 of image 'a' is damaged on the server"),
-                                        ("/images/a/thumbnail.png", "'thumbnail.png' of image 'a' is damaged on the server")] {
+                for (path, message) in [
+                    ("/images/a/tiles/2/0/1.png", "tile 2/0/1 of image 'a' is damaged on the server"),
+                    ("/images/a/tiles/2/1/1.png", "tile 2/1/1 of image 'a' is damaged on the server"),
+                    ("/images/a/tiles/2/1/0.png", "tile 2/1/0 of image 'a' is damaged on the server"),
+                    ("/images/a/thumbnail.png", "'thumbnail.png' of image 'a' is damaged on the server"),
+                ] {
                     try c.request(path)
                     let r = try c.readResponse()
                     #expect(r.status == 500 && r.header("Cache-Control") == "no-store", "\(path): \(r.status)")
@@ -127,23 +131,27 @@ import Glibc
         func manifest(_ id: String, _ width: Int, _ height: Int, tileSize: Int, bands: Int? = nil) throws {
             try FileManager.default.createDirectory(atPath: root.path + "/" + id, withIntermediateDirectories: true)
             let g = try PyramidGeometry(width: width, height: height, tileSize: tileSize)
-            try root.write(PyramidManifest(id: PyramidID(id)!, geometry: g, format: .png,
-                                           thumbnail: .init(file: "thumbnail.png", width: 256, height: 1), bands: bands))
+            try root.write(
+                PyramidManifest(
+                    id: PyramidID(id)!, geometry: g, format: .png,
+                    thumbnail: .init(file: "thumbnail.png", width: 256, height: 1), bands: bands))
         }
-        try manifest("wide16", 1 << 40, 1, tileSize: 16)     // 2^36 columns: outside the limits
-        try manifest("wide", 1 << 40, 1, tileSize: 1024)     // 2^30 columns: within them
+        try manifest("wide16", 1 << 40, 1, tileSize: 16)  // 2^36 columns: outside the limits
+        try manifest("wide", 1 << 40, 1, tileSize: 1024)  // 2^30 columns: within them
         try manifest("tall", 1, 1 << 40, tileSize: 1024)
         try manifest("bands", 600, 600, tileSize: 256, bands: 9)
         try withTileServer(root) { port in
-            for (path, status) in [("/iiif/3/wide16/full/max/0/default.png", 500), ("/images/wide16", 500),
-                                   ("/iiif/3/bands/full/max/0/default.png", 500),
-                                   ("/iiif/3/wide/full/max/0/default.png", 400), ("/iiif/3/wide/full/max/90/default.webp", 400),
-                                   ("/iiif/3/tall/full/999999999,/0/default.png", 400),
-                                   ("/iiif/3/tall/full/!999999999,999999999/0/default.png", 400),
-                                   ("/iiif/3/a/full/^pct:999999999999999999999999/0/default.png", 400),
-                                   ("/iiif/3/a/pct:999999999999999999999999,0,10,10/max/0/default.png", 400),
-                                   ("/iiif/3/a/pct:0,999999999999999999999999,10,10/max/0/default.png", 400),
-                                   ("/images/wide/visible?x=0&y=0&width=1e12&height=1&scale=1", 400)] {
+            for (path, status) in [
+                ("/iiif/3/wide16/full/max/0/default.png", 500), ("/images/wide16", 500),
+                ("/iiif/3/bands/full/max/0/default.png", 500),
+                ("/iiif/3/wide/full/max/0/default.png", 400), ("/iiif/3/wide/full/max/90/default.webp", 400),
+                ("/iiif/3/tall/full/999999999,/0/default.png", 400),
+                ("/iiif/3/tall/full/!999999999,999999999/0/default.png", 400),
+                ("/iiif/3/a/full/^pct:999999999999999999999999/0/default.png", 400),
+                ("/iiif/3/a/pct:999999999999999999999999,0,10,10/max/0/default.png", 400),
+                ("/iiif/3/a/pct:0,999999999999999999999999,10,10/max/0/default.png", 400),
+                ("/images/wide/visible?x=0&y=0&width=1e12&height=1&scale=1", 400),
+            ] {
                 let r = try fetch(port, path)
                 #expect(r.status == status, "\(path): \(r.status) \(r.text.prefix(200))")
                 #expect(try fetch(port, "/healthz").status == 200, "after \(path)")
@@ -209,8 +217,9 @@ import Glibc
     /// (what `tiler cut` does); odd and even versions differ in size.
     static func installVersion(_ n: Int, root: PyramidRoot) throws -> PyramidGeometry {
         let geometry = try PyramidGeometry(width: n % 2 == 0 ? 1000 : 600, height: 700)
-        let manifest = PyramidManifest(id: PyramidID("p")!, geometry: geometry, format: .png,
-                                       thumbnail: .init(file: "thumbnail.png", width: 256, height: 179))
+        let manifest = PyramidManifest(
+            id: PyramidID("p")!, geometry: geometry, format: .png,
+            thumbnail: .init(file: "thumbnail.png", width: 256, height: 179))
         let staging = root.path + "/.p.partial-\(n)"
         let fm = FileManager.default
         for l in geometry.levels {
@@ -238,8 +247,10 @@ import Glibc
             let failures = Tally()
             let answered = Tally()
             let group = DispatchGroup()
-            let paths = ["/images/p/tiles/2/0/0.png", "/images/p/tiles/2/1/3.png", "/images/p", "/images/p/tiles/0/0/0.png",
-                         "/images/p/visible?x=0&y=0&width=500&height=500&scale=1", "/images"]
+            let paths = [
+                "/images/p/tiles/2/0/0.png", "/images/p/tiles/2/1/3.png", "/images/p", "/images/p/tiles/0/0/0.png",
+                "/images/p/visible?x=0&y=0&width=500&height=500&scale=1", "/images",
+            ]
             for worker in 0..<3 {
                 DispatchQueue.global().async(group: group) {
                     var client: RawHTTPClient?
@@ -254,8 +265,9 @@ import Glibc
                             answered.add(path)
                             if path.contains("/tiles/"), r.status == 200 {
                                 let parts = path.split(separator: "/")
-                                let t = TileCoordinate(level: Int(parts[3])!, row: Int(parts[4])!,
-                                                       column: Int(parts[5].dropLast(4))!)
+                                let t = TileCoordinate(
+                                    level: Int(parts[3])!, row: Int(parts[4])!,
+                                    column: Int(parts[5].dropLast(4))!)
                                 if !(0...1000).contains(where: { Self.versionedTile($0, t) == r.body }) {
                                     failures.add("\(path): unexpected body \(r.text.prefix(30))")
                                 }
@@ -291,10 +303,11 @@ import Glibc
             // Once the manifest is checked again (tiles are read by path, so a new tile can
             // come before the new manifest), the newest version is what is served.
             let t = TileCoordinate(level: 2, row: 1, column: 1)
-            #expect(try eventually {
-                try fetch(port, "/images/p/tiles/2/1/1.png").body == Self.versionedTile(version, t)
-                    && fetch(port, "/images/p").json["width"] as? Int == (version % 2 == 0 ? 1000 : 600)
-            })
+            #expect(
+                try eventually {
+                    try fetch(port, "/images/p/tiles/2/1/1.png").body == Self.versionedTile(version, t)
+                        && fetch(port, "/images/p").json["width"] as? Int == (version % 2 == 0 ? 1000 : 600)
+                })
             try FileManager.default.removeItem(atPath: root.path + "/p")
             #expect(try eventually { try fetch(port, "/images/p/tiles/2/1/1.png").status == 404 })
             #expect(try eventually { try fetch(port, "/images").json["total"] as? Int == 0 })
@@ -307,11 +320,14 @@ import Glibc
     @Test(.timeLimit(.minutes(10))) func idleConnectionsUpToAndPastTheCap() throws {
         let root = try PyramidRoot()
         try root.addPyramid("a", width: 600, height: 600)
-        try withRunningTileServer(root, {
-            $0.http.maximumConnections = 64
-            $0.http.idleTimeout = 30
-            $0.http.requestHeadTimeout = 30
-        }) { server in
+        try withRunningTileServer(
+            root,
+            {
+                $0.http.maximumConnections = 64
+                $0.http.idleTimeout = 30
+                $0.http.requestHeadTimeout = 30
+            }
+        ) { server in
             let port = server.port
             var idle: [RawHTTPClient] = []
             for _ in 0..<50 { idle.append(try RawHTTPClient(port: port, timeout: 2)) }
@@ -340,10 +356,13 @@ import Glibc
             #expect(eventually { server.http.openConnections == 0 })
             #expect(try fetch(port, "/images/a/tiles/0/0/0.png").status == 200)
         }
-        try withTileServer(root, {
-            $0.http.idleTimeout = 1
-            $0.http.requestHeadTimeout = 1
-        }) { port in
+        try withTileServer(
+            root,
+            {
+                $0.http.idleTimeout = 1
+                $0.http.requestHeadTimeout = 1
+            }
+        ) { port in
             let idle = try RawHTTPClient(port: port, timeout: 5)
             let slow = try RawHTTPClient(port: port, timeout: 5)
             try slow.send("GET /images/a HTTP/1.1\r\nHost: x\r\n")

@@ -102,8 +102,9 @@ final class ServedRoot: @unchecked Sendable {
 
     /// How the server reaches the S3 test server.
     static func s3Configuration(_ server: S3TestServer) -> S3Configuration {
-        S3Configuration(credentials: S3Credentials(accessKeyID: server.accessKeyID, secretAccessKey: server.secretAccessKey),
-                        region: server.region, endpoint: server.endpoint, retries: 1)
+        S3Configuration(
+            credentials: S3Credentials(accessKeyID: server.accessKeyID, secretAccessKey: server.secretAccessKey),
+            region: server.region, endpoint: server.endpoint, retries: 1)
     }
 
     /// What the server is given as ROOT.
@@ -186,7 +187,8 @@ final class ServedRoot: @unchecked Sendable {
         for name in try FileManager.default.contentsOfDirectory(atPath: folders) {
             let path = folders + "/" + name + "/" + PyramidManifest.fileName
             guard let data = FileManager.default.contents(atPath: path),
-                  let manifest = try? JSONDecoder().decode(PyramidManifest.self, from: data) else { continue }
+                let manifest = try? JSONDecoder().decode(PyramidManifest.self, from: data)
+            else { continue }
             formats[name] = manifest.format
         }
         guard Set(formats.values).count <= 1 else {
@@ -334,12 +336,14 @@ final class SourceCopies: @unchecked Sendable {
     /// Writes the picture of the pyramid folder `folder` as the source file of `id`,
     /// replacing the old one in one step (a rename).
     func write(_ folder: String, as id: String) throws {
-        let manifest = try JSONDecoder().decode(PyramidManifest.self,
-                                                from: Data(contentsOf: URL(fileURLWithPath: folder + "/" + PyramidManifest.fileName)))
+        let manifest = try JSONDecoder().decode(
+            PyramidManifest.self,
+            from: Data(contentsOf: URL(fileURLWithPath: folder + "/" + PyramidManifest.fileName)))
         guard manifest.tileSize == 256, !manifest.isPadded, anyFormat || manifest.format == format else {
-            throw ClientError("'\(id)' (\(manifest.tileSize)-pixel \(manifest.format) tiles\(manifest.isPadded ? ", padded" : "")) cannot be "
-                + "served from a source by this server, which makes \(format) tiles of 256 pixels, unpadded (as tiler cut by default): "
-                + "test it over RootKind.cutPyramids")
+            throw ClientError(
+                "'\(id)' (\(manifest.tileSize)-pixel \(manifest.format) tiles\(manifest.isPadded ? ", padded" : "")) cannot be "
+                    + "served from a source by this server, which makes \(format) tiles of 256 pixels, unpadded (as tiler cut by default): "
+                    + "test it over RootKind.cutPyramids")
         }
         let work = files.path + "/.work-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)

@@ -14,8 +14,9 @@ import TilerStorage
     /// With nothing set, the configuration is the library's own defaults.
     @Test func nothingSetIsTheDefaults() throws {
         #expect(try ServerConfiguration(environment: [:]) == ServerConfiguration(root: DefaultRoot.folder))
-        #expect(try ServerConfiguration(environment: ["TILER_PORT": "", "TILER_ROOT": ""])
-            == ServerConfiguration(root: DefaultRoot.folder))
+        #expect(
+            try ServerConfiguration(environment: ["TILER_PORT": "", "TILER_ROOT": ""])
+                == ServerConfiguration(root: DefaultRoot.folder))
     }
 
     /// Every variable is read: each set to something other than its default lands in its
@@ -85,9 +86,12 @@ import TilerStorage
     /// A flag wins over its variable; an empty CORS variable turns CORS off; a bucket ROOT
     /// scans every 10 s; sources lengthen the render queue unless it is set.
     @Test func flagsWinAndDependentDefaults() throws {
-        let c = try ServerConfiguration(flags: [.port: "0", .cacheControl: "no-cache", .sources: "/srv/images"],
-                                        environment: ["TILER_PORT": "not-a-port", "TILER_CACHE_CONTROL": "max-age=1",
-                                                      "TILER_CORS_ORIGIN": ""])
+        let c = try ServerConfiguration(
+            flags: [.port: "0", .cacheControl: "no-cache", .sources: "/srv/images"],
+            environment: [
+                "TILER_PORT": "not-a-port", "TILER_CACHE_CONTROL": "max-age=1",
+                "TILER_CORS_ORIGIN": "",
+            ])
         #expect(c.http.port == 0 && c.cacheControl == "no-cache" && c.http.corsAllowOrigin == nil)
         #expect(c.http.maximumQueuedRenders == ServerConfiguration.sourcesQueuedRenders)
         let bucket = try ServerConfiguration(root: "s3://tiles/p", environment: Self.credentials)
@@ -99,27 +103,31 @@ import TilerStorage
     static let credentials = ["AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"]
 
     /// Values that cannot be used are refused, naming the flag or variable and saying why.
-    @Test(arguments: [
-        ([:], ["TILER_PORT": "not-a-port"], "TILER_PORT='not-a-port' is not an integer"),
-        ([.port: "65536"], [:], "--port must be 0...65535, not 65536"),
-        ([:], ["TILER_IDLE_TIMEOUT": "1e16"], "TILER_IDLE_TIMEOUT must be a number of seconds from 0.001 to 86400, not 1e16"),
-        ([:], ["TILER_HEADER_TIMEOUT": "nan"], "TILER_HEADER_TIMEOUT must be a number of seconds"),
-        ([:], ["TILER_RENDER_WAIT": "soon"], "TILER_RENDER_WAIT='soon' is not a number"),
-        ([:], ["TILER_CACHE_MB": "35184372088832"], "TILER_CACHE_MB must be 0...1048576, not 35184372088832"),
-        ([:], ["TILER_MAX_CONNECTIONS": "0"], "TILER_MAX_CONNECTIONS must be 1...1048576, not 0"),
-        ([:], ["TILER_HOST": "example.org"], "TILER_HOST='example.org' is not an IPv4 or IPv6 address"),
-        ([:], ["TILER_CACHE_CONTROL": "max-age=1\r\nSet-Cookie: a=b"], "TILER_CACHE_CONTROL holds a control character"),
-        ([.corsOrigin: "*\n"], [:], "--cors-origin holds a control character"),
-        ([:], ["TILER_ACCESS_LOG": "sometimes"], "TILER_ACCESS_LOG='sometimes' is neither on (1, true, yes, on) nor off"),
-        ([:], ["TILER_SOURCES": "/s", "TILER_SOURCES_FORMAT": "gif"], "TILER_SOURCES_FORMAT='gif' is not png, jpeg or webp"),
-        ([:], ["TILER_SOURCES_FORMAT": "gif"], "TILER_SOURCES_FORMAT='gif' is not png, jpeg or webp"),
-        ([:], ["TILER_SOURCES": "/s", "TILER_SOURCES_QUALITY": "80"], "TILER_SOURCES_QUALITY applies to --sources-format jpeg or webp"),
-        ([.sourcesQuality: "101", .sourcesFormat: "jpeg", .sources: "/s"], [:], "--sources-quality must be 1...100, not 101"),
-        ([.keep: "1"], [:], "--keep applies with --sources DIR only"),
-        ([.s3Endpoint: "http://minio:9000"], [:], "--s3-endpoint applies to an s3://BUCKET/PREFIX ROOT only"),
-        ([:], ["TILER_BASE_URL": "ftp://example.org/t"], "TILER_BASE_URL: "),
-        ([:], ["TILER_ROOT": "s3://"], "ROOT: "),
-    ] as [([Setting: String], [String: String], String)])
+    @Test(
+        arguments: [
+            ([:], ["TILER_PORT": "not-a-port"], "TILER_PORT='not-a-port' is not an integer"),
+            ([.port: "65536"], [:], "--port must be 0...65535, not 65536"),
+            ([:], ["TILER_IDLE_TIMEOUT": "1e16"], "TILER_IDLE_TIMEOUT must be a number of seconds from 0.001 to 86400, not 1e16"),
+            ([:], ["TILER_HEADER_TIMEOUT": "nan"], "TILER_HEADER_TIMEOUT must be a number of seconds"),
+            ([:], ["TILER_RENDER_WAIT": "soon"], "TILER_RENDER_WAIT='soon' is not a number"),
+            ([:], ["TILER_CACHE_MB": "35184372088832"], "TILER_CACHE_MB must be 0...1048576, not 35184372088832"),
+            ([:], ["TILER_MAX_CONNECTIONS": "0"], "TILER_MAX_CONNECTIONS must be 1...1048576, not 0"),
+            ([:], ["TILER_HOST": "example.org"], "TILER_HOST='example.org' is not an IPv4 or IPv6 address"),
+            ([:], ["TILER_CACHE_CONTROL": "max-age=1\r\nSet-Cookie: a=b"], "TILER_CACHE_CONTROL holds a control character"),
+            ([.corsOrigin: "*\n"], [:], "--cors-origin holds a control character"),
+            ([:], ["TILER_ACCESS_LOG": "sometimes"], "TILER_ACCESS_LOG='sometimes' is neither on (1, true, yes, on) nor off"),
+            ([:], ["TILER_SOURCES": "/s", "TILER_SOURCES_FORMAT": "gif"], "TILER_SOURCES_FORMAT='gif' is not png, jpeg or webp"),
+            ([:], ["TILER_SOURCES_FORMAT": "gif"], "TILER_SOURCES_FORMAT='gif' is not png, jpeg or webp"),
+            (
+                [:], ["TILER_SOURCES": "/s", "TILER_SOURCES_QUALITY": "80"],
+                "TILER_SOURCES_QUALITY applies to --sources-format jpeg or webp"
+            ),
+            ([.sourcesQuality: "101", .sourcesFormat: "jpeg", .sources: "/s"], [:], "--sources-quality must be 1...100, not 101"),
+            ([.keep: "1"], [:], "--keep applies with --sources DIR only"),
+            ([.s3Endpoint: "http://minio:9000"], [:], "--s3-endpoint applies to an s3://BUCKET/PREFIX ROOT only"),
+            ([:], ["TILER_BASE_URL": "ftp://example.org/t"], "TILER_BASE_URL: "),
+            ([:], ["TILER_ROOT": "s3://"], "ROOT: "),
+        ] as [([Setting: String], [String: String], String)])
     func badValuesAreRefused(flags: [Setting: String], environment: [String: String], message: String) {
         #expect {
             try ServerConfiguration(flags: flags, environment: environment)
@@ -174,8 +182,9 @@ import TilerStorage
             #expect(rows.contains { $0.contains("`\(variable)") }, "\(rows)")
         }
         if Int(setting.defaultDescription) != nil {
-            #expect(rows.contains { $0.split(separator: "|").dropFirst(2).first?.contains("`\(setting.defaultDescription)`") == true },
-                    "the README's default of \(setting.flag) is not \(setting.defaultDescription): \(rows)")
+            #expect(
+                rows.contains { $0.split(separator: "|").dropFirst(2).first?.contains("`\(setting.defaultDescription)`") == true },
+                "the README's default of \(setting.flag) is not \(setting.defaultDescription): \(rows)")
         }
     }
 }

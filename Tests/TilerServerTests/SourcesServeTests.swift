@@ -65,15 +65,19 @@ func meanAbsoluteDifference(_ a: [UInt8], _ b: [UInt8]) throws -> Double {
     return Double(sum) / Double(max(1, x.pixels.count))
 }
 
-func withSourcesServer(_ folder: SourceFolder, root: PyramidRoot? = nil, log: CollectedLog? = nil,
-                       _ change: (inout ServerConfiguration) -> Void = { _ in },
-                       _ body: (TileServer) throws -> Void) throws {
+func withSourcesServer(
+    _ folder: SourceFolder, root: PyramidRoot? = nil, log: CollectedLog? = nil,
+    _ change: (inout ServerConfiguration) -> Void = { _ in },
+    _ body: (TileServer) throws -> Void
+) throws {
     let root = try root ?? PyramidRoot()
-    try withRunningTileServer(root, log: log, {
-        $0.sources = folder.settings()
-        $0.rescanInterval = 0.1
-        change(&$0)
-    }, body)
+    try withRunningTileServer(
+        root, log: log,
+        {
+            $0.sources = folder.settings()
+            $0.rescanInterval = 0.1
+            change(&$0)
+        }, body)
 }
 
 @Suite struct SourcesServeTests {
@@ -183,10 +187,13 @@ func withSourcesServer(_ folder: SourceFolder, root: PyramidRoot? = nil, log: Co
             let pyramid = try #require(server.store.pyramids.first)
             let source = try #require(pyramid.source as? SourceFileSource)
             let geometry = pyramid.geometry
-            #expect(orientation == 1 ? (geometry.width, geometry.height) == (2561, 1794) : (geometry.width, geometry.height) == (1794, 2561))
+            #expect(
+                orientation == 1 ? (geometry.width, geometry.height) == (2561, 1794) : (geometry.width, geometry.height) == (1794, 2561))
             let aligned = [1, 5, 6].contains(orientation)
-            #expect(source.pyramid.levelSources[geometry.maxLevel - 1] == (aligned ? (kind == .jpeg ? "shrink 2" : "page 1") : "from the level above"),
-                    "\(source.pyramid.levelSources)")
+            #expect(
+                source.pyramid.levelSources[geometry.maxLevel - 1]
+                    == (aligned ? (kind == .jpeg ? "shrink 2" : "page 1") : "from the level above"),
+                "\(source.pyramid.levelSources)")
             for level in geometry.levels {
                 let k = geometry.maxLevel - level.level
                 let reference = "\(work)/level-\(k).v"
@@ -209,13 +216,16 @@ func withSourcesServer(_ folder: SourceFolder, root: PyramidRoot? = nil, log: Co
                         let got = try decodedPixels(r.body)
                         let rect = geometry.rectInLevel(tile)
                         guard (got.width, got.height, got.bands) == (rect.width, rect.height, bands) else {
-                            Issue.record("tile \(tile) is \(got.width)×\(got.height)×\(got.bands), not \(rect.width)×\(rect.height)×\(bands)")
+                            Issue.record(
+                                "tile \(tile) is \(got.width)×\(got.height)×\(got.bands), not \(rect.width)×\(rect.height)×\(bands)")
                             continue
                         }
                         var sum = 0
                         for y in 0..<rect.height {
                             for x in 0..<rect.width * bands {
-                                sum += abs(Int(got.pixels[y * rect.width * bands + x]) - Int(pixels[((rect.y + y) * level.width + rect.x) * bands + x]))
+                                sum += abs(
+                                    Int(got.pixels[y * rect.width * bands + x])
+                                        - Int(pixels[((rect.y + y) * level.width + rect.x) * bands + x]))
                             }
                         }
                         let mad = Double(sum) / Double(got.pixels.count)
@@ -273,7 +283,12 @@ func withSourcesServer(_ folder: SourceFolder, root: PyramidRoot? = nil, log: Co
             (0..<deepest.columns).map { TileCoordinate(level: deepest.level, row: row, column: $0) }
         }
         // As `tiler serve --sources` sets it: the 64 requests fit in the render queue.
-        try withSourcesServer(folder, { $0.http.threads = 2; $0.http.maximumQueuedRenders = ServerConfiguration.sourcesQueuedRenders }) { server in
+        try withSourcesServer(
+            folder,
+            {
+                $0.http.threads = 2; $0.http.maximumQueuedRenders = ServerConfiguration.sourcesQueuedRenders
+            }
+        ) { server in
             let source = try #require(server.store.pyramids.first?.source as? SourceFileSource)
             let failures = Failures()
             // Real threads (not GCD's pool, which other tests in this process share).

@@ -12,8 +12,10 @@ import TilerCore
     /// OpenSeadragon's full build, as `scripts/install-deps test` extracts it from the
     /// openslide-python source distribution on PyPI.
     static var openSeadragon: String? {
-        let candidates: [String?] = [ProcessInfo.processInfo.environment["TILER_OPENSEADRAGON_JS"],
-                          repositoryRoot.appendingPathComponent(".build/test-deps/openseadragon-6.1.1/openseadragon.js").path]
+        let candidates: [String?] = [
+            ProcessInfo.processInfo.environment["TILER_OPENSEADRAGON_JS"],
+            repositoryRoot.appendingPathComponent(".build/test-deps/openseadragon-6.1.1/openseadragon.js").path,
+        ]
         return candidates.compactMap { $0 }.first { FileManager.default.isReadableFile(atPath: $0) }
     }
 
@@ -47,26 +49,32 @@ import TilerCore
         defer { try? FileManager.default.removeItem(at: pages) }
         try Self.openSeadragonPage.write(to: pages.appendingPathComponent("index.html"), atomically: true, encoding: .utf8)
         try FileManager.default.copyItem(atPath: osd, toPath: pages.appendingPathComponent("openseadragon.js").path)
-        let nginx = try Nginx(port: proxyPort, locations: """
-                    location \(prefix)/ {
-                        proxy_pass http://127.0.0.1:\(server.port)/;
-                        proxy_http_version 1.1;
-                        proxy_set_header Connection "";
-                        proxy_set_header Host $http_host;
-                    }
-                    location /osd/ { alias \(pages.path)/; }
-            """)
+        let nginx = try Nginx(
+            port: proxyPort,
+            locations: """
+                        location \(prefix)/ {
+                            proxy_pass http://127.0.0.1:\(server.port)/;
+                            proxy_http_version 1.1;
+                            proxy_set_header Connection "";
+                            proxy_set_header Host $http_host;
+                        }
+                        location /osd/ { alias \(pages.path)/; }
+                """)
         defer { nginx.stop() }
         guard let driver = try startBrowser() else { return }
         defer { driver.quit() }
 
         // ---- The viewer: album, deep zoom, zooming in, a panorama deep link.
         try driver.navigate(base + "/")
-        try driver.wait(for: "the album through the proxy", """
+        try driver.wait(
+            for: "the album through the proxy",
+            """
             return window.tilerViewer && tilerViewer.album().total === 5 && tilerViewer.stats.thumbnailsLoaded === 5
             """)
         try driver.click("#cell-2")  // odd-123: WebP tiles
-        try driver.wait(for: "odd-123's tiles", """
+        try driver.wait(
+            for: "odd-123's tiles",
+            """
             const v = tilerViewer.view(); return v && v.id === 'odd-123' && v.level !== null && v.pending === 0 && v.activeTiles > 0
             """)
         for _ in 0..<3 { try driver.sendKeys("#stage", "+") }
@@ -84,15 +92,23 @@ import TilerCore
         // ---- OpenSeadragon over DeepZoom and over IIIF, through the proxy.
         // The deepest OpenSeadragon level of each: DeepZoom's is ceil(log2(2400)); IIIF's
         // is the number of scale factors less one (1…8 for 1537 × 997, 1…4 for 1000²).
-        for (name, source, deepest) in [("DeepZoom", "\(base)/images/panorama.dzi", 12),
-                                        ("IIIF", "\(base)/iiif/3/odd-123/info.json", 3),
-                                        ("IIIF PNG", "\(base)/iiif/3/\(ValidatorImage.id)/info.json", 2)] {
-            try driver.navigate("http://127.0.0.1:\(proxyPort)/osd/index.html?source=\(source.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)")
-            try driver.wait(for: "OpenSeadragon to open \(name)", timeout: 120, """
+        for (name, source, deepest) in [
+            ("DeepZoom", "\(base)/images/panorama.dzi", 12),
+            ("IIIF", "\(base)/iiif/3/odd-123/info.json", 3),
+            ("IIIF PNG", "\(base)/iiif/3/\(ValidatorImage.id)/info.json", 2),
+        ] {
+            try driver.navigate(
+                "http://127.0.0.1:\(proxyPort)/osd/index.html?source=\(source.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"
+            )
+            try driver.wait(
+                for: "OpenSeadragon to open \(name)", timeout: 120,
+                """
                 return osdState.failed.length > 0 || (osdState.opened && osdState.fullyLoaded && osdState.loaded > 0)
                 """)
             _ = try driver.execute("zoomTo(6); return 1")
-            try driver.wait(for: "OpenSeadragon's finer tiles of \(name)", timeout: 120, """
+            try driver.wait(
+                for: "OpenSeadragon's finer tiles of \(name)", timeout: 120,
+                """
                 return osdState.failed.length > 0 || (osdState.framesSinceZoom >= 2 && viewer.world.getItemAt(0).getFullyLoaded())
                 """)
             let state = try #require(driver.execute("return osdState") as? [String: Any])
@@ -120,9 +136,11 @@ import TilerCore
         }
         let failed = requests.filter { $0.status >= 400 && !($0.status == 499 && mayBeGivenUp($0.uri)) }
         #expect(failed.isEmpty, "requests that failed through the proxy: \(failed.prefix(20))")
-        for expected in ["\(prefix)/viewer/viewer.js", "\(prefix)/images/odd-123/tiles/3/", "\(prefix)/images/panorama_files/",
-                         "\(prefix)/iiif/3/odd-123/", "\(prefix)/images/panorama/visible?", "\(prefix)/iiif/3/collection.json",
-                         "/osd/openseadragon.js"] {
+        for expected in [
+            "\(prefix)/viewer/viewer.js", "\(prefix)/images/odd-123/tiles/3/", "\(prefix)/images/panorama_files/",
+            "\(prefix)/iiif/3/odd-123/", "\(prefix)/images/panorama/visible?", "\(prefix)/iiif/3/collection.json",
+            "/osd/openseadragon.js",
+        ] {
             #expect(requests.contains { $0.uri.hasPrefix(expected) }, "no request for \(expected)…")
         }
         #expect(requests.filter { $0.uri.contains("/tiles/") || $0.uri.contains("_files/") || $0.uri.hasSuffix(".webp") }.count > 20)

@@ -36,8 +36,10 @@ enum ViewerPyramids {
         }
         try cut(ValidatorImage.path, ValidatorImage.id, .png)
         guard let vips = findExecutable(["vips"]) else { throw ClientError("the vips command is missing: run scripts/install-deps") }
-        for (name, w, h, format) in [("panorama", 2400, 600, TileFormat.jpeg), ("odd-123", 1537, 997, .webp),
-                                     ("tiny", 3, 2, .png), ("film.dzi", 300, 200, .png)] {
+        for (name, w, h, format) in [
+            ("panorama", 2400, 600, TileFormat.jpeg), ("odd-123", 1537, 997, .webp),
+            ("tiny", 3, 2, .png), ("film.dzi", 300, 200, .png),
+        ] {
             let file = sources.appendingPathComponent("\(name).png").path
             let step = { (i: Int) in sources.appendingPathComponent("\(name)-\(i).v").path }
             // x and y (mod 256) as red and green, blue constant.
@@ -119,8 +121,10 @@ func runTool(_ path: String, _ arguments: [String], timeout: Double = 300) throw
 
 /// One request with any method, body and headers (Host is sent unless given), on a fresh
 /// connection.
-func request(_ port: Int, _ method: String, _ path: String, body: [UInt8] = [], headers: [String] = [],
-             timeout: Double = 30) throws -> RawResponse {
+func request(
+    _ port: Int, _ method: String, _ path: String, body: [UInt8] = [], headers: [String] = [],
+    timeout: Double = 30
+) throws -> RawResponse {
     let c = try RawHTTPClient(port: port, timeout: timeout)
     var text = "\(method) \(path) HTTP/1.1\r\nConnection: close\r\n"
     if !headers.contains(where: { $0.lowercased().hasPrefix("host:") }) { text += "Host: 127.0.0.1:\(port)\r\n" }

@@ -14,8 +14,10 @@ struct BruteForceVisible {
     var level = 0, scale = 0.0, columns = 0, rows = 0
     var tiles: [Tile] = []
 
-    init(width W: Int, height H: Int, tileSize T: Int,
-         x: Double, y: Double, w: Double, h: Double, scale s: Double, margin: Int, wrap: Bool) {
+    init(
+        width W: Int, height H: Int, tileSize T: Int,
+        x: Double, y: Double, w: Double, h: Double, scale s: Double, margin: Int, wrap: Bool
+    ) {
         var maxLevel = 0
         while T * (1 << maxLevel) < max(W, H) { maxLevel += 1 }
         level = maxLevel
@@ -43,7 +45,8 @@ struct BruteForceVisible {
             }
         }
         guard let r0 = visibleRows.min(), let r1 = visibleRows.max(),
-              let g0 = visibleColumns.min(), let g1 = visibleColumns.max() else { return }
+            let g0 = visibleColumns.min(), let g1 = visibleColumns.max()
+        else { return }
         let rowRange = max(0, r0 - margin)...min(rows - 1, r1 + margin)
         let columnRange = wrap ? (g0 - margin)...(g1 + margin) : max(0, g0 - margin)...min(columns - 1, g1 + margin)
         let cx = x + w / 2, cy = y + h / 2
@@ -110,19 +113,23 @@ struct SeededRandom: RandomNumberGenerator {
                     }
                 }
                 func size(_ extent: Double) -> Double {
-                    Bool.random(using: &rng) ? Double(Int.random(in: 1...Int(max(1, extent)), using: &rng))
+                    Bool.random(using: &rng)
+                        ? Double(Int.random(in: 1...Int(max(1, extent)), using: &rng))
                         : Double.random(in: 0.5...(extent * 3), using: &rng)
                 }
                 let x = coordinate(W), y = coordinate(H), w = size(W), h = size(H)
-                let scale = Bool.random(using: &rng) ? 1.0 / Double(1 << Int.random(in: 0...9, using: &rng))
+                let scale =
+                    Bool.random(using: &rng)
+                    ? 1.0 / Double(1 << Int.random(in: 0...9, using: &rng))
                     : pow(2, Double.random(in: -10...1.5, using: &rng))
                 let margin = Int.random(in: 0...3, using: &rng) == 0 ? Int.random(in: 1...3, using: &rng) : 0
                 let wrap = Int.random(in: 0...2, using: &rng) == 0
                 var query = "x=\(x)&y=\(y)&width=\(w)&height=\(h)&scale=\(scale)"
                 if margin > 0 { query += "&margin=\(margin)" }
                 if wrap { query += "&wrap=x"; wrapped += 1 }
-                let expected = BruteForceVisible(width: p.width, height: p.height, tileSize: p.tileSize,
-                                                 x: x, y: y, w: w, h: h, scale: scale, margin: margin, wrap: wrap)
+                let expected = BruteForceVisible(
+                    width: p.width, height: p.height, tileSize: p.tileSize,
+                    x: x, y: y, w: w, h: h, scale: scale, margin: margin, wrap: wrap)
                 try c.request("/images/\(p.id)/visible?\(query)")
                 let r = try c.readResponse()
                 let context = "seed \(seed) #\(i) \(p.id) \(query)"
@@ -142,14 +149,17 @@ struct SeededRandom: RandomNumberGenerator {
                 #expect(j["tileSize"] as? Int == p.tileSize)
                 #expect(j["columns"] as? Int == expected.columns && j["rows"] as? Int == expected.rows, "\(context)")
                 let tiles = (j["tiles"] as? [[String: Any]] ?? []).map { t in
-                    BruteForceVisible.Tile(level: t["level"] as? Int ?? -1, row: t["row"] as? Int ?? -1,
-                                           column: t["column"] as? Int ?? -1, x: t["x"] as? Int ?? -1,
-                                           y: t["y"] as? Int ?? -1, width: t["width"] as? Int ?? -1,
-                                           height: t["height"] as? Int ?? -1)
+                    BruteForceVisible.Tile(
+                        level: t["level"] as? Int ?? -1, row: t["row"] as? Int ?? -1,
+                        column: t["column"] as? Int ?? -1, x: t["x"] as? Int ?? -1,
+                        y: t["y"] as? Int ?? -1, width: t["width"] as? Int ?? -1,
+                        height: t["height"] as? Int ?? -1)
                 }
                 if tiles != expected.tiles {
                     let firstDiff = (0..<min(tiles.count, expected.tiles.count)).first { tiles[$0] != expected.tiles[$0] }
-                    Issue.record("\(context): server lists \(tiles.count) tiles, brute force \(expected.tiles.count); first difference at \(firstDiff.map(String.init) ?? "end"): server \(firstDiff.map { "\(tiles[$0])" } ?? "-") vs \(firstDiff.map { "\(expected.tiles[$0])" } ?? "-")")
+                    Issue.record(
+                        "\(context): server lists \(tiles.count) tiles, brute force \(expected.tiles.count); first difference at \(firstDiff.map(String.init) ?? "end"): server \(firstDiff.map { "\(tiles[$0])" } ?? "-") vs \(firstDiff.map { "\(expected.tiles[$0])" } ?? "-")"
+                    )
                 }
                 let urls = (j["tiles"] as? [[String: Any]] ?? []).map { $0["url"] as? String ?? "" }
                 #expect(urls == expected.tiles.map { "/images/\(p.id)/tiles/\($0.level)/\($0.row)/\($0.column).png" })
@@ -168,7 +178,10 @@ struct SeededRandom: RandomNumberGenerator {
             // Level 5 (scale 0.25) of a 20000² image: tile 3/4 covers x 4096, y 3072, 1024².
             let r = try fetch(port, "/images/big/visible?x=4100&y=3100&width=1000&height=1000&scale=0.25")
             #expect(r.status == 200)
-            #expect(r.text.hasPrefix(#"{"id":"big","level":5,"scale":0.25,"tileSize":256,"columns":20,"rows":20,"tiles":[{"level":5,"row":3,"column":4,"url":"/images/big/tiles/5/3/4.png","x":4096,"y":3072,"width":1024,"height":1024}"#))
+            #expect(
+                r.text.hasPrefix(
+                    #"{"id":"big","level":5,"scale":0.25,"tileSize":256,"columns":20,"rows":20,"tiles":[{"level":5,"row":3,"column":4,"url":"/images/big/tiles/5/3/4.png","x":4096,"y":3072,"width":1024,"height":1024}"#
+                ))
         }
     }
 
@@ -177,12 +190,14 @@ struct SeededRandom: RandomNumberGenerator {
         try root.addPyramid("big", width: 20000, height: 20000, tilesThrough: -1)
         try withTileServer(root, as: kind, { $0.maximumVisibleTiles = 100 }) { port throws in
             let base = "x=0&y=0&width=100&height=100&scale=1"
-            for query in ["", "x=0&y=0&width=100&height=100", "x=nan&y=0&width=1&height=1&scale=1",
-                          "x=inf&y=0&width=1&height=1&scale=1", "x=0&y=0&width=0&height=1&scale=1",
-                          "x=0&y=0&width=1&height=-1&scale=1", "x=0&y=0&width=1&height=1&scale=0",
-                          "x=0x10&y=0&width=1&height=1&scale=1", "\(base)&margin=-1", "\(base)&margin=1.5",
-                          "\(base)&wrap=y", "\(base)&x=5", "x=0&y=0&width=20000&height=20000&scale=1",
-                          "x=%zz&y=0&width=1&height=1&scale=1"] {
+            for query in [
+                "", "x=0&y=0&width=100&height=100", "x=nan&y=0&width=1&height=1&scale=1",
+                "x=inf&y=0&width=1&height=1&scale=1", "x=0&y=0&width=0&height=1&scale=1",
+                "x=0&y=0&width=1&height=-1&scale=1", "x=0&y=0&width=1&height=1&scale=0",
+                "x=0x10&y=0&width=1&height=1&scale=1", "\(base)&margin=-1", "\(base)&margin=1.5",
+                "\(base)&wrap=y", "\(base)&x=5", "x=0&y=0&width=20000&height=20000&scale=1",
+                "x=%zz&y=0&width=1&height=1&scale=1",
+            ] {
                 let r = try fetch(port, "/images/big/visible?\(query)")
                 #expect(r.status == 400, "\(query)")
                 #expect(r.errorMessage?.isEmpty == false, "\(query)")

@@ -3,7 +3,7 @@
 // chromium-driver installed.
 import Foundation
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 final class WebDriver {
@@ -31,7 +31,10 @@ final class WebDriver {
         let started = Date()
         while true {
             if let status = try? request(port, "GET", "/status", timeout: 2), status.status == 200,
-               ((status.json["value"] as? [String: Any])?["ready"] as? Bool) == true { break }
+                ((status.json["value"] as? [String: Any])?["ready"] as? Bool) == true
+            {
+                break
+            }
             guard Date().timeIntervalSince(started) < 20 else {
                 kill(process.processIdentifier, SIGKILL)
                 throw ClientError("chromedriver did not start on port \(port)")
@@ -39,15 +42,21 @@ final class WebDriver {
             usleep(100_000)
         }
         let profile = FileManager.default.temporaryDirectory.appendingPathComponent("tiler-chromium-\(getpid())-\(port)").path
-        let capabilities: [String: Any] = ["capabilities": ["alwaysMatch": [
-            "browserName": "chrome",
-            "goog:chromeOptions": [
-                "binary": chromium,
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                         "--window-size=\(width),\(height)", "--force-device-scale-factor=1", "--hide-scrollbars",
-                         "--no-first-run", "--disable-extensions", "--user-data-dir=\(profile)"],
-            ],
-        ]]]
+        let capabilities: [String: Any] = [
+            "capabilities": [
+                "alwaysMatch": [
+                    "browserName": "chrome",
+                    "goog:chromeOptions": [
+                        "binary": chromium,
+                        "args": [
+                            "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                            "--window-size=\(width),\(height)", "--force-device-scale-factor=1", "--hide-scrollbars",
+                            "--no-first-run", "--disable-extensions", "--user-data-dir=\(profile)",
+                        ],
+                    ],
+                ]
+            ]
+        ]
         let answer: Any?
         do {
             answer = try Self.call(port, "POST", "/session", capabilities, timeout: 60)
@@ -80,7 +89,9 @@ final class WebDriver {
         let json = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
         guard response.status == 200 else {
             let value = json?["value"] as? [String: Any]
-            throw ClientError("WebDriver \(method) \(path): \(response.status) \(value?["error"] ?? "") \(value?["message"] ?? response.text.prefix(300))")
+            throw ClientError(
+                "WebDriver \(method) \(path): \(response.status) \(value?["error"] ?? "") \(value?["message"] ?? response.text.prefix(300))"
+            )
         }
         return json?["value"]
     }
@@ -113,7 +124,9 @@ final class WebDriver {
     /// Waits until every loaded tile of the deep-zoom view has faded in (opacity 1), so
     /// that a screenshot shows the tiles and not a blend with what is under them.
     func waitForTilesFadedIn() throws {
-        try wait(for: "the tiles' fade-in", """
+        try wait(
+            for: "the tiles' fade-in",
+            """
             const shown = [...document.querySelectorAll('#plane img.tile.loaded')];
             return shown.length > 0 && shown.every((i) => getComputedStyle(i).opacity === '1')
             """)

@@ -23,21 +23,25 @@ import TilerCore
         // Header and root in the first 16 KiB, then tile data, metadata and leaves back to
         // back to the end of the file: the spec's padded layout, as go-pmtiles verifies it.
         #expect(h.rootOffset == 127 && h.rootOffset + h.rootLength <= UInt64(ArchiveHeader.headerAndRootLimit))
-        #expect(h.tileDataOffset == UInt64(ArchiveHeader.headerAndRootLimit)
-            && h.metadataOffset == h.tileDataOffset + h.tileDataLength
-            && h.leafDirectoryOffset == h.metadataOffset + h.metadataLength
-            && h.leafDirectoryOffset + h.leafDirectoryLength == UInt64(bytes))
+        #expect(
+            h.tileDataOffset == UInt64(ArchiveHeader.headerAndRootLimit)
+                && h.metadataOffset == h.tileDataOffset + h.tileDataLength
+                && h.leafDirectoryOffset == h.metadataOffset + h.metadataLength
+                && h.leafDirectoryOffset + h.leafDirectoryLength == UInt64(bytes))
         #expect(UInt64(bytes) == UInt64(ArchiveHeader.headerAndRootLimit) + h.tileDataLength + h.metadataLength + h.leafDirectoryLength)
         #expect(h.tileType == .png && h.tileCompression == .none && h.internalCompression == .gzip)
         #expect(h.minZoom == 0 && Int(h.maxZoom) == pyramid.geometry.maxLevel)
         #expect(h.addressedTiles == UInt64(pyramid.tiles.count))
         // Identical tiles are stored once, except two finished at the same instant on two
         // threads, which may both be stored (ArchiveWriter's dedup is not a lock on content).
-        #expect(h.tileContents >= UInt64(pyramid.distinctTiles) && h.tileContents <= UInt64(pyramid.distinctTiles) + 8,
-                "\(h.tileContents) blobs for \(pyramid.distinctTiles) distinct tiles")
+        #expect(
+            h.tileContents >= UInt64(pyramid.distinctTiles) && h.tileContents <= UInt64(pyramid.distinctTiles) + 8,
+            "\(h.tileContents) blobs for \(pyramid.distinctTiles) distinct tiles")
         #expect(h.tileEntries <= h.addressedTiles && h.tileEntries >= h.tileContents)
         #expect(h.minLongitudeE7 < h.maxLongitudeE7 && h.minLatitudeE7 < h.maxLatitudeE7)
-        #expect((h.leafDirectoryLength > 0) == (pyramid.tiles.count > 8000), "\(pyramid.tiles.count) tiles, leaves \(h.leafDirectoryLength) bytes")
+        #expect(
+            (h.leafDirectoryLength > 0) == (pyramid.tiles.count > 8000),
+            "\(pyramid.tiles.count) tiles, leaves \(h.leafDirectoryLength) bytes")
 
         #expect(archive.manifestBytes + [0x0A] == pyramid.manifest)
         #expect(archive.geometry == pyramid.geometry)
@@ -46,7 +50,8 @@ import TilerCore
             #expect(try archive.tile(tile) == expected, "tile \(tile)")
         }
         // Coordinates outside the pyramid are absent, not errors.
-        let beyond = TileCoordinate(level: pyramid.geometry.maxLevel, row: pyramid.geometry.level(pyramid.geometry.maxLevel).rows, column: 0)
+        let beyond = TileCoordinate(
+            level: pyramid.geometry.maxLevel, row: pyramid.geometry.level(pyramid.geometry.maxLevel).rows, column: 0)
         #expect(try archive.tile(beyond) == nil)
         #expect(try archive.cachedLocation(of: beyond) == .absent)
 
@@ -78,8 +83,9 @@ import TilerCore
         let scratch = try Scratch()
         defer { scratch.cleanUp() }
         let pyramid = try SyntheticPyramid(width: width, height: height, seed: 5)
-        _ = try pyramid.write(to: ArchiveSink(root: scratch.path, id: pyramid.id, geometry: pyramid.geometry, format: .png),
-                              inTileIDOrder: true)
+        _ = try pyramid.write(
+            to: ArchiveSink(root: scratch.path, id: pyramid.id, geometry: pyramid.geometry, format: .png),
+            inTileIDOrder: true)
         let archive = try ArchivedPyramid.open(path: "\(scratch.path)/sample.pmtiles")
         #expect(archive.reader.header.clustered)
         try Self.expectTileData(archive, distinctTiles: pyramid.distinctTiles, thumbnail: pyramid.thumbnail.count)
@@ -104,7 +110,9 @@ import TilerCore
         let pyramid = try SyntheticPyramid(width: 3001, height: 1999, seed: 9)
         let sink = try ArchiveSink(root: scratch.path, id: pyramid.id, geometry: pyramid.geometry, format: .png, kernelCopy: kernelCopy)
         // Level by level from the largest, row by row, as a cut makes them: not tile-id order.
-        for (tile, bytes) in pyramid.tiles.sorted(by: { ($0.key.level, $0.key.row, $0.key.column) > ($1.key.level, $1.key.row, $1.key.column) }) {
+        for (tile, bytes) in pyramid.tiles.sorted(by: {
+            ($0.key.level, $0.key.row, $0.key.column) > ($1.key.level, $1.key.row, $1.key.column)
+        }) {
             try sink.writeTile(tile, bytes)
         }
         let partials = scratch.entries()
@@ -170,7 +178,9 @@ import TilerCore
         // Level 0 sits in the first leaf or the root; either way a second ask is free.
         _ = try archive.location(of: TileCoordinate(level: 0, row: 0, column: 0))
         let settled = source.reads
-        if case .needsRead = try archive.cachedLocation(of: TileCoordinate(level: 0, row: 0, column: 0)) { Issue.record("level 0 not cached") }
+        if case .needsRead = try archive.cachedLocation(of: TileCoordinate(level: 0, row: 0, column: 0)) {
+            Issue.record("level 0 not cached")
+        }
         #expect(source.reads == settled)
     }
 
@@ -253,16 +263,21 @@ import TilerCore
         let pyramid = try SyntheticPyramid(width: 1500, height: 900, format: .webp)
         let folders = "\(scratch.path)/folders", archives = "\(scratch.path)/archives"
         _ = try pyramid.write(to: FolderSink(root: folders, id: pyramid.id, format: .webp))
-        _ = try pyramid.write(to: ArchiveSink(root: archives, id: pyramid.id, geometry: pyramid.geometry, format: .webp),
-                              inTileIDOrder: true)
+        _ = try pyramid.write(
+            to: ArchiveSink(root: archives, id: pyramid.id, geometry: pyramid.geometry, format: .webp),
+            inTileIDOrder: true)
         for (tile, expected) in pyramid.tiles {
-            #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: "\(folders)/sample/\(tile.level)/\(tile.row)/\(tile.column).webp"))) == expected)
+            #expect(
+                try [UInt8](Data(contentsOf: URL(fileURLWithPath: "\(folders)/sample/\(tile.level)/\(tile.row)/\(tile.column).webp")))
+                    == expected)
         }
         let unpacked = try PyramidConversion.unpack(archive: "\(archives)/sample.pmtiles", replace: false)
         #expect(unpacked.tiles == pyramid.tiles.count)
         #expect(try Self.files(in: "\(folders)/sample") == Self.files(in: "\(archives)/sample"))
         let packed = try PyramidConversion.pack(folder: "\(folders)/sample", replace: false)
-        #expect(try Data(contentsOf: URL(fileURLWithPath: packed.output)) == Data(contentsOf: URL(fileURLWithPath: "\(archives)/sample.pmtiles")))
+        #expect(
+            try Data(contentsOf: URL(fileURLWithPath: packed.output))
+                == Data(contentsOf: URL(fileURLWithPath: "\(archives)/sample.pmtiles")))
     }
 
     /// Every regular file under `folder`, by relative path.
@@ -343,13 +358,13 @@ extension ArchiveRoundTripTests {
         let key = { (offset: UInt64) in DirectoryCache.Key(archive: 1, offset: offset) }
         cache.insert(leaf(4), for: key(0))
         cache.insert(leaf(4), for: key(1))
-        _ = cache.entries(for: key(0))          // 0 is now more recent than 1
-        cache.insert(leaf(4), for: key(2))      // 12 entries > 10: 1 goes
+        _ = cache.entries(for: key(0))  // 0 is now more recent than 1
+        cache.insert(leaf(4), for: key(2))  // 12 entries > 10: 1 goes
         #expect(cache.entries(for: key(1)) == nil && cache.entries(for: key(0)) != nil && cache.entries(for: key(2)) != nil)
         cache.insert(leaf(1), for: key(3))
-        cache.insert(leaf(1), for: key(4))      // 4 leaves > 3: the oldest (0) goes
+        cache.insert(leaf(1), for: key(4))  // 4 leaves > 3: the oldest (0) goes
         #expect(cache.entries(for: key(0)) == nil && cache.count == 6)
-        cache.insert(leaf(11), for: key(5))     // larger than the whole cache: not kept
+        cache.insert(leaf(11), for: key(5))  // larger than the whole cache: not kept
         #expect(cache.entries(for: key(5)) == nil && cache.count <= 10)
         cache.removeAll(archive: 1)
         #expect(cache.count == 0)

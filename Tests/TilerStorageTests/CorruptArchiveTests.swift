@@ -46,14 +46,17 @@ import TilerCore
         let rootEnd = Int(header.rootOffset + header.rootLength)
         let afterTiles = Int(header.metadataOffset)
         var generator = SplitMix(seed: 2024)
-        let probes = Array(Self.sample.pyramid.tiles.keys.sorted { PyramidArchive.tileID($0) < PyramidArchive.tileID($1) }
-            .enumerated().filter { $0.offset % 37 == 0 }.map(\.element))
+        let probes = Array(
+            Self.sample.pyramid.tiles.keys.sorted { PyramidArchive.tileID($0) < PyramidArchive.tileID($1) }
+                .enumerated().filter { $0.offset % 37 == 0 }.map(\.element))
         var refusedAtOpen = 0, refusedAtLookup = 0
         for trial in 0..<1500 {
             var mutated = bytes
             for _ in 0..<(1 + Int(generator.next() % 3)) {
                 // Half the trials hit the header and root, half the metadata and leaves.
-                let at = trial % 2 == 0 ? Int(generator.next() % UInt64(rootEnd))
+                let at =
+                    trial % 2 == 0
+                    ? Int(generator.next() % UInt64(rootEnd))
                     : afterTiles + Int(generator.next() % UInt64(bytes.count - afterTiles))
                 mutated[at] ^= UInt8(truncatingIfNeeded: generator.next() | 1)
             }
@@ -130,13 +133,14 @@ import TilerCore
         // A leaf directory's bytes damaged: found when a tile needs that leaf.
         refused({ $0[Int(header.leafDirectoryOffset) + 40] ^= 0xFF }, "corrupt archive")
         // The metadata replaced by valid gzip of JSON without a manifest.
-        refused({ b in
-            let json = Gzip.compress(Array(#"{"name":"x"}"#.utf8))
-            var h = header
-            h.metadataLength = UInt64(json.count)
-            b.replaceSubrange(0..<127, with: h.encoded())
-            b.replaceSubrange(Int(h.metadataOffset)..<(Int(h.metadataOffset) + json.count), with: json)
-        }, "has no \"tiler\" manifest")
+        refused(
+            { b in
+                let json = Gzip.compress(Array(#"{"name":"x"}"#.utf8))
+                var h = header
+                h.metadataLength = UInt64(json.count)
+                b.replaceSubrange(0..<127, with: h.encoded())
+                b.replaceSubrange(Int(h.metadataOffset)..<(Int(h.metadataOffset) + json.count), with: json)
+            }, "has no \"tiler\" manifest")
     }
 
     /// A root entry pointing past the leaf section is caught when the root is read.

@@ -16,9 +16,10 @@ import TilerCore
     init() throws { server = try S3TestServer.shared.get() }
 
     func client(partSize: Int = 5 << 20) -> S3Client {
-        S3Client(configuration: S3Configuration(
-            credentials: S3Credentials(accessKeyID: server.accessKeyID, secretAccessKey: server.secretAccessKey),
-            region: server.region, endpoint: server.endpoint, requestTimeout: 20, partSize: partSize))
+        S3Client(
+            configuration: S3Configuration(
+                credentials: S3Credentials(accessKeyID: server.accessKeyID, secretAccessKey: server.secretAccessKey),
+                region: server.region, endpoint: server.endpoint, requestTimeout: 20, partSize: partSize))
     }
 
     /// boto3 uploads an archive tiler wrote locally; tiler's reader over range requests
@@ -31,7 +32,8 @@ import TilerCore
         let pyramid = try SyntheticPyramid(width: width, height: height, seed: UInt64(width))
         _ = try pyramid.write(to: ArchiveSink(root: scratch.path, id: pyramid.id, geometry: pyramid.geometry, format: .png))
         let path = "\(scratch.path)/sample.pmtiles"
-        try server.python("""
+        try server.python(
+            """
             import boto3, sys
             boto3.client("s3").upload_file(sys.argv[1], "tiles", sys.argv[2])
             """, arguments: [path, "\(prefix)/sample.pmtiles"])
@@ -65,7 +67,8 @@ import TilerCore
         guard case let .remote(cause) = error else { Issue.record("not a remote error: \(error)"); return }
         #expect(cause.code == "PreconditionFailed")
         #expect(error.description.contains("s3://tiles/\(prefix)/a.pmtiles"))
-        #expect(try S3ArchiveSource(client: s3, bucket: "tiles", key: "\(prefix)/a.pmtiles").read(offset: 10, length: 5) == [2, 2, 2, 2, 2])
+        #expect(
+            try S3ArchiveSource(client: s3, bucket: "tiles", key: "\(prefix)/a.pmtiles").read(offset: 10, length: 5) == [2, 2, 2, 2, 2])
         // Reads past the end are refused before any request.
         #expect(throws: StorageError.self) { try old.read(offset: 99, length: 2) }
         let missing = try #require(throws: StorageError.self) {
@@ -93,7 +96,8 @@ import TilerCore
         #expect(try output.exists(pyramid.id, layout: .archive))
         #expect(Scratch.entries(staging).isEmpty, "staging holds \(Scratch.entries(staging))")
 
-        let seen = try server.python("""
+        let seen = try server.python(
+            """
             import boto3, sys
             s3 = boto3.client("s3")
             head = s3.head_object(Bucket="tiles", Key=sys.argv[1] + "/sample.pmtiles")
@@ -101,8 +105,11 @@ import TilerCore
             print(len(s3.list_multipart_uploads(Bucket="tiles", Prefix=sys.argv[1]).get("Uploads", [])))
             """, arguments: [prefix])
         #expect(seen == "\(bytes) \((bytes + (5 << 20) - 1) / (5 << 20))\n0\n")
-        let remote = try ArchivedPyramid(reader: ArchiveReader(source: S3ArchiveSource(client: client(), bucket: "tiles",
-                                                                                           key: "\(prefix)/sample.pmtiles")))
+        let remote = try ArchivedPyramid(
+            reader: ArchiveReader(
+                source: S3ArchiveSource(
+                    client: client(), bucket: "tiles",
+                    key: "\(prefix)/sample.pmtiles")))
         for (tile, expected) in pyramid.tiles.prefix(500) { #expect(try remote.tile(tile) == expected) }
 
         let again = try output.makeSink(id: pyramid.id, layout: .archive, geometry: pyramid.geometry, format: .png)

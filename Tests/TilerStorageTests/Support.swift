@@ -9,7 +9,10 @@ struct Scratch {
 
     init(_ name: String = #function) throws {
         let safe = name.filter { $0.isLetter || $0.isNumber }
-        path = FileManager.default.temporaryDirectory.appendingPathComponent("tiler-storage-\(getpid())-\(safe)-\(UUID().uuidString.prefix(8))").path
+        path =
+            FileManager.default.temporaryDirectory.appendingPathComponent(
+                "tiler-storage-\(getpid())-\(safe)-\(UUID().uuidString.prefix(8))"
+            ).path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }
 
@@ -59,9 +62,10 @@ struct SyntheticPyramid {
             }
         }
         thumbnail = (0..<777).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
-        let value = PyramidManifest(id: self.id, geometry: geometry, format: format,
-                                    thumbnail: .init(file: "thumbnail.\(format.fileExtension)", width: 200, height: 100),
-                                    quality: nil, bands: 3, created: "2026-01-01T00:00:00Z")
+        let value = PyramidManifest(
+            id: self.id, geometry: geometry, format: format,
+            thumbnail: .init(file: "thumbnail.\(format.fileExtension)", width: 200, height: 100),
+            quality: nil, bands: 3, created: "2026-01-01T00:00:00Z")
         manifest = try value.fileBytes()
     }
 

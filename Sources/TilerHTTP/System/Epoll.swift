@@ -54,7 +54,8 @@ public struct Epoll: Sendable {
     }
 
     private func control(_ operation: Int32, _ fd: FileDescriptor, _ interest: Interest, _ name: StaticString)
-        throws(SystemCallError) {
+        throws(SystemCallError)
+    {
         var event = epoll_event()
         event.events = interest.rawValue
         event.data.fd = fd.rawValue
@@ -64,7 +65,8 @@ public struct Epoll: Sendable {
     /// Waits up to `timeoutMilliseconds` (-1: forever) for ready descriptors, fills
     /// `buffer` and returns how many; 0 on timeout or when a signal interrupted the wait.
     public func wait(into buffer: UnsafeMutableBufferPointer<epoll_event>, timeoutMilliseconds: Int32)
-        throws(SystemCallError) -> Int {
+        throws(SystemCallError) -> Int
+    {
         let n = epoll_wait(descriptor.rawValue, buffer.baseAddress, Int32(clamping: buffer.count), timeoutMilliseconds)
         if n >= 0 { return Int(n) }
         let code = Glibc.errno
@@ -83,9 +85,11 @@ public struct EventFD: Sendable {
     public let descriptor: FileDescriptor
 
     public static func make() throws(SystemCallError) -> EventFD {
-        EventFD(descriptor: FileDescriptor(rawValue: try systemCall("eventfd") {
-            eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
-        }))
+        EventFD(
+            descriptor: FileDescriptor(
+                rawValue: try systemCall("eventfd") {
+                    eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
+                }))
     }
 
     public func close() { descriptor.close() }

@@ -50,7 +50,8 @@ public struct FileDescriptor: Sendable, Hashable {
     /// when the bytes would have to come from the disk. File systems without it (overlayfs,
     /// tmpfs) throw `EOPNOTSUPP`.
     public func readWithoutWaiting(into buffer: UnsafeMutableRawBufferPointer, at offset: Int)
-        throws(SystemCallError) -> IOResult<Int> {
+        throws(SystemCallError) -> IOResult<Int>
+    {
         try nonBlockingCall("preadv2") { cns_pread_nowait(rawValue, buffer.baseAddress, buffer.count, offset) }
     }
 

@@ -83,7 +83,7 @@ public struct Socket: Sendable, Hashable {
                 case .done(let fd): return .done(Socket(descriptor: FileDescriptor(rawValue: fd)))
                 case .wouldBlock: return .wouldBlock
                 }
-            } catch where error.errno == ECONNABORTED {
+            } catch  where error.errno == ECONNABORTED {
                 continue
             }
         }

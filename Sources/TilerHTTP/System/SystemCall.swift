@@ -56,7 +56,8 @@ func systemCall<T: FixedWidthInteger>(_ name: StaticString, _ body: () -> T) thr
 /// error.
 @inline(__always)
 func nonBlockingCall<T: FixedWidthInteger & Sendable>(_ name: StaticString, _ body: () -> T)
-    throws(SystemCallError) -> IOResult<T> {
+    throws(SystemCallError) -> IOResult<T>
+{
     while true {
         let result = body()
         if result != -1 { return .done(result) }
