@@ -28,9 +28,18 @@ struct RawResponse {
 
 final class RawHTTPClient {
     let fd: Int32
+    let timeout: Double
     private var buffer: [UInt8] = []
+    /// Why the last `fill` got nothing.
+    private var ending = "closed"
 
-    init(port: Int, timeout: Double = 10) throws {
+    /// Seconds `fetch` and a client made without a timeout wait for each answer.
+    static let defaultTimeout: Double = 60
+
+    /// `timeout` bounds each wait for the server (a deadline for a hung server, not a
+    /// timing: on a loaded 2-core machine making a tile can take more than 10 s).
+    init(port: Int, timeout: Double = RawHTTPClient.defaultTimeout) throws {
+        self.timeout = timeout
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw ClientError("socket: \(errno)") }
         var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1_000_000))
@@ -73,11 +82,15 @@ final class RawHTTPClient {
         try send(text)
     }
 
-    /// Reads more bytes into the buffer; false on EOF or error (reset, timeout).
+    /// Reads more bytes into the buffer; false on EOF or error (reset, timeout), with
+    /// `ending` saying which.
     private func fill() -> Bool {
         var chunk = [UInt8](repeating: 0, count: 65536)
         let n = chunk.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
-        guard n > 0 else { return false }
+        guard n > 0 else {
+            ending = n == 0 ? "closed" : errno == EAGAIN || errno == EWOULDBLOCK ? "silent for \(timeout) s" : "failed (errno \(errno))"
+            return false
+        }
         buffer.append(contentsOf: chunk[0..<n])
         return true
     }
@@ -87,7 +100,7 @@ final class RawHTTPClient {
         var headEnd: Int?
         while headEnd == nil {
             if let r = find([13, 10, 13, 10]) { headEnd = r; break }
-            guard fill() else { throw ClientError("connection closed before a response head (\(buffer.count) bytes buffered)") }
+            guard fill() else { throw ClientError("connection \(ending) before a response head (\(buffer.count) bytes buffered)") }
         }
         let headText = String(decoding: buffer[0..<headEnd!], as: UTF8.self)
         buffer.removeFirst(headEnd! + 4)
@@ -108,7 +121,7 @@ final class RawHTTPClient {
             throw ClientError("response \(status) without Content-Length")
         }
         while buffer.count < length {
-            guard fill() else { throw ClientError("connection closed inside a body") }
+            guard fill() else { throw ClientError("connection \(ending) inside a body") }
         }
         response.body = Array(buffer[0..<length])
         buffer.removeFirst(length)
