@@ -84,7 +84,7 @@ import TilerImaging
 
     /// The IIIF Image API validator (`pip install iiif-validator`), against a live server,
     /// every test up to compliance level 2.
-    @Test(.timeLimit(.minutes(3)), arguments: RootKind.allCases) func officialValidatorAtLevel2(_ kind: RootKind) throws {
+    @Test(.timeLimit(.minutes(10)), arguments: RootKind.allCases) func officialValidatorAtLevel2(_ kind: RootKind) throws {
         guard let validator = findExecutable(["iiif-validate.py"]) else {
             Issue.record("iiif-validate.py is missing: run scripts/install-deps test (pip install iiif-validator)")
             return

@@ -8,7 +8,7 @@ import TilerImaging
 /// at the full tile size, so the viewer must place them whole and clip them at the image
 /// edge, not stretch them into the clipped rectangle `/visible` gives.
 @Suite(.serialized) struct PaddedViewerTests {
-    @Test(.timeLimit(.minutes(3))) func paddedEdgeTilesAreShownUndistorted() throws {
+    @Test(.timeLimit(.minutes(10))) func paddedEdgeTilesAreShownUndistorted() throws {
         guard let chromium = findExecutable(["chromium", "chromium-browser", "google-chrome"]),
             let chromedriver = findExecutable(["chromedriver", "/usr/lib/chromium/chromedriver"]),
             let vips = findExecutable(["vips"])

@@ -12,7 +12,7 @@ import TilerImaging
 @Suite(.serialized) struct ViewerBrowserTests {
     static let width = 900, height = 700
 
-    @Test(.timeLimit(.minutes(3)), arguments: RootKind.allCases) func albumAndDeepZoom(_ kind: RootKind) throws {
+    @Test(.timeLimit(.minutes(10)), arguments: RootKind.allCases) func albumAndDeepZoom(_ kind: RootKind) throws {
         let port = try ViewerPyramids.port(kind)
         guard let driver = try startBrowser(width: Self.width, height: Self.height) else { return }
         defer { driver.quit() }
@@ -215,7 +215,7 @@ import TilerImaging
 
     /// A transparent image sits on a checkerboard (in the album and the deep-zoom view);
     /// a swipe at the fitted size opens the next image, as in a photo album.
-    @Test(.timeLimit(.minutes(3))) func transparencyShowsACheckerboardAndASwipePages() throws {
+    @Test(.timeLimit(.minutes(10))) func transparencyShowsACheckerboardAndASwipePages() throws {
         let root = try PyramidRoot()
         guard let vips = findExecutable(["vips"]) else { throw ClientError("the vips command is missing: run scripts/install-deps") }
         // 800 × 600: the left half transparent, the right half opaque red.
