@@ -112,6 +112,16 @@ import TilerImaging
             for: "the view at (250, 250) × 2",
             "const v = tilerViewer.view(); return v.x === 250 && v.y === 250 && v.scale === 2 && v.pending === 0")
         try driver.wait(for: "the navigator's thumbnail", "return document.getElementById('navigator-image').complete")
+        // The view's state changes before the next animation frame draws it (the navigator
+        // with it): on a loaded machine that frame can come late, so wait for it.
+        try driver.wait(
+            for: "the navigator's rectangle drawn for the view",
+            """
+            const t = document.getElementById('navigator-image').getBoundingClientRect();
+            const f = document.getElementById('navigator-view').getBoundingClientRect();
+            const s = document.getElementById('stage').getBoundingClientRect();
+            return Math.abs(f.width - s.width / 2 / 1000 * t.width) < 2 && Math.abs(f.x + f.width / 2 - (t.x + t.width / 4)) < 2
+            """)
         let thumb = try driver.rect("#navigator-image"), frame = try driver.rect("#navigator-view")
         let stageRect = try driver.rect("#stage")
         // The view is stage / 2 image pixels wide; the navigator shows 1000 px in thumb.width.
