@@ -704,10 +704,13 @@ def wait_http(port, path, timeout=30.0, proc=None):
     raise TilerError(f"nothing answered 200 on port {port}{path} within {timeout:.0f} s")
 
 
-def lua_tiles(path, levels, url_fmt, url_args, level_offset=0, seq=65536):
+def lua_tiles(path, levels, url_fmt, url_args, level_offset=0, seq=65536, pause_ms=None):
     """A wrk script requesting tiles uniformly at random over all tiles of the pyramid.
     Each thread draws its own sequence of `seq` random tiles in init() (so the per-request
-    cost in wrk is a table lookup) and cycles through it; done() prints JSON."""
+    cost in wrk is a table lookup) and cycles through it; done() prints JSON. With
+    `pause_ms`, each connection waits a random time (exponential, that mean) between an
+    answer and its next request: an offered rate of about connections × 1000 / pause_ms
+    requests a second, for latency at a given load rather than at saturation."""
     cum, acc = [], 0
     for l in levels:
         acc += l["columns"] * l["rows"]
@@ -736,7 +739,9 @@ function init(args)
   end
 end
 function request() i = i % n + 1; return reqs[i] end
-""" + LUA_DONE
+""" + ("" if pause_ms is None else f"""
+function delay() return math.floor(-{pause_ms} * math.log(1 - math.random())) end
+""") + LUA_DONE
     with open(path, "w") as f:
         f.write(body)
 
@@ -774,7 +779,9 @@ function init(args)
   end
 end
 function request() i = i % n + 1; return reqs[i] end
-""" + LUA_DONE
+""" + ("" if pause_ms is None else f"""
+function delay() return math.floor(-{pause_ms} * math.log(1 - math.random())) end
+""") + LUA_DONE
     with open(path, "w") as f:
         f.write(body)
 
@@ -868,12 +875,16 @@ http {{
     listen 127.0.0.1:{port};
 {locations}
   }}
-  upstream iipsrv {{ {upstreams} keepalive 16; }}
+  # A new FastCGI connection per request, as iipsrv's own nginx example has it: each
+  # iipsrv process serves one connection at a time, so with fastcgi_keep_conn and an
+  # upstream keepalive pool, a request nginx sends on a pooled connection to a process
+  # busy with another connection waits for fastcgi_read_timeout (60 s), then fails
+  # (seen: 31 of 8,380 requests, 502 after 60 s, in every each-tile-once pass).
+  upstream iipsrv {{ {upstreams} }}
   server {{
     listen 127.0.0.1:{iip_port};
     location /fcgi-bin/iipsrv.fcgi {{
       include /etc/nginx/fastcgi_params;
-      fastcgi_keep_conn on;
       fastcgi_pass iipsrv;
     }}
   }}
@@ -1153,6 +1164,11 @@ def section_serve_sources(t, res, args):
            "tiles": len(every), "seconds": args.serve_seconds, "rounds": args.serve_rounds, "legs": {},
            "cold": {}, "load_start": os.getloadavg()}
 
+    # "tiler-small-cache": the same server with caches far smaller than this pyramid's
+    # tiles (84 MB of JPEG, 1.6 GB of pixels), so most requests make their tile again
+    # from the TIFF, as iipsrv makes every tile: what a pyramid too large to cache costs.
+    small_cache = ["--cache-mb", "16", "--sources-cache-mb", "16"]
+
     def start(name):
         sdir = os.path.join(work, f"{name}-{len(os.listdir(work))}")
         os.makedirs(sdir)
@@ -1162,7 +1178,8 @@ def section_serve_sources(t, res, args):
             return port, procs
         port = free_port()
         pr = subprocess.Popen([t.tiler, "serve", root, "--sources", sources, "--sources-format", "jpeg",
-                               "--sources-quality", "85", "--host", "127.0.0.1", "--port", str(port)],
+                               "--sources-quality", "85", "--host", "127.0.0.1", "--port", str(port)]
+                              + (small_cache if name == "tiler-small-cache" else []),
                               stdout=subprocess.DEVNULL, stderr=open(os.path.join(sdir, "stderr"), "w"))
         wait_http(port, f"/images/{image_id}", proc=pr)
         return port, {"tiler": pr}
@@ -1183,23 +1200,32 @@ def section_serve_sources(t, res, args):
         finally:
             for p in procs.values():
                 stop(p)
-    # ---- warm: both running, answers checked, warm-up, alternating rounds
+    # ---- warm: all running, answers checked, each tile asked once, a wrk warm-up,
+    # then alternating rounds
+    legs = ("tiler", "iipsrv", "tiler-small-cache")
+    paths["tiler-small-cache"], scripts["tiler-small-cache"] = paths["tiler"], scripts["tiler"]
     ports, procs = {}, {}
     try:
-        for name in ("tiler", "iipsrv"):
+        for name in legs:
             ports[name], ps = start(name)
             procs.update({f"{name}:{k}": v for k, v in ps.items()})
         for z, r, c in every[:40]:
-            for name in ("tiler", "iipsrv"):
+            for name in legs:
                 path = paths[name][every.index((z, r, c))]
                 st, ctype, body = http_get(ports[name], path)
                 if st != 200 or ctype != "image/jpeg" or not body.startswith(b"\xff\xd8"):
                     raise TilerError(f"{name} answered {path} with {st} {ctype}")
-        for name in ("tiler", "iipsrv"):
+        # Warm means every tile has been asked for once: a server that keeps what it made
+        # then answers from memory, one that does not makes it again.
+        out["warm_up"] = {}
+        for name in legs:
+            c = cold_run(ports[name], paths[name])
+            out["warm_up"][name] = {k: c[k] for k in ("rps", "p50_ms", "p99_ms", "errors")}
+            log(f"  warm-up {name}: each tile once, {c['rps']} req/s, p99 {c['p99_ms']} ms, {c['errors']} errors")
             wrk(ports[name], scripts[name], 2)
-        runs = {"tiler": [], "iipsrv": []}
+        runs = {name: [] for name in legs}
         for rnd in range(args.serve_rounds):
-            for name in (("tiler", "iipsrv") if rnd % 2 == 0 else ("iipsrv", "tiler")):
+            for name in (legs if rnd % 2 == 0 else tuple(reversed(legs))):
                 w = wrk(ports[name], scripts[name], args.serve_seconds)
                 runs[name].append(w)
                 log(f"  round {rnd + 1} {name:6}: {w['rps']:>7} req/s, p50 {w['p50_ms']:.2f} ms, "
@@ -1209,17 +1235,42 @@ def section_serve_sources(t, res, args):
                                  "p50_ms": statistics.median(x["p50_ms"] for x in rs),
                                  "p99_ms": statistics.median(x["p99_ms"] for x in rs),
                                  "errors": sum(x["errors"] for x in rs), "runs": rs}
+        # Latency at a given load: tiler offered three times iipsrv's rate (the issue's
+        # "3x iipsrv's req/s"), each connection pausing between requests, for the p99
+        # at that rate rather than at tiler's saturation (where 32 connections and wrk
+        # share the two cores with it).
+        iip_rps = statistics.median(x["rps"] for x in runs["iipsrv"])
+        paced = os.path.join(work, "tiler-paced.lua")
+        lua_tiles(paced, levels, dz_tiler + "/%d/%d_%d.jpg", "l[1], col, row", level_offset=offset,
+                  pause_ms=round(32 * 1000 / (3.2 * iip_rps), 2))  # 3.2: the answers' own time
+        w = wrk(ports["tiler"], paced, args.serve_seconds)
+        out["paced"] = {"needed_rps": round(3 * iip_rps), **w}
+        log(f"  tiler paced to about 3x iipsrv ({3 * iip_rps:.0f} req/s): {w['rps']} req/s, p50 {w['p50_ms']:.2f} ms, "
+            f"p99 {w['p99_ms']:.2f} ms, {w['errors']} errors")
+        # And the small-cache server offered iipsrv's own rate: tiles made again, at equal load.
+        paced1 = os.path.join(work, "tiler-paced-1x.lua")
+        lua_tiles(paced1, levels, dz_tiler + "/%d/%d_%d.jpg", "l[1], col, row", level_offset=offset,
+                  pause_ms=round(32 * 1000 / iip_rps, 2))
+        w = wrk(ports["tiler-small-cache"], paced1, args.serve_seconds)
+        out["paced_small_cache"] = {"needed_rps": round(iip_rps), **w}
+        log(f"  tiler-small-cache paced to about iipsrv's rate ({iip_rps:.0f} req/s): {w['rps']} req/s, "
+            f"p50 {w['p50_ms']:.2f} ms, p99 {w['p99_ms']:.2f} ms, {w['errors']} errors")
         out["legs"]["tiler"]["peak_rss_mb"] = peak({k: v for k, v in procs.items() if k.startswith("tiler:")})
+        out["legs"]["tiler-small-cache"]["peak_rss_mb"] = peak(
+            {k: v for k, v in procs.items() if k.startswith("tiler-small-cache:")})
         out["legs"]["iipsrv"]["peak_rss_mb"] = peak({k.split(":")[1]: v for k, v in procs.items() if k.startswith("iipsrv:")})
     finally:
         for p in procs.values():
             stop(p)
     ti, ii = out["legs"]["tiler"], out["legs"]["iipsrv"]
     out["ratio_rps"] = round(ti["rps"] / max(1, ii["rps"]), 2)
+    sm = out["legs"]["tiler-small-cache"]
+    out["ratio_small_cache_rps"] = round(sm["rps"] / max(1, ii["rps"]), 2)
     out["ratio_cold_rps"] = round(out["cold"]["tiler"]["rps"] / max(1, out["cold"]["iipsrv"]["rps"]), 2)
     out["load_end"] = os.getloadavg()
     log(f"  tiler --sources / iipsrv: {out['ratio_rps']}x req/s warm (p99 {ti['p99_ms']:.2f} vs {ii['p99_ms']:.2f} ms), "
-        f"{out['ratio_cold_rps']}x cold; load {out['load_start'][0]:.1f} -> {out['load_end'][0]:.1f}")
+        f"{out['ratio_cold_rps']}x cold; small caches {out['ratio_small_cache_rps']}x "
+        f"(p99 {sm['p99_ms']:.2f} ms); load {out['load_start'][0]:.1f} -> {out['load_end'][0]:.1f}")
     res["serve-sources"] = out
 
 # ---- serving archives, local and from object storage
@@ -1564,8 +1615,26 @@ def targets(res):
         if ti and ii:
             tg.append(("serve --sources req/s >= 3x iipsrv (same pyramidal TIFF)", f"{ti['rps']:.0f} vs {ii['rps']:.0f}",
                        ss["ratio_rps"], ss["ratio_rps"] >= 3))
-            tg.append(("serve --sources p99 <= iipsrv p99", f"{ti['p99_ms']:.2f} vs {ii['p99_ms']:.2f} ms",
-                       round(ti["p99_ms"] / max(ii["p99_ms"], 1e-9), 2), ti["p99_ms"] <= ii["p99_ms"]))
+            pc = ss.get("paced")
+            if pc:
+                tg.append(("serve --sources at >= 3x iipsrv's req/s, p99 <= iipsrv p99",
+                           f"{pc['rps']:.0f} req/s (3x = {pc['needed_rps']}), p99 {pc['p99_ms']:.2f} vs "
+                           f"{ii['p99_ms']:.2f} ms ({ii['errors']} iipsrv requests unanswered)",
+                           round(pc["p99_ms"] / max(ii["p99_ms"], 1e-9), 2),
+                           pc["rps"] >= pc["needed_rps"] and pc["p99_ms"] <= ii["p99_ms"] and pc["errors"] == 0))
+            tg.append(("serve --sources p99 at saturation vs iipsrv p99", f"{ti['p99_ms']:.2f} vs {ii['p99_ms']:.2f} ms",
+                       round(ti["p99_ms"] / max(ii["p99_ms"], 1e-9), 2), None))
+            sm = ss["legs"].get("tiler-small-cache")
+            if sm:
+                tg.append(("serve --sources, caches 16 MB (tiles made again), req/s vs iipsrv", f"{sm['rps']:.0f} vs {ii['rps']:.0f}",
+                           ss["ratio_small_cache_rps"], None))
+                tg.append(("serve --sources, caches 16 MB, p99 at saturation vs iipsrv", f"{sm['p99_ms']:.2f} vs {ii['p99_ms']:.2f} ms",
+                           round(sm["p99_ms"] / max(ii["p99_ms"], 1e-9), 2), None))
+            ps = ss.get("paced_small_cache")
+            if ps:
+                tg.append(("serve --sources, caches 16 MB, at iipsrv's req/s, p99 vs iipsrv",
+                           f"{ps['rps']:.0f} req/s, p99 {ps['p99_ms']:.2f} vs {ii['p99_ms']:.2f} ms",
+                           round(ps["p99_ms"] / max(ii["p99_ms"], 1e-9), 2), None))
         else:
             tg.append(("serve --sources req/s >= 3x iipsrv (same pyramidal TIFF)", "error: " + ss.get("error", "not measured"),
                        None, False))
@@ -1771,7 +1840,7 @@ def report_md(res):
     if res["targets"]:
         L += ["## Targets", "", "| target | values | ratio | result |", "|---|---|---|---|"]
         for name, val, r, ok in res["targets"]:
-            L.append(f"| {name} | {val} | {'' if r is None else r} | {'PASS' if ok else 'MISS'} |")
+            L.append(f"| {name} | {val} | {'' if r is None else r} | {'info' if ok is None else 'PASS' if ok else 'MISS'} |")
         L.append("")
     return "\n".join(L)
 
@@ -1877,7 +1946,7 @@ def main():
     print(md)
     print()
     for name, val, r, ok in res["targets"]:
-        print(f"{'PASS' if ok else 'MISS'}  {name}: {val}" + ("" if r is None else f" (ratio {r})"))
+        print(f"{'info' if ok is None else 'PASS' if ok else 'MISS'}  {name}: {val}" + ("" if r is None else f" (ratio {r})"))
     if t.tiler_error or res.get("serve", {}).get("tiler_error"):
         print(f"\ntiler legs FAILED: {t.tiler_error or res['serve']['tiler_error']}", file=sys.stderr)
         sys.exit(1)

@@ -1,4 +1,5 @@
 #include "CTilerShimsSource.h"
+#include <string.h>
 
 int tiler_source_get_int(VipsImage *in, const char *name, int fallback) {
     int value;
@@ -19,11 +20,32 @@ int tiler_source_region(VipsImage *in, int left, int top, int width, int height,
                    in->Xsize, in->Ysize);
         return -1;
     }
-    VipsImage *crop = NULL;
-    if (vips_crop(in, &crop, left, top, width, height, NULL)) return -1;
-    *pixels = vips_image_write_to_memory(crop, length);
-    g_object_unref(crop);
-    return *pixels ? 0 : -1;
+    /* Computed in the calling thread through one region, not by a sink such as
+       vips_image_write_to_memory: a sink runs libvips' threadpool for every tile, and
+       libvips 8.14's threadpool reads its error flag before its last workers finish
+       (libvips#4116, fixed in 8.15.4), so a read error in the rows computed last (a
+       damaged tile of a tiled TIFF, say) could come back as black rows, not an error.
+       (A plain JPEG or strip TIFF is first decoded whole by libvips' loader, which still
+       goes through that threadpool: see docs/reliability.md.) */
+    VipsRegion *region = vips_region_new(in);
+    if (!region) return -1;
+    VipsRect rect = {left, top, width, height};
+    if (vips_region_prepare(region, &rect)) {
+        g_object_unref(region);
+        return -1;
+    }
+    size_t row = (size_t)VIPS_IMAGE_SIZEOF_PEL(in) * (size_t)width;
+    uint8_t *out = g_try_malloc(row * (size_t)height);
+    if (!out) {
+        g_object_unref(region);
+        vips_error("tiler", "out of memory for a %dx%d region", width, height);
+        return -1;
+    }
+    for (int y = 0; y < height; y++) memcpy(out + row * (size_t)y, VIPS_REGION_ADDR(region, left, top + y), row);
+    g_object_unref(region);
+    *pixels = out;
+    *length = row * (size_t)height;
+    return 0;
 }
 
 int tiler_source_extend(VipsImage *in, int width, int height, VipsImage **out) {

@@ -179,6 +179,14 @@ final class Nginx {
         }
     }
 
+    /// The error log's lines about upstreams and failures (nginx's reason for a 502 or
+    /// 504: refused, reset, closed early, timed out), the last `limit` of them.
+    func upstreamErrors(limit: Int = 20) -> String {
+        let text = (try? String(contentsOf: folder.appendingPathComponent("error.log"), encoding: .utf8)) ?? ""
+        let lines = text.split(separator: "\n").filter { $0.contains("[error]") || $0.contains("[crit]") || $0.contains("upstream") }
+        return lines.suffix(limit).joined(separator: "\n")
+    }
+
     func stop() {
         if process.isRunning {
             process.terminate()  // SIGTERM: nginx's fast shutdown
