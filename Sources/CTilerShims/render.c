@@ -2,25 +2,14 @@
 
 #include <malloc.h>
 
-static gsize render_init_once = 0;
-static int render_init_result = 0;
-
-int tiler_render_init(void) {
-    if (g_once_init_enter(&render_init_once)) {
-        render_init_result = VIPS_INIT("tiler");
-        /* Every render opens fresh sources, so nothing is ever reused: a cache would only
-           keep finished pixels alive after the render (its memory is counted as freed). */
-        if (render_init_result == 0) vips_cache_set_max(0);
-        /* Drawings allocate and free buffers of many megabytes. With glibc's default
-           (dynamic) thresholds, freeing one raises the mmap threshold, later buffers come
-           from the per-thread arenas, and the free space at their tops is never given back
-           (malloc_trim does not shrink them). Fixed thresholds keep buffers of 1 MiB and
-           more in their own mappings, returned on free, and trim arenas past 4 MiB. */
-        mallopt(M_MMAP_THRESHOLD, 1 << 20);
-        mallopt(M_TRIM_THRESHOLD, 4 << 20);
-        g_once_init_leave(&render_init_once, 1);
-    }
-    return render_init_result;
+void tiler_render_fix_malloc_thresholds(void) {
+    /* Drawings allocate and free buffers of many megabytes. With glibc's default
+       (dynamic) thresholds, freeing one raises the mmap threshold, later buffers come
+       from the per-thread arenas, and the free space at their tops is never given back
+       (malloc_trim does not shrink them). Fixed thresholds keep buffers of 1 MiB and
+       more in their own mappings, returned on free, and trim arenas past 4 MiB. */
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    mallopt(M_TRIM_THRESHOLD, 4 << 20);
 }
 
 VipsImage *tiler_render_load_bytes(const void *data, size_t length, int sequential) {
@@ -38,10 +27,6 @@ VipsImage *tiler_render_load_bytes(const void *data, size_t length, int sequenti
 int tiler_render_copy_memory(VipsImage *in, VipsImage **out) {
     *out = vips_image_copy_memory(in);
     return *out ? 0 : -1;
-}
-
-int tiler_render_threads(void) {
-    return vips_concurrency_get();
 }
 
 void tiler_render_release_memory(void) {
@@ -145,12 +130,7 @@ int tiler_render_save_webp(VipsImage *in, void **buffer, size_t *length, int qua
 
 int tiler_render_decode(const void *data, size_t size, unsigned char **pixels, size_t *length,
                         int *width, int *height, int *bands) {
-    VipsBlob *blob = vips_blob_new((VipsCallbackFn) g_free, g_memdup2(data, size), size);
-    VipsSource *source = vips_source_new_from_blob(blob);
-    vips_area_unref(VIPS_AREA(blob));
-    if (!source) return -1;
-    VipsImage *image = vips_image_new_from_source(source, "", "fail_on", VIPS_FAIL_ON_TRUNCATED, NULL);
-    g_object_unref(source);
+    VipsImage *image = tiler_render_load_bytes(data, size, 0);
     if (!image) return -1;
     VipsImage *bytes = NULL;
     if (vips_cast_uchar(image, &bytes, NULL)) {
@@ -164,12 +144,4 @@ int tiler_render_decode(const void *data, size_t size, unsigned char **pixels, s
     *pixels = vips_image_write_to_memory(bytes, length);
     g_object_unref(bytes);
     return *pixels ? 0 : -1;
-}
-
-int tiler_render_has_alpha(VipsImage *in) {
-    return vips_image_hasalpha(in) ? 1 : 0;
-}
-
-void tiler_render_unref(VipsImage *image) {
-    if (image) g_object_unref(image);
 }

@@ -14,10 +14,6 @@ int tiler_vips_init(const char *program) {
     return 0;
 }
 
-char *tiler_vips_error_copy(void) {
-    return vips_error_buffer_copy();
-}
-
 void tiler_vips_unref(VipsImage *image) {
     if (image) g_object_unref(image);
 }
@@ -29,21 +25,8 @@ static gboolean tiler_is_vector_loader(const char *nickname) {
            g_str_has_prefix(nickname, "magickload");
 }
 
-static int tiler_open(int fd, int random_access, int allow_vector, const char *option, int value,
-                      VipsImage **out, const char **loader);
-
-int tiler_vips_open_descriptor(int fd, int random_access, int allow_vector, VipsImage **out,
-                               const char **loader) {
-    return tiler_open(fd, random_access, allow_vector, NULL, 0, out, loader);
-}
-
-int tiler_source_open(int fd, int allow_vector, const char *option, int value, VipsImage **out,
-                      const char **loader) {
-    return tiler_open(fd, 1, allow_vector, option, value, out, loader);
-}
-
-static int tiler_open(int fd, int random_access, int allow_vector, const char *option, int value,
-                      VipsImage **out, const char **loader) {
+int tiler_vips_open_descriptor(int fd, int random_access, int allow_vector, const char *option, int value,
+                               VipsImage **out, const char **loader) {
     *out = NULL;
     *loader = NULL;
     /* A file source named /proc/self/fd/N reopens this very file (never another one
@@ -217,12 +200,4 @@ int tiler_vips_thumbnail_image(VipsImage *in, int size, VipsImage **out) {
 int tiler_vips_pixels(VipsImage *in, uint8_t **pixels, size_t *length) {
     *pixels = vips_image_write_to_memory(in, length);
     return *pixels ? 0 : -1;
-}
-
-int tiler_vips_jpegsave_buffer(VipsImage *in, int quality, void **buffer, size_t *length) {
-    return vips_jpegsave_buffer(in, buffer, length, "Q", quality, "strip", TRUE, NULL);
-}
-
-int tiler_vips_webpsave_buffer(VipsImage *in, int quality, void **buffer, size_t *length) {
-    return vips_webpsave_buffer(in, buffer, length, "Q", quality, "strip", TRUE, NULL);
 }

@@ -64,7 +64,7 @@ int tiler_source_thumbnail_size(int width, int height, int bands, int size, int 
     int r = vips_cast(black, &cast, VIPS_FORMAT_UCHAR, NULL);
     g_object_unref(black);
     if (r) return -1;
-    r = vips_thumbnail_image(cast, &small, size, "height", size, "size", VIPS_SIZE_DOWN, NULL);
+    r = tiler_vips_thumbnail_image(cast, size, &small);
     g_object_unref(cast);
     if (r) return -1;
     *out_width = small->Xsize;

@@ -153,6 +153,18 @@ public enum CutError: Error, Sendable, CustomStringConvertible {
     }
 }
 
+extension CutError {
+    /// Why an input could not be opened, as the cutter and the sources served on the fly
+    /// both report it.
+    init(opening error: ImageOpenError) {
+        switch error {
+        case .unknownFormat: self = .notAnImage(SourcePyramid.unrecognised)
+        case let .vector(loader): self = .vector(loader: loader)
+        case let .libvips(why): self = .notAnImage(why)
+        }
+    }
+}
+
 /// Cuts images into pyramids under one output root, each into a folder
 /// (`ROOT/ID/LEVEL/ROW/COLUMN.EXT`, `ROOT/ID/thumbnail.EXT`, `ROOT/ID/pyramid.json`) or
 /// an archive (`ROOT/ID.pmtiles`), through a ``PyramidSink``.
@@ -266,13 +278,9 @@ public struct PyramidCutter: Sendable {
     private func openPixels(_ file: InputFile) throws(CutError) -> VipsImageHandle {
         var image: VipsImageHandle
         do {
-            image = try VipsImageHandle.open(file, allowVector: options.allowVector).image
+            image = try VipsImageHandle.open(file, for: .cutting, allowVector: options.allowVector).image
         } catch {
-            switch error {
-            case .unknownFormat: throw .notAnImage("no libvips loader recognises its content")
-            case let .vector(loader): throw .vector(loader: loader)
-            case let .libvips(why): throw .notAnImage(why)
-            }
+            throw CutError(opening: error)
         }
         let (pixels, overflow) = image.width.multipliedReportingOverflow(by: image.height)
         if overflow || pixels > options.maxPixels {
@@ -281,7 +289,7 @@ public struct PyramidCutter: Sendable {
         do {
             let orientation = options.autorotate ? image.orientation : 1
             if orientation >= 3, orientation <= 8 {
-                image = try VipsImageHandle.open(file, randomAccess: true, allowVector: options.allowVector).image
+                image = try VipsImageHandle.open(file, for: .cutting, randomAccess: true, allowVector: options.allowVector).image
             }
             if orientation != 1 { image = try image.autorotated() }
         } catch let error as ImageOpenError {
@@ -330,7 +338,7 @@ public struct PyramidCutter: Sendable {
         let bands = builder.bands
         let size = options.thumbnailSize
         let (pixels, width, height) = try VipsImageHandle.withBorrowed(
-            pixels: source.pixels, width: source.width, height: source.height, bands: bands
+            pixels: source.pixels, width: source.width, height: source.height, bands: bands, for: .cutting
         ) { image throws(ImagingError) in
             let small = try image.thumbnail(size: size)
             return (try small.pixels(), small.width, small.height)

@@ -75,7 +75,7 @@ public struct PyramidVerifier: Sendable {
         isCancelled: @escaping @Sendable () -> Bool = { false },
         report: (Problem) -> Void
     ) -> Outcome {
-        do { try Vips.start() } catch {
+        do { try Vips.start(for: .verifying) } catch {
             report(Problem(tile: nil, path: pyramid.path, reason: error.description))
             return Outcome(tiles: 0, problems: 1, interrupted: false)
         }

@@ -146,7 +146,7 @@ public struct RegionRenderer: Sendable {
     }
 
     /// libvips' worker threads per operation.
-    private static let libvipsThreads = Int(tiler_render_threads())
+    private static let libvipsThreads = Int(vips_concurrency_get())
 
     /// Renders a IIIF request: the encoded bytes.
     public func render(_ plan: IIIFImagePlan, maximumBytes: Int = .max) throws(RenderError) -> [UInt8] {
@@ -162,7 +162,7 @@ public struct RegionRenderer: Sendable {
         }
         let estimate = estimatedPeakBytes(job)
         guard estimate <= maximumBytes else { throw .tooLarge(estimatedBytes: estimate, limit: maximumBytes) }
-        guard tiler_render_init() == 0 else { throw .libvips("cannot start libvips: \(vipsError())") }
+        do { try Vips.start(for: .drawing) } catch { throw .libvips(error.description) }
         let r = job.rect
         let T = geometry.tileSize
         // libvips takes 32-bit sizes; the estimate keeps real jobs far below, this keeps
@@ -176,45 +176,45 @@ public struct RegionRenderer: Sendable {
         else { throw .tooLarge(estimatedBytes: estimate, limit: Int(Int32.max)) }
 
         // Load the covering tiles, row by row; each is decoded top to bottom as needed.
-        var tiles: [VipsHandle] = []
+        var tiles: [VipsImageHandle] = []
         tiles.reserveCapacity(Int(count))
         for row in rows {
             for column in columns {
                 let tile = TileCoordinate(level: job.level, row: row, column: column)
                 let bytes = try readTile(tile)
                 let loaded = bytes.withUnsafeBytes { tiler_render_load_bytes($0.baseAddress, $0.count, 1) }
-                guard let image = loaded else { throw .badTile("\(manifest.id) tile \(tile): \(vipsError())") }
-                tiles.append(VipsHandle(image))
+                guard let image = loaded else { throw .badTile("\(manifest.id) tile \(tile): \(Vips.takeError())") }
+                tiles.append(VipsImageHandle(taking: image))
             }
         }
         do {
             return try draw(job, tiles, across: across, count: count, crop: (left, top, cropWidth, cropHeight), size: (width, height))
-        } catch let .libvips(why) {
+        } catch {
             let first = "\(job.level)/\(rows.lowerBound)/\(columns.lowerBound)",
                 last = "\(job.level)/\(rows.upperBound)/\(columns.upperBound)"
-            throw .libvips("\(manifest.id) from tiles \(first)…\(last): \(why)")
+            throw .libvips("\(manifest.id) from tiles \(first)…\(last): \(error.description)")
         }
     }
 
     /// The libvips part of `render`, from the loaded tiles to the encoded bytes.
     private func draw(
-        _ job: Job, _ tiles: [VipsHandle], across: Int32, count: Int32,
+        _ job: Job, _ tiles: [VipsImageHandle], across: Int32, count: Int32,
         crop: (left: Int32, top: Int32, width: Int32, height: Int32),
         size: (width: Int32, height: Int32)
-    ) throws(RenderError) -> [UInt8] {
+    ) throws(ImagingError) -> [UInt8] {
         let r = job.rect
         let (left, top, cropWidth, cropHeight) = crop
         let (width, height) = size
-        var image: VipsHandle
+        var image: VipsImageHandle
         if tiles.count == 1 {
             image = tiles[0]
         } else {
             var pointers: [UnsafeMutablePointer<VipsImage>?] = tiles.map { $0.pointer }
             var out: UnsafeMutablePointer<VipsImage>?
             guard tiler_render_arrayjoin(&pointers, count, across, &out) == 0, let out else {
-                throw .libvips("joining \(tiles.count) tiles: \(vipsError())")
+                throw .libvips("joining \(tiles.count) tiles: \(Vips.takeError())")
             }
-            image = VipsHandle(out)
+            image = VipsImageHandle(taking: out)
         }
         if left != 0 || top != 0 || image.width != r.width || image.height != r.height {
             image = try image.apply("crop") { tiler_render_crop($0, $1, left, top, cropWidth, cropHeight) }
@@ -268,7 +268,7 @@ public struct RegionRenderer: Sendable {
         case .webp:
             status = tiler_render_save_webp(image.pointer, &buffer, &length, Int32(encoderQuality))
         }
-        guard status == 0, let buffer else { throw .libvips("encoding \(job.format.rawValue): \(vipsError())") }
+        guard status == 0, let buffer else { throw .libvips("encoding \(job.format.rawValue): \(Vips.takeError())") }
         defer { g_free(buffer) }
         return Array(UnsafeRawBufferPointer(start: buffer, count: length))
     }
@@ -320,12 +320,12 @@ public struct DecodedImage: Sendable, Hashable {
 
     /// Decodes PNG, JPEG, WebP or anything else libvips reads.
     public init(encoded bytes: [UInt8]) throws(RenderError) {
-        guard tiler_render_init() == 0 else { throw RenderError.libvips("cannot start libvips: \(vipsError())") }
+        do { try Vips.start(for: .verifying) } catch { throw RenderError.libvips(error.description) }
         var data: UnsafeMutablePointer<UInt8>?
         var length = 0
         var w: Int32 = 0, h: Int32 = 0, b: Int32 = 0
         let status = bytes.withUnsafeBytes { tiler_render_decode($0.baseAddress, $0.count, &data, &length, &w, &h, &b) }
-        guard status == 0, let data else { throw RenderError.libvips("decoding \(bytes.count) bytes: \(vipsError())") }
+        guard status == 0, let data else { throw RenderError.libvips("decoding \(bytes.count) bytes: \(Vips.takeError())") }
         defer { g_free(data) }
         self.width = Int(w)
         self.height = Int(h)
@@ -383,35 +383,4 @@ public enum RenderError: Error, Hashable, Sendable, CustomStringConvertible {
         case let .unavailable(why, _): "storage unavailable: \(why)"
         }
     }
-}
-
-/// One reference to a libvips image, dropped when the handle goes away.
-private final class VipsHandle {
-    let pointer: UnsafeMutablePointer<VipsImage>
-
-    init(_ pointer: UnsafeMutablePointer<VipsImage>) { self.pointer = pointer }
-    deinit { tiler_render_unref(pointer) }
-
-    var width: Int { Int(vips_image_get_width(pointer)) }
-    var height: Int { Int(vips_image_get_height(pointer)) }
-
-    /// Runs one shim that makes a new image from this one.
-    func apply(
-        _ what: String,
-        _ operation: (UnsafeMutablePointer<VipsImage>, UnsafeMutablePointer<UnsafeMutablePointer<VipsImage>?>) -> Int32
-    )
-        throws(RenderError) -> VipsHandle
-    {
-        var out: UnsafeMutablePointer<VipsImage>?
-        guard operation(pointer, &out) == 0, let out else { throw .libvips("\(what): \(vipsError())") }
-        return VipsHandle(out)
-    }
-}
-
-/// Takes libvips' error buffer (clearing it).
-private func vipsError() -> String {
-    guard let text = vips_error_buffer_copy() else { return "unknown error" }
-    defer { g_free(text) }
-    let message = String(cString: text).trimmingCharacters(in: .whitespacesAndNewlines)
-    return message.isEmpty ? "unknown error" : message
 }

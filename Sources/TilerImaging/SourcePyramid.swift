@@ -222,27 +222,17 @@ public final class SourcePyramid: @unchecked Sendable {
         }
     }
 
+    /// Opens the source (or one of its stored levels: `option` = `value`) with random
+    /// access.
     private static func open(
         _ file: InputFile, option: String?, value: Int,
         allowVector: Bool
     ) throws(CutError) -> (VipsImageHandle, String) {
-        do { try Vips.start() } catch { throw .notAnImage(error.description) }
-        vips_error_clear()
-        var out: UnsafeMutablePointer<VipsImage>?
-        var loader: UnsafePointer<CChar>?
-        let status = tiler_source_open(file.descriptor, allowVector ? 1 : 0, option, Int32(value), &out, &loader)
-        let name = loader.map { String(cString: $0) } ?? "unknown loader"
-        switch status {
-        case 0:
-            guard let out else { throw .notAnImage(Vips.takeError()) }
-            return (VipsImageHandle(taking: out, keepAlive: file), name)
-        case TILER_OPEN_UNKNOWN_FORMAT:
-            vips_error_clear()
-            throw .notAnImage(unrecognised)
-        case TILER_OPEN_VECTOR:
-            throw .vector(loader: name)
-        default:
-            throw .notAnImage(file.scrub(Vips.takeError()))
+        do {
+            return try VipsImageHandle.open(
+                file, for: .sources, randomAccess: true, allowVector: allowVector, loaderOption: option.map { (name: $0, value: value) })
+        } catch {
+            throw CutError(opening: error)
         }
     }
 
@@ -319,7 +309,7 @@ public final class SourcePyramid: @unchecked Sendable {
         let small = try whole.withUnsafeBufferPointer { buffer throws(ImagingError) in
             try VipsImageHandle.withBorrowed(
                 pixels: buffer.baseAddress!, width: level.width, height: level.height,
-                bands: bands
+                bands: bands, for: .sources
             ) { image throws(ImagingError) in
                 let small = try image.thumbnail(size: size)
                 return TilePixels(bytes: try small.pixels(), width: small.width, height: small.height)

@@ -24,7 +24,7 @@ import TilerCore
     /// workers finish (libvips#4116, fixed in 8.15.4): a few percent of these checks passed
     /// the damaged tile, more on a loaded machine, and `tiler verify` missed it.
     @Test func damageInTheLastRowsIsFoundEveryTime() throws {
-        try Vips.start()
+        try Vips.start(for: .verifying)
         let tile = try PNGEncoder().encode(Self.noise(width: 256, height: 256, bands: 3), width: 256, height: 256, bands: 3)
         #expect(PyramidVerifier.check(tile, format: .png, width: 256, height: 256) == nil)
         let positions = [0.90, 0.93, 0.95, 0.97, 0.99].map { Int(Double(tile.count) * $0) }

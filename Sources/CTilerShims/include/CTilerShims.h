@@ -1,27 +1,30 @@
 #ifndef CTILERSHIMS_H
 #define CTILERSHIMS_H
 /* Fixed-arity wrappers for the C calls Swift cannot make: libvips' variadic operations
-   and libpng's setjmp/longjmp error handling.
+   and libpng's setjmp/longjmp error handling. This header is the cutter's and what every
+   user of libvips shares (starting it, opening files, converting to tile pixels);
+   CTilerShimsRender.h, CTilerShimsSource.h and CTilerShimsVerify.h hold what only the
+   region renderer, the sources served on the fly and `tiler verify` call.
 
    Every int-returning function returns 0 on success and -1 on failure; the reason is
-   then in libvips' error buffer (read it with tiler_vips_error_copy()). Images handed
-   back through VipsImage ** are new references the caller releases with g_object_unref
-   (Swift: tiler_vips_unref). */
+   then in libvips' error buffer (Swift: Vips.takeError()). Images handed back through
+   VipsImage ** are new references the caller releases with g_object_unref (Swift:
+   VipsImageHandle, through tiler_vips_unref). */
 #include <stddef.h>
 #include <stdint.h>
 #include <vips/vips.h>
 
 /* ---- runtime ------------------------------------------------------------------ */
 
-/* VIPS_INIT once per process, then: operation cache off (a cut reuses nothing) and
-   libvips' own warnings (e.g. "Premature end of JPEG file") kept off stderr, because
-   tiler reports problems itself, one line per input. */
+/* VIPS_INIT, then what every use of libvips in tiler shares: the operation cache off
+   (nothing is reused: a cut reads each input once, a drawing opens fresh sources) and
+   libvips' own warnings (e.g. "Premature end of JPEG file") kept off stderr unless
+   TILER_VIPS_WARNINGS is set, because tiler reports problems itself. Not thread-safe:
+   call it once per process, before any other libvips call (Swift: Vips.start(for:),
+   which states what each use needs). */
 int tiler_vips_init(const char *program);
 
-/* The error buffer as a newly allocated string (free with g_free), then cleared. */
-char *tiler_vips_error_copy(void);
-
-/* Drops one reference to an image. */
+/* Drops one reference to an image (NULL accepted). */
 void tiler_vips_unref(VipsImage *image);
 
 /* ---- loading and conversion ----------------------------------------------------- */
@@ -34,16 +37,18 @@ void tiler_vips_unref(VipsImage *image);
    parsing a file name (a name like "a.jpg[shrink=8]" is just a name: the caller opened
    it). Only the header is read here; pixel errors surface when the image is streamed.
    `random_access` 0 is one top-to-bottom pass (access=sequential); 1 lets libvips
-   decode to memory or a temporary file first (for rotations). Loaders fail on
-   truncated data (fail_on=truncated; JPEG on any libjpeg warning, since libjpeg pads
-   missing scan data with grey and only warns). `*loader` gets the loader's nickname
-   (static storage). Returns TILER_OPEN_UNKNOWN_FORMAT when no loader recognises the
-   content, and TILER_OPEN_VECTOR, without reading further, for SVG, PDF and
-   ImageMagick input unless allow_vector: their size and cost are what the file says.
-   SVG is read from a stream without a base location, so librsvg loads no external
+   decode to memory or a temporary file first (for rotations, and for sources served on
+   the fly). When `option` is not NULL the loader also gets `option`=`value`: "page" or
+   "subifd" (a level of a pyramidal TIFF), or "shrink" (JPEG shrink-on-load, 2, 4 or 8).
+   Loaders fail on truncated data (fail_on=truncated; JPEG on any libjpeg warning, since
+   libjpeg pads missing scan data with grey and only warns). `*loader` gets the loader's
+   nickname (static storage). Returns TILER_OPEN_UNKNOWN_FORMAT when no loader
+   recognises the content, and TILER_OPEN_VECTOR, without reading further, for SVG, PDF
+   and ImageMagick input unless allow_vector: their size and cost are what the file
+   says. SVG is read from a stream without a base location, so librsvg loads no external
    file it references (only data: URLs). `fd` must stay open while the image is used. */
-int tiler_vips_open_descriptor(int fd, int random_access, int allow_vector, VipsImage **out,
-                               const char **loader);
+int tiler_vips_open_descriptor(int fd, int random_access, int allow_vector, const char *option, int value,
+                               VipsImage **out, const char **loader);
 
 /* The EXIF orientation, 1...8 (1 when there is none). */
 int tiler_vips_orientation(VipsImage *in);
@@ -98,22 +103,18 @@ void tiler_shrink_rows(const uint8_t *upper, const uint8_t *lower, int width, in
 
 /* ---- encoding ------------------------------------------------------------------- */
 
-/* JPEG and WebP into a newly allocated buffer (free with g_free), metadata stripped. */
-int tiler_vips_jpegsave_buffer(VipsImage *in, int quality, void **buffer, size_t *length);
-int tiler_vips_webpsave_buffer(VipsImage *in, int quality, void **buffer, size_t *length);
-
 /* Encodes 8-bit rows (row y at pixels + y * stride) as one JPEG with libjpeg, the way
-   tiler_vips_jpegsave_buffer does (same library, same settings, same bytes: baseline,
-   Annex K tables scaled to `quality` 1-100, 4:2:0 chroma below Q 90 and 4:4:4 from
-   Q 90, no JFIF header, no metadata), into a newly allocated buffer (free with free()).
-   `bands` is 1 (grey) or 3 (RGB). On failure returns -1 and copies the reason into
-   `message` (up to message_size bytes) when it is not NULL. */
+   libvips' jpegsave with strip does (tiler_render_save_jpeg: same library, same
+   settings, same bytes: baseline, Annex K tables scaled to `quality` 1-100, 4:2:0 chroma
+   below Q 90 and 4:4:4 from Q 90, no JFIF header, no metadata), into a newly allocated
+   buffer (free with free()). `bands` is 1 (grey) or 3 (RGB). On failure returns -1 and
+   copies the reason into `message` (up to message_size bytes) when it is not NULL. */
 int tiler_jpeg_encode(const uint8_t *pixels, size_t stride, int width, int height, int bands, int quality,
                       uint8_t **buffer, size_t *length, char *message, size_t message_size);
 
-/* The same for WebP with libwebp, as tiler_vips_webpsave_buffer does: lossy at `quality`
-   0-100, the default preset, effort 4, alpha at quality 100; 1-4 bands (grey is written
-   as RGB). */
+/* The same for WebP with libwebp, as libvips' webpsave does (tiler_render_save_webp):
+   lossy at `quality` 0-100, the default preset, effort 4, alpha at quality 100; 1-4
+   bands (grey is written as RGB). */
 int tiler_webp_encode(const uint8_t *pixels, size_t stride, int width, int height, int bands, int quality,
                       uint8_t **buffer, size_t *length, char *message, size_t message_size);
 

@@ -3,14 +3,16 @@
 /* Fixed-arity wrappers for the libvips calls the region renderer (IIIF, DeepZoom levels
    below the pyramid) makes. Functions returning int give 0 on success and -1 on failure;
    functions returning a pointer give NULL on failure. Either way the reason is in
-   vips_error_buffer(). Every output image is a new reference the caller unrefs. */
+   vips_error_buffer(). Every output image is a new reference the caller unrefs
+   (tiler_vips_unref: Swift's VipsImageHandle). */
 #include <stddef.h>
 #include <vips/vips.h>
 
-/* Starts libvips once per process; later calls (from any thread) return the first result.
-   Turns libvips' operation cache off (renders share nothing). Safe to call alongside the
-   cutter's own initialisation, which does the same: vips_init ignores repeats. */
-int tiler_render_init(void);
+/* Fixes glibc's malloc thresholds for drawing (M_MMAP_THRESHOLD 1 MiB, M_TRIM_THRESHOLD
+   4 MiB), process-wide, so that the memory of large drawings goes back to the system
+   when freed. Called once, by the first drawing (Swift: Vips.start(for: .drawing));
+   libvips itself is started by tiler_vips_init like every other use. */
+void tiler_render_fix_malloc_thresholds(void);
 
 /* Opens an encoded image (PNG, JPEG, WebP) from bytes the caller has already read: the
    renderer never opens a file itself, so every read goes through the server's rooted,
@@ -23,9 +25,6 @@ VipsImage *tiler_render_load_bytes(const void *data, size_t length, int sequenti
 /* Computes in into memory (vips_image_copy_memory): the result can be read in any order
    whatever the access of in. */
 int tiler_render_copy_memory(VipsImage *in, VipsImage **out);
-
-/* The worker threads libvips runs one operation on (vips_concurrency_get). */
-int tiler_render_threads(void);
 
 /* Hands memory freed by renders back to the system (malloc_trim): glibc keeps freed
    blocks in per-thread arenas otherwise, so RSS never falls after a large render. */
@@ -77,11 +76,5 @@ int tiler_render_save_webp(VipsImage *in, void **buffer, size_t *length, int qua
    checks, not for serving: the whole image is held in memory. */
 int tiler_render_decode(const void *data, size_t size, unsigned char **pixels, size_t *length,
                         int *width, int *height, int *bands);
-
-/* Whether the image has an alpha band (vips_image_hasalpha). */
-int tiler_render_has_alpha(VipsImage *in);
-
-/* Drops one reference (g_object_unref), accepting NULL. */
-void tiler_render_unref(VipsImage *image);
 
 #endif

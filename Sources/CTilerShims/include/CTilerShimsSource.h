@@ -2,18 +2,10 @@
 #define CTILERSHIMS_SOURCE_H
 /* Fixed-arity wrappers for the libvips calls that serve a source image on the fly
    (`tiler serve --sources`): one page or reduced level of the source opened for random
-   access, and a tile's pixels cropped out of it. Functions returning int give 0 on
-   success and -1 on failure, the reason in libvips' error buffer. */
-#include <stddef.h>
-#include <stdint.h>
-#include <vips/vips.h>
-
-/* Like tiler_vips_open_descriptor (same refusals, same fail_on rules, the file name never
-   parsed) with random access, plus one loader option when `option` is not NULL:
-   "page" or "subifd" (a level of a pyramidal TIFF), or "shrink" (JPEG shrink-on-load,
-   2, 4 or 8). */
-int tiler_source_open(int fd, int allow_vector, const char *option, int value, VipsImage **out,
-                      const char **loader);
+   access (tiler_vips_open_descriptor with random_access and a loader option), and a
+   tile's pixels cropped out of it. Functions returning int give 0 on success and -1 on
+   failure, the reason in libvips' error buffer. */
+#include "CTilerShims.h"
 
 /* An integer header field (n-pages, n-subifds), or `fallback` when absent. */
 int tiler_source_get_int(VipsImage *in, const char *name, int fallback);
