@@ -78,20 +78,27 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
 
-        .testTarget(name: "TilerCoreTests", dependencies: ["TilerCore"]),
-        .testTarget(name: "PMTilesTests", dependencies: ["PMTiles"]),
+        .testTarget(name: "TilerCoreTests", dependencies: ["TilerCore", "TilerTestSupport"]),
+        .testTarget(name: "PMTilesTests", dependencies: ["PMTiles", "TilerTestSupport"]),
         .testTarget(name: "ObjectStorageTests", dependencies: ["ObjectStorage", "S3TestSupport"]),
-        .testTarget(name: "TilerStorageTests", dependencies: ["TilerStorage", "PMTiles", "TilerCore", "ObjectStorage", "S3TestSupport"]),
-        .testTarget(name: "TilerImagingTests", dependencies: ["TilerImaging", "TilerCore"]),
-        .testTarget(name: "TilerHTTPTests", dependencies: ["TilerHTTP"]),
+        .testTarget(
+            name: "TilerStorageTests",
+            dependencies: ["TilerStorage", "PMTiles", "TilerCore", "ObjectStorage", "S3TestSupport", "TilerTestSupport"]),
+        .testTarget(name: "TilerImagingTests", dependencies: ["TilerImaging", "TilerCore", "TilerTestSupport"]),
+        .testTarget(name: "TilerHTTPTests", dependencies: ["TilerHTTP", "TilerTestSupport"]),
         .testTarget(
             name: "TilerServerTests",
             dependencies: [
                 "TilerServer", "TilerCore", "TilerHTTP", "TilerImaging", "TilerStorage", "ObjectStorage", "S3TestSupport",
+                "TilerTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]),
-        .testTarget(name: "TilerCLITests", dependencies: ["TilerCore", "S3TestSupport"]),
+        .testTarget(name: "TilerCLITests", dependencies: ["TilerCore", "S3TestSupport", "TilerTestSupport"]),
         // Tests only: starts scripts/s3-test-server (moto) on a loopback port.
         .target(name: "S3TestSupport", path: "Tests/S3TestSupport"),
+        // Tests only: what several test targets share (a raw HTTP client, polling with a
+        // deadline, an overlayfs mount, scratch folders, the built tiler binary, a seeded
+        // generator).
+        .target(name: "TilerTestSupport", path: "Tests/TilerTestSupport"),
     ]
 )

@@ -1,5 +1,6 @@
 import PMTiles
 import Testing
+import TilerTestSupport
 
 struct ArchiveHeaderTests {
     @Test func headersRoundTrip() throws {

@@ -1,5 +1,6 @@
 import PMTiles
 import Testing
+import TilerTestSupport
 
 /// Varints, directories and gzip round trips over generated inputs, and refusal of
 /// truncated or corrupt bytes.

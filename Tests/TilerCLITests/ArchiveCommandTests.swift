@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TilerCore
+import TilerTestSupport
 
 /// `tiler cut --archive`, `tiler pack` and `tiler unpack` end to end: the built binary,
 /// and the official PMTiles Python reader (PyPI `pmtiles`, through `scripts/check-pmtiles`)
@@ -20,18 +21,6 @@ import TilerCore
     /// The entries of a folder, hidden ones included.
     static func entries(_ path: String) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted()
-    }
-
-    /// Every regular file under `folder`, by relative path.
-    static func files(in folder: String) throws -> [String: Data] {
-        var out: [String: Data] = [:]
-        for path in try FileManager.default.subpathsOfDirectory(atPath: folder) {
-            var isFolder: ObjCBool = false
-            if FileManager.default.fileExists(atPath: "\(folder)/\(path)", isDirectory: &isFolder), !isFolder.boolValue {
-                out[path] = try Data(contentsOf: URL(fileURLWithPath: "\(folder)/\(path)"))
-            }
-        }
-        return out
     }
 
     static let formats = ["png", "jpeg", "webp"]
@@ -126,7 +115,7 @@ import TilerCore
         try FileManager.default.copyItem(atPath: "\(first)/scan.pmtiles", toPath: "\(second)/scan.pmtiles")
         let unpacked = try run(tiler, ["unpack", "\(second)/scan.pmtiles"])
         #expect(unpacked.status == 0 && unpacked.stdout.isEmpty && unpacked.stderr.isEmpty, "\(unpacked.stderr)")
-        #expect(try Self.files(in: "\(second)/scan") == Self.files(in: "\(first)/scan"))
+        #expect(try regularFiles(in: "\(second)/scan") == regularFiles(in: "\(first)/scan"))
 
         // And back: the unpacked folder packs to the same archive, byte for byte.
         try FileManager.default.removeItem(atPath: "\(second)/scan.pmtiles")

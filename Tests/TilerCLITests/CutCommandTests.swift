@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TilerCore
+import TilerTestSupport
 
 /// `tiler cut` end to end: the built binary, inputs made with the `vips` command line,
 /// pyramids checked against `PyramidGeometry` and pixels against libvips' own `shrink`.

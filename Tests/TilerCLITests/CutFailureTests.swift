@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TilerCore
+import TilerTestSupport
 
 /// `tiler cut` under failure: killed mid-cut, a full disk, a decompression bomb, truncated
 /// files and misleading extensions. Each leaves no pyramid that `tiler serve` would list,

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TilerCore
+import TilerTestSupport
 
 /// What `tiler cut` accepts as input and how it opens it: a pixel limit, truncated and
 /// corrupt data, vector formats, files that are not regular files, names that look like
@@ -47,16 +48,6 @@ import TilerCore
             return (nil, stderr)
         }
         return (process.terminationStatus, stderr)
-    }
-
-    /// Polls until `condition` holds or `deadline` seconds pass.
-    static func wait(until condition: () -> Bool, deadline: Double = 60) -> Bool {
-        let end = Date().addingTimeInterval(deadline)
-        while Date() < end {
-            if condition() { return true }
-            usleep(10_000)
-        }
-        return condition()
     }
 
     // MARK: item 6: pixel limit, truncated data, vector inputs
@@ -237,12 +228,12 @@ import TilerCore
             if stage == "decode" {
                 // The header is read and the partial folder made: decoding has begun.
                 #expect(
-                    Self.wait { CutFailureTests.entries(root).contains { $0.hasPrefix(".stuck.partial-") } },
+                    eventually(within: 60) { CutFailureTests.entries(root).contains { $0.hasPrefix(".stuck.partial-") } },
                     "the cut never reached the decode stage")
             } else {
                 // Wait until the process has opened the input (it is reading the header).
                 #expect(
-                    Self.wait {
+                    eventually(within: 60) {
                         ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []).contains {
                             (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\($0)")) == input
                         }

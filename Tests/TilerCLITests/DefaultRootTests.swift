@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TilerTestSupport
 
 /// One default ROOT for `cut`, `serve` and `ls` (`./tiles`, or `TILER_ROOT`), the hints
 /// `serve` gives when its ROOT holds no pyramids, `tiler --help`, and `-o` naming a file.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TilerCore
+import TilerTestSupport
 
 /// "Faithful pictures" (issue 14): EXIF orientation, colour profiles, padded edge tiles
 /// and where a pyramid came from. Pixels are checked against libvips' own `autorot` and

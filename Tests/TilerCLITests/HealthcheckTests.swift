@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TilerTestSupport
 
 /// `tiler healthcheck`, run as the built binary against loopback listeners that answer
 /// with canned bytes: the exit status and the one line it prints are the contract the
@@ -93,24 +94,9 @@ private struct Run: CustomStringConvertible {
     var description: String { "exit \(status) after \(seconds) s, stdout \(stdout.debugDescription), stderr \(stderr.debugDescription)" }
 }
 
-/// The `tiler` executable that `swift build` put beside this test bundle.
-private func tilerExecutable() throws -> URL {
-    var directory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-    for _ in 0..<4 {
-        let candidate = directory.appendingPathComponent("tiler")
-        if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-        directory.deleteLastPathComponent()
-    }
-    throw CocoaError(
-        .fileNoSuchFile,
-        userInfo: [
-            NSLocalizedDescriptionKey: "no built tiler beside \(CommandLine.arguments[0]): run `swift build` first"
-        ])
-}
-
 private func runTiler(_ arguments: [String], environment: [String: String] = [:]) throws -> Run {
     let process = Process()
-    process.executableURL = try tilerExecutable()
+    process.executableURL = URL(fileURLWithPath: try tilerBinary())
     process.arguments = arguments
     var env = ProcessInfo.processInfo.environment
     env["TILER_PORT"] = nil

@@ -1,6 +1,7 @@
 import Foundation
 import S3TestSupport
 import Testing
+import TilerTestSupport
 
 /// `tiler info`, `verify` and `ls` on archives in a bucket (the S3 test server), through
 /// the same reader as local archives.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TilerCore
+import TilerTestSupport
 
 /// `tiler info`, `verify`, `ls` and `rm` on folders and archives, driven through the
 /// built binary.

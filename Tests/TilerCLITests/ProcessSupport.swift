@@ -1,4 +1,5 @@
 import Foundation
+import TilerTestSupport
 #if canImport(Glibc)
     import Glibc
 #endif

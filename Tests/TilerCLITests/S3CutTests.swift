@@ -2,6 +2,7 @@ import Foundation
 import S3TestSupport
 import Testing
 import TilerCore
+import TilerTestSupport
 
 /// `tiler cut --archive --output s3://BUCKET/PREFIX` end to end: the built binary, a real
 /// S3-compatible server (moto, signatures checked) on a loopback port, boto3 to read back

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TilerTestSupport
 
 /// The scale-out deployment, small: `scripts/scale-test` starts the S3 test server, cuts
 /// three images into it with tiler, starts two `tiler serve s3://…` replicas behind a real

@@ -1,33 +1,12 @@
 import Foundation
 import Testing
+import TilerTestSupport
 
 /// What a finished process printed and returned.
 struct ProcessOutput {
     var status: Int32
     var stdout: String
     var stderr: String
-}
-
-/// Why a helper could not do its job.
-struct SupportError: Error, CustomStringConvertible {
-    let description: String
-}
-
-/// The `tiler` binary that `swift build` put next to this test bundle:
-/// `.build/debug/tiler` under the package root, or `TILER_BINARY` when set.
-func tilerBinary() throws -> String {
-    if let path = ProcessInfo.processInfo.environment["TILER_BINARY"] { return path }
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    var candidates = [root.appendingPathComponent(".build/debug/tiler").path]
-    // The bundle lives in the build folder too (.build/<triple>/debug/...).
-    let bundle = Bundle.main.bundleURL
-    candidates.insert(bundle.deletingLastPathComponent().appendingPathComponent("tiler").path, at: 0)
-    candidates.insert(bundle.appendingPathComponent("tiler").path, at: 0)
-    for path in candidates where FileManager.default.isExecutableFile(atPath: path) { return path }
-    throw SupportError(
-        description:
-            "the tiler binary is missing (looked at \(candidates.joined(separator: ", "))); run `swift build --build-tests` first, as scripts/test does"
-    )
 }
 
 /// Runs a program to completion, collecting its output; `environment` adds to (or
@@ -66,20 +45,6 @@ func vips(_ arguments: String..., tool: String = "vips") throws {
     guard result.status == 0 else {
         throw SupportError(description: "\(tool) \(arguments.joined(separator: " ")) failed: \(result.stderr)")
     }
-}
-
-/// A fresh temporary folder, removed by `cleanUp()`.
-struct Scratch {
-    let url: URL
-
-    init(_ name: String = #function) throws {
-        let safe = name.filter { $0.isLetter || $0.isNumber }
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("tiler-cli-\(getpid())-\(safe)-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-
-    func path(_ name: String) -> String { url.appendingPathComponent(name).path }
-    func cleanUp() { try? FileManager.default.removeItem(at: url) }
 }
 
 /// 8-bit pixels read from a libvips `.v` file: a 64-byte header, then the rows.

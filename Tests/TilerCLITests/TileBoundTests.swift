@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TilerCore
+import TilerTestSupport
 
 /// One bound on a tile's size (`PyramidManifest.maximumTileBytes`) for everything that
 /// reads tiles: a valid tile of exactly that many bytes is served (from the folder and

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TilerTestSupport
 @testable import TilerCore
 
 @Suite struct IIIFTests {
@@ -144,7 +145,7 @@ import Testing
         #expect(try plan("i/full/200,700/0/default.png", g).sourceLevel(in: g) == 2)
         // Over many random requests: the chosen level's scale covers the need, and the next
         // coarser one does not.
-        var rng = SplitMix64(seed: 3)
+        var rng = SplitMix(seed: 3)
         for _ in 0..<2000 {
             let x = Int.random(in: 0..<1001, using: &rng), y = Int.random(in: 0..<777, using: &rng)
             let w = Int.random(in: 1...1001, using: &rng), h = Int.random(in: 1...777, using: &rng)

@@ -1,24 +1,12 @@
 import Foundation
 import Testing
+import TilerTestSupport
 @testable import TilerCore
-
-/// A small deterministic generator so failures reproduce.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// Image and tile sizes that stress edges: tiny, powers of two and their neighbours, odd,
 /// extreme aspect ratios, and random ones.
 func generatedSizes(count: Int, seed: UInt64) -> [(w: Int, h: Int, t: Int)] {
-    var rng = SplitMix64(seed: seed)
+    var rng = SplitMix(seed: seed)
     let tiles = [16, 17, 100, 128, 254, 255, 256, 257, 512, 1000, 1024]
     var sizes: [(Int, Int, Int)] = []
     for t in [256, 255, 257, 16] {
@@ -152,7 +140,7 @@ func generatedSizes(count: Int, seed: UInt64) -> [(w: Int, h: Int, t: Int)] {
         #expect(g.level(forScale: 0.26) == 6)
         #expect(g.level(forScale: 0.25) == 5)
         #expect(g.level(forScale: 0.0001) == 0)
-        var rng = SplitMix64(seed: 3)
+        var rng = SplitMix(seed: 3)
         for _ in 0..<2000 {
             let s = Double.random(in: 0.0001...2, using: &rng)
             let z = g.level(forScale: s)

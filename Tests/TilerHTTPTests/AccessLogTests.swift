@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Testing
+import TilerTestSupport
 @testable import TilerHTTP
 
 /// Keeps every log record.

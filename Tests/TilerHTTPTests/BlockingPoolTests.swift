@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TilerTestSupport
 @testable import TilerHTTP
 
 /// The blocking pool through a real server: reads and renders in separate lanes, queue

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TilerTestSupport
 @testable import TilerHTTP
 
 /// Plays the event loop for one connection, against a simulated socket and a clock that
@@ -743,18 +744,5 @@ private func get(_ target: String, _ headers: String = "") -> String {
             }
             #expect(d.received.isEmpty, "round \(round): bytes after the last answer")
         }
-    }
-}
-
-/// A small deterministic generator for the generated conversations.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

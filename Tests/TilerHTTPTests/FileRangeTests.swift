@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TilerTestSupport
 @testable import TilerHTTP
 
 /// Answers `/range` with bytes 1000..<(1000 + 1 MiB) of a file, sent with `sendfile`, and

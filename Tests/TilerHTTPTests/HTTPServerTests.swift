@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TilerTestSupport
 @testable import TilerHTTP
 
 /// A handler that answers `/file` with a prepared response, `/big` with 3 MB, and echoes

@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+import TilerTestSupport
 @testable import TilerHTTP
 
 @Suite struct ListeningSocketTests {

@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+import TilerTestSupport
 @testable import TilerHTTP
 
 /// The system-call layer: failures are thrown with their errno, never dropped, and a

@@ -1,5 +1,6 @@
 import Testing
 import TilerImaging
+import TilerTestSupport
 
 /// An independent 2×2 area average: each output pixel is the mean of the input pixels
 /// inside its block (1, 2 or 4 of them at the edges), rounded half up, in Double.
@@ -23,22 +24,10 @@ private func referenceShrink(_ pixels: [UInt8], width: Int, height: Int, bands: 
     return out
 }
 
-/// A deterministic pseudo-random generator, so failures reproduce.
-private struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 @Suite struct AreaAverageTests {
     @Test(arguments: [1, 2, 3, 4])
     func matchesReferenceOnManySizes(bands: Int) {
-        var random = SplitMix(state: UInt64(bands))
+        var random = SplitMix(seed: UInt64(bands))
         // Widths past 512 and 1024 cross the shrink's 256-pair passes, whole and not.
         for (width, height) in [
             (1, 1), (1, 2), (2, 1), (2, 2), (3, 3), (5, 2), (2, 7), (17, 9), (64, 33), (101, 1), (1, 99),

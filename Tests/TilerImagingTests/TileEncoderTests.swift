@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TilerCore
+import TilerTestSupport
 @testable import TilerImaging
 
 /// A photo-like test picture: smooth gradients, edges and fine texture, so that the
@@ -39,16 +40,6 @@ private func vips(_ arguments: [String]) throws {
     guard process.terminationStatus == 0 else {
         throw ImagingError.encoding("vips \(arguments.joined(separator: " ")): \(String(decoding: message, as: UTF8.self))")
     }
-}
-
-private struct Scratch {
-    let url: URL
-    init() throws {
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("tiler-encoder-\(getpid())-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-    func path(_ name: String) -> String { url.appendingPathComponent(name).path }
-    func cleanUp() { try? FileManager.default.removeItem(at: url) }
 }
 
 /// The bytes `vips jpegsave`/`vips webpsave` write for these pixels with `--Q quality

@@ -5,6 +5,7 @@ import Testing
 import TilerCore
 import TilerImaging
 import TilerStorage
+import TilerTestSupport
 @testable import TilerServer
 #if canImport(Glibc)
     import Glibc

@@ -5,6 +5,7 @@ import Testing
 import TilerCore
 import TilerHTTP
 import TilerImaging
+import TilerTestSupport
 @testable import TilerServer
 #if canImport(Glibc)
     import Glibc

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TilerCore
+import TilerTestSupport
 @testable import TilerServer
 
 final class Failures: @unchecked Sendable {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TilerCore
 import TilerImaging
+import TilerTestSupport
 @testable import TilerServer
 
 /// DeepZoom over a live server, walked the way OpenSeadragon walks it: read the .dzi,

@@ -5,6 +5,7 @@ import TilerCore
 import TilerHTTP
 import TilerImaging
 import TilerServer
+import TilerTestSupport
 
 /// A temporary ROOT with pyramids written the way `tiler cut` lays them out: a manifest
 /// from `PyramidManifest` and small tile files whose bytes name the tile.

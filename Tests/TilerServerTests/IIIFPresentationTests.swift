@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TilerCore
+import TilerTestSupport
 @testable import TilerServer
 
 /// IIIF Presentation API 3.0: `/iiif/3/ID/manifest.json` and `/iiif/3/collection.json`,

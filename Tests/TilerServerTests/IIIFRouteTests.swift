@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TilerCore
 import TilerImaging
+import TilerTestSupport
 @testable import TilerServer
 
 @Suite struct IIIFRouteTests {

@@ -3,6 +3,7 @@ import Glibc
 import Testing
 import TilerCore
 import TilerHTTP
+import TilerTestSupport
 @testable import TilerServer
 
 /// Issue #15 item 4: folder tiles kept open and sent with `sendfile` (`OpenTiles`). The

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TilerCore
 import TilerHTTP
+import TilerTestSupport
 @testable import TilerServer
 
 /// `--base-url` and `--trust-proxy`: every URL the server writes starts with the public

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TilerCore
+import TilerTestSupport
 @testable import TilerServer
 
 /// The render budget (issue #11 item 3): drawings are admitted against a byte budget,
@@ -106,7 +107,7 @@ final class ServerProcess: @unchecked Sendable {
 
     /// `launcher`: a command that runs the server (e.g. as another user), or none.
     init(arguments: [String], launcher: [String] = []) throws {
-        let binary = try ServeCommandTests.binary
+        let binary = try tilerBinary()
         process.executableURL = URL(fileURLWithPath: launcher.first ?? binary)
         process.arguments = (launcher.isEmpty ? [] : Array(launcher.dropFirst()) + [binary]) + ["serve"] + arguments
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TILER_") }

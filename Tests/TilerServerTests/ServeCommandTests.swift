@@ -3,32 +3,20 @@ import S3TestSupport
 import Testing
 import TilerCore
 import TilerServer
+import TilerTestSupport
 #if canImport(Glibc)
     import Glibc
 #endif
 
 /// `tiler serve` as a process: start-up line, environment variables, signals.
 @Suite struct ServeCommandTests {
-    /// `.build/debug/tiler`, built by `swift build --build-tests`.
-    static var binary: String {
-        get throws {
-            let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-                .deletingLastPathComponent()
-            let path = packageRoot.appendingPathComponent(".build/debug/tiler").path
-            guard FileManager.default.isExecutableFile(atPath: path) else {
-                throw ClientError("\(path) is missing: run `swift build --build-tests` before `swift test --skip-build`")
-            }
-            return path
-        }
-    }
-
     /// Starts `tiler serve`, reads its start-up line and returns the process and port.
     func launch(
         _ arguments: [String], environment: [String: String] = [:],
         standardError: FileHandle = FileHandle.nullDevice
     ) throws -> (Process, Int, String) {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: try Self.binary)
+        process.executableURL = URL(fileURLWithPath: try tilerBinary())
         process.arguments = ["serve"] + arguments
         var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TILER_") }
         env.merge(environment) { $1 }
@@ -158,7 +146,7 @@ import TilerServer
     func outOfRangeSettingsAreUsageErrors(arguments: [String], environment: [String: String], named: String) throws {
         let root = try PyramidRoot()
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: try Self.binary)
+        process.executableURL = URL(fileURLWithPath: try tilerBinary())
         process.arguments = ["serve", root.path, "--port", "0"] + arguments
         var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TILER_") }
         env.merge(environment) { $1 }
@@ -181,7 +169,7 @@ import TilerServer
 
     @Test func helpNamesTheRoutesAndTheProxySettings() throws {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: try Self.binary)
+        process.executableURL = URL(fileURLWithPath: try tilerBinary())
         process.arguments = ["serve", "--help"]
         let out = Pipe()
         process.standardOutput = out
@@ -263,7 +251,7 @@ import TilerServer
             let (arguments, message) = refused[setting] ?? ([setting.flag, "x"], "\(setting.flag)='x' is not")
             let root = try PyramidRoot()
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: try Self.binary)
+            process.executableURL = URL(fileURLWithPath: try tilerBinary())
             process.arguments = ["serve", root.path] + arguments
             process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TILER_") }
             let err = Pipe()
@@ -284,7 +272,7 @@ import TilerServer
 
     @Test func aMissingRootIsAClearError() throws {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: try Self.binary)
+        process.executableURL = URL(fileURLWithPath: try tilerBinary())
         process.arguments = ["serve", "/nonexistent/tiler-root", "--port", "0"]
         let err = Pipe()
         process.standardError = err
@@ -325,7 +313,7 @@ import TilerServer
         let storage = try S3TestServer.shared.get()
         func run(_ arguments: [String], _ environment: [String: String]) throws -> (Int32, String) {
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: try Self.binary)
+            process.executableURL = URL(fileURLWithPath: try tilerBinary())
             process.arguments = ["serve"] + arguments + ["--port", "0"]
             var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TILER_") && !$0.key.hasPrefix("AWS_") }
             env.merge(environment) { $1 }

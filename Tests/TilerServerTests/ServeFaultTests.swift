@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TilerCore
+import TilerTestSupport
 @testable import TilerHTTP
 import TilerServer
 #if canImport(Glibc)

@@ -6,6 +6,7 @@ import TilerCore
 import TilerImaging
 import TilerServer
 import TilerStorage
+import TilerTestSupport
 
 /// Where a test's server reads the pyramids the test wrote as folders into a
 /// `PyramidRoot`. The HTTP tests run once per kind (`@Test(arguments: RootKind.allCases)`),

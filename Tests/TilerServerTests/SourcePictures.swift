@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TilerTestSupport
 
 /// What a `--sources` folder holds in these tests: a picture as a pyramidal TIFF
 /// (`vips tiffsave --tile --pyramid --compression jpeg`), as a plain JPEG, or as a PNG

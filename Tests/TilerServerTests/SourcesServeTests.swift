@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TilerCore
 import TilerHTTP
+import TilerTestSupport
 @testable import TilerImaging
 @testable import TilerServer
 
@@ -456,7 +457,7 @@ func withSourcesServer(
         #expect(try fetch(port, "/images/by-env_files/10/0_0.jpg").status == 200)
 
         let refused = Process()
-        refused.executableURL = URL(fileURLWithPath: try ServeCommandTests.binary)
+        refused.executableURL = URL(fileURLWithPath: try tilerBinary())
         refused.arguments = ["serve", root.path, "--port", "0", "--sources", root.path + "/missing"]
         refused.standardOutput = FileHandle.nullDevice
         let errors = Pipe()

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TilerCore
 import TilerImaging
+import TilerTestSupport
 @testable import TilerServer
 
 /// The viewer in Debian's headless chromium, driven through chromedriver: the album's

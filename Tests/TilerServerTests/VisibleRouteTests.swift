@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TilerCore
+import TilerTestSupport
 @testable import TilerServer
 
 /// An independent, deliberately naive reading of the contract's "Visible tiles" section:
@@ -72,18 +73,6 @@ struct BruteForceVisible {
     }
 }
 
-/// SplitMix64: reproducible random viewports.
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E3779B97F4A7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9
-        z = (z ^ (z >> 27)) &* 0x94D049BB133111EB
-        return z ^ (z >> 31)
-    }
-}
-
 @Suite struct VisibleRouteTests {
     static let pyramids: [(id: String, width: Int, height: Int, tileSize: Int)] = [
         ("big", 20000, 20000, 256), ("small", 1000, 700, 256), ("tall", 300, 5000, 256),
@@ -97,7 +86,7 @@ struct SeededRandom: RandomNumberGenerator {
         let root = try PyramidRoot()
         for p in Self.pyramids { try root.addPyramid(p.id, width: p.width, height: p.height, tileSize: p.tileSize, tilesThrough: -1) }
         let seed = UInt64.random(in: 0...UInt64.max)
-        var rng = SeededRandom(state: seed)
+        var rng = SplitMix(seed: seed)
         try withTileServer(root, as: kind) { port throws in
             let c = try RawHTTPClient(port: port)
             var compared = 0, tooMany = 0, empty = 0, wrapped = 0

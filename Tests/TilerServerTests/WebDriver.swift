@@ -2,6 +2,7 @@
 // the browser tests run inside `swift test` with nothing but Debian's chromium and
 // chromium-driver installed.
 import Foundation
+import TilerTestSupport
 #if canImport(Glibc)
     import Glibc
 #endif

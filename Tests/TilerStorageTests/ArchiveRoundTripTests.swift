@@ -2,6 +2,7 @@ import Foundation
 import PMTiles
 import Testing
 import TilerCore
+import TilerTestSupport
 @testable import TilerStorage
 
 /// Archives written through `ArchiveSink` read back through `ArchivedPyramid`: every tile
@@ -273,23 +274,11 @@ import TilerCore
         }
         let unpacked = try PyramidConversion.unpack(archive: "\(archives)/sample.pmtiles", replace: false)
         #expect(unpacked.tiles == pyramid.tiles.count)
-        #expect(try Self.files(in: "\(folders)/sample") == Self.files(in: "\(archives)/sample"))
+        #expect(try regularFiles(in: "\(folders)/sample") == regularFiles(in: "\(archives)/sample"))
         let packed = try PyramidConversion.pack(folder: "\(folders)/sample", replace: false)
         #expect(
             try Data(contentsOf: URL(fileURLWithPath: packed.output))
                 == Data(contentsOf: URL(fileURLWithPath: "\(archives)/sample.pmtiles")))
-    }
-
-    /// Every regular file under `folder`, by relative path.
-    static func files(in folder: String) throws -> [String: Data] {
-        var out: [String: Data] = [:]
-        for path in try FileManager.default.subpathsOfDirectory(atPath: folder) {
-            var isFolder: ObjCBool = false
-            if FileManager.default.fileExists(atPath: "\(folder)/\(path)", isDirectory: &isFolder), !isFolder.boolValue {
-                out[path] = try Data(contentsOf: URL(fileURLWithPath: "\(folder)/\(path)"))
-            }
-        }
-        return out
     }
 }
 

@@ -2,6 +2,7 @@ import Foundation
 import PMTiles
 import Testing
 import TilerCore
+import TilerTestSupport
 @testable import TilerStorage
 
 /// Truncated, corrupt and hostile archives: refused with an error naming the file, never

@@ -4,6 +4,7 @@ import PMTiles
 import S3TestSupport
 import Testing
 import TilerCore
+import TilerTestSupport
 @testable import TilerStorage
 
 /// Archives in a bucket: the reader over range requests (``S3ArchiveSource``) and the

@@ -1,37 +1,8 @@
 import Foundation
 import PMTiles
 import TilerCore
+import TilerTestSupport
 @testable import TilerStorage
-
-/// A fresh temporary folder, removed by `cleanUp()`.
-struct Scratch {
-    let path: String
-
-    init(_ name: String = #function) throws {
-        let safe = name.filter { $0.isLetter || $0.isNumber }
-        path =
-            FileManager.default.temporaryDirectory.appendingPathComponent(
-                "tiler-storage-\(getpid())-\(safe)-\(UUID().uuidString.prefix(8))"
-            ).path
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    func entries() -> [String] { ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted() }
-    func cleanUp() { try? FileManager.default.removeItem(atPath: path) }
-}
-
-/// A small deterministic generator, so failures reproduce.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// The tiles, thumbnail and manifest of a made-up pyramid: random bytes, with about a
 /// fifth of the tiles sharing one of three blobs (as blank margins would).

@@ -1,44 +1,52 @@
 // A tiny blocking HTTP/1.1 client on a raw socket, so tests control every byte sent.
-// Shared by TilerHTTPTests and TilerServerTests (the latter through a symlink).
 import Foundation
 #if canImport(Glibc)
     import Glibc
 #endif
 
-struct ClientError: Error, CustomStringConvertible {
-    let description: String
-    init(_ d: String) { description = d }
+/// Why a test's client (or another helper) could not do its job.
+public struct ClientError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ d: String) { description = d }
 }
 
 /// One parsed response.
-struct RawResponse {
-    var status: Int
-    var headers: [(name: String, value: String)]
-    var body: [UInt8]
+public struct RawResponse: Sendable {
+    public var status: Int
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
 
-    func header(_ name: String) -> String? {
+    public init(status: Int, headers: [(name: String, value: String)], body: [UInt8]) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    public func header(_ name: String) -> String? {
         headers.first { $0.name.lowercased() == name.lowercased() }?.value
     }
-    var text: String { String(decoding: body, as: UTF8.self) }
-    var json: [String: Any] {
+    public var text: String { String(decoding: body, as: UTF8.self) }
+    public var json: [String: Any] {
         (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] ?? [:]
     }
-    var errorMessage: String? { (json["error"] as? [String: Any])?["message"] as? String }
+    public var errorMessage: String? { (json["error"] as? [String: Any])?["message"] as? String }
 }
 
-final class RawHTTPClient {
-    let fd: Int32
-    let timeout: Double
+/// One connection to a loopback port: requests written byte for byte, responses read
+/// and parsed with a deadline.
+public final class RawHTTPClient {
+    public let fd: Int32
+    public let timeout: Double
     private var buffer: [UInt8] = []
     /// Why the last `fill` got nothing.
     private var ending = "closed"
 
     /// Seconds `fetch` and a client made without a timeout wait for each answer.
-    static let defaultTimeout: Double = 60
+    public static let defaultTimeout: Double = 60
 
     /// `timeout` bounds each wait for the server (a deadline for a hung server, not a
     /// timing: on a loaded 2-core machine making a tile can take more than 10 s).
-    init(port: Int, timeout: Double = RawHTTPClient.defaultTimeout) throws {
+    public init(port: Int, timeout: Double = RawHTTPClient.defaultTimeout) throws {
         self.timeout = timeout
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw ClientError("socket: \(errno)") }
@@ -63,9 +71,9 @@ final class RawHTTPClient {
 
     deinit { Glibc.close(fd) }
 
-    func send(_ text: String) throws { try send(Array(text.utf8)) }
+    public func send(_ text: String) throws { try send(Array(text.utf8)) }
 
-    func send(_ bytes: [UInt8]) throws {
+    public func send(_ bytes: [UInt8]) throws {
         var sent = 0
         while sent < bytes.count {
             let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
@@ -75,7 +83,7 @@ final class RawHTTPClient {
     }
 
     /// Sends a GET (or other method) with a Host header and optional extra header lines.
-    func request(_ path: String, method: String = "GET", headers: [String] = [], version: String = "HTTP/1.1") throws {
+    public func request(_ path: String, method: String = "GET", headers: [String] = [], version: String = "HTTP/1.1") throws {
         var text = "\(method) \(path) \(version)\r\nHost: 127.0.0.1\r\n"
         for h in headers { text += h + "\r\n" }
         text += "\r\n"
@@ -96,7 +104,7 @@ final class RawHTTPClient {
     }
 
     /// Reads one response. `bodyless` for answers to HEAD.
-    func readResponse(bodyless: Bool = false) throws -> RawResponse {
+    public func readResponse(bodyless: Bool = false) throws -> RawResponse {
         var headEnd: Int?
         while headEnd == nil {
             if let r = find([13, 10, 13, 10]) { headEnd = r; break }
@@ -129,7 +137,7 @@ final class RawHTTPClient {
     }
 
     /// Whether the server closes (EOF or reset) within the receive timeout, discarding data.
-    func waitForClose() -> Bool {
+    public func waitForClose() -> Bool {
         while true {
             var chunk = [UInt8](repeating: 0, count: 65536)
             let n = chunk.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
@@ -148,7 +156,7 @@ final class RawHTTPClient {
 }
 
 /// One request on a fresh connection.
-func fetch(_ port: Int, _ path: String, method: String = "GET", headers: [String] = []) throws -> RawResponse {
+public func fetch(_ port: Int, _ path: String, method: String = "GET", headers: [String] = []) throws -> RawResponse {
     let c = try RawHTTPClient(port: port)
     try c.request(path, method: method, headers: headers)
     return try c.readResponse(bodyless: method == "HEAD")

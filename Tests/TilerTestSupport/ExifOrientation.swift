@@ -1,7 +1,5 @@
-// Shared by the CLI and server tests (a link in Tests/TilerServerTests).
-
 /// `jpeg` with an EXIF APP1 segment right after SOI holding one tag: Orientation.
-func jpegWithOrientation(_ jpeg: [UInt8], _ orientation: UInt16) -> [UInt8] {
+public func jpegWithOrientation(_ jpeg: [UInt8], _ orientation: UInt16) -> [UInt8] {
     func be16(_ v: UInt16) -> [UInt8] { [UInt8(v >> 8), UInt8(v & 0xFF)] }
     func be32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8((v >> 16) & 0xFF), UInt8((v >> 8) & 0xFF), UInt8(v & 0xFF)] }
     // Big-endian TIFF header, IFD0 at 8 with one entry: 0x0112 SHORT ×1, then no next IFD.

@@ -1,25 +1,24 @@
-// An overlayfs mount for tests, as every Docker or podman container has. Shared by
-// TilerHTTPTests and TilerServerTests (the latter through a symlink).
+// An overlayfs mount for tests, as every Docker or podman container has.
 import Foundation
 #if canImport(Glibc)
     import Glibc
 #endif
 
 /// An overlayfs mount in a temporary folder: `lower`, `upper`, `work` and `merged`.
-struct OverlayMount {
-    let base: String
-    var merged: String { base + "/merged" }
+public struct OverlayMount: Sendable {
+    public let base: String
+    public var merged: String { base + "/merged" }
     /// Whether `upper` (where new files go) is on a disk, so pages can be dropped.
-    let upperIsOnDisk: Bool
+    public let upperIsOnDisk: Bool
 
     /// Tries once per process: root, the overlay module, and permission to mount.
-    static let isPossible: Bool = {
+    public static let isPossible: Bool = {
         guard geteuid() == 0, let overlay = try? OverlayMount() else { return false }
         overlay.remove()
         return true
     }()
 
-    init() throws {
+    public init() throws {
         base = FileManager.default.temporaryDirectory.appendingPathComponent("tiler-overlay-\(UUID().uuidString)").path
         for part in ["lower", "upper", "work", "merged"] {
             try FileManager.default.createDirectory(atPath: base + "/" + part, withIntermediateDirectories: true)
@@ -33,7 +32,7 @@ struct OverlayMount {
         upperIsOnDisk = temporaryFolderIsOnDisk
     }
 
-    func remove() {
+    public func remove() {
         umount2(merged, Int32(MNT_DETACH))
         try? FileManager.default.removeItem(atPath: base)
     }
@@ -41,7 +40,7 @@ struct OverlayMount {
 
 /// Whether the temporary folder is on a disk (tmpfs files live in the page cache and can
 /// never be dropped from it; overlayfs passes the question down, so it is looked up too).
-let temporaryFolderIsOnDisk: Bool = {
+public let temporaryFolderIsOnDisk: Bool = {
     // The type of the mount that holds it: the longest mount point that prefixes it.
     let folder = FileManager.default.temporaryDirectory.resolvingSymlinksInPath().path
     guard let mounts = try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8) else { return false }

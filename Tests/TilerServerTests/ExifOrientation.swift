@@ -1,1 +1,0 @@
-../TilerCLITests/ExifOrientation.swift

@@ -1,1 +1,0 @@
-../TilerHTTPTests/RawHTTPClient.swift
