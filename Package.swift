@@ -69,7 +69,8 @@ let package = Package(
             resources: [
                 .embedInCode("Viewer/index.html"), .embedInCode("Viewer/viewer.css"), .embedInCode("Viewer/viewer.js"),
             ]),
-        // The command line: thin, one file per subcommand.
+        // The command line: thin, one file per subcommand; the cut's progress line on a
+        // terminal and the SIGINT/SIGTERM handling are its own, not the libraries'.
         .executableTarget(
             name: "tiler",
             dependencies: [
@@ -93,7 +94,9 @@ let package = Package(
                 "TilerTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]),
-        .testTarget(name: "TilerCLITests", dependencies: ["TilerCore", "S3TestSupport", "TilerTestSupport"]),
+        // The end-to-end tests of the built binary, and (`@testable import tiler`) of the
+        // command line's own parts: the progress display.
+        .testTarget(name: "TilerCLITests", dependencies: ["tiler", "TilerCore", "TilerImaging", "S3TestSupport", "TilerTestSupport"]),
         // Tests only: starts scripts/s3-test-server (moto) on a loopback port.
         .target(name: "S3TestSupport", path: "Tests/S3TestSupport"),
         // Tests only: what several test targets share (a raw HTTP client, polling with a

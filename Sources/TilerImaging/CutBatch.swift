@@ -26,6 +26,19 @@ public struct CutSummary: Codable, Sendable, Equatable {
     public var interrupted: Bool
 }
 
+/// What a batch of cuts tells as it goes, for a display (`tiler cut` draws it on a
+/// terminal). Calls come one at a time: `begin` and `end` on the thread running the
+/// batch, `update` on the thread libvips hands rows over on, while the batch waits.
+public protocol CutProgress: AnyObject {
+    /// An input's cut starts (`input` as given).
+    func begin(_ input: String)
+    /// The part of the current input done, from 0 to 1; called often (once per strip of
+    /// rows), so a display should throttle its drawing.
+    func update(_ fraction: Double)
+    /// The current input's cut ended: its result, or nil when it failed or was interrupted.
+    func end(_ result: CutResult?)
+}
+
 /// Cuts several inputs one after the other: the error of one input is reported and the
 /// others are still cut.
 public struct CutBatch {
@@ -45,7 +58,7 @@ public struct CutBatch {
     ///   - failed: called once per input that could not be cut, with the reason.
     ///   - isCancelled: stops the batch (and the cut under way) when it turns true.
     public func run(
-        _ inputs: [String], progress: CutProgress?, failed: (String, CutError) -> Void,
+        _ inputs: [String], progress: (any CutProgress)?, failed: (String, CutError) -> Void,
         isCancelled: @escaping @Sendable () -> Bool
     ) -> CutSummary {
         var reports: [CutReport] = []

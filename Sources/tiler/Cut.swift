@@ -192,7 +192,7 @@ extension Tiler {
                 options: options)
             let batch = CutBatch(cutter: cutter, name: name.flatMap { PyramidID($0) })
             let summary = batch.run(
-                inputs, progress: quiet ? nil : CutProgress.onTerminal(),
+                inputs, progress: quiet ? nil : TerminalProgress.onTerminal(),
                 failed: { input, error in
                     FileHandle.standardError.write(Data("tiler: cut: \(input): \(error)\n".utf8))
                 }, isCancelled: { interrupts.isInterrupted })

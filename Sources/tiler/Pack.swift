@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import ObjectStorage
-import TilerImaging
 import TilerStorage
 
 extension Tiler {

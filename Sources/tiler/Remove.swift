@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import TilerCore
-import TilerImaging
 import TilerStorage
 
 extension Tiler {

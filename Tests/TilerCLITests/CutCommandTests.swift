@@ -309,6 +309,35 @@ import TilerTestSupport
         #expect(result.stderr.contains("Usage: tiler cut"), "\(result.stderr)")
     }
 
+    /// On a terminal (a pseudo-terminal made by util-linux `script`), `tiler cut` draws
+    /// its progress line in place and ends it with the result line; `--quiet` draws none.
+    @Test func drawsItsProgressOnATerminal() throws {
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let input = scratch.path("photo.png")
+        try vips("black", input, "600", "400", "--bands", "3")
+        let geometry = try PyramidGeometry(width: 600, height: 400)
+        let tiles = geometry.levels.map(\.tileCount).reduce(0, +)
+        func onTerminal(_ flags: [String]) throws -> ProcessOutput {
+            let command = ([try tilerBinary(), "cut", input, "-o", scratch.path("tiles"), "--force"] + flags)
+                .map { "'\($0)'" }.joined(separator: " ")
+            // stdin from /dev/null: `script` would otherwise put a terminal it is run from into raw mode.
+            let script = "exec /usr/bin/script --quiet --return --command \"$1\" /dev/null < /dev/null"
+            return try run("/bin/sh", ["-c", script, "sh", command])
+        }
+        let drawn = try onTerminal([])
+        #expect(drawn.status == 0, "\(drawn.stdout)\(drawn.stderr)")
+        #expect(drawn.stdout.hasPrefix("\r\u{1B}[Kphoto.png  0%"), "\(drawn.stdout.debugDescription)")
+        #expect(drawn.stdout.contains("\r\u{1B}[Kphoto.png  100%"), "\(drawn.stdout.debugDescription)")
+        let result = "\r\u{1B}[Kphoto.png: 600×400, \(geometry.levels.count) levels, \(tiles) tiles, "
+        #expect(drawn.stdout.contains(result), "\(drawn.stdout.debugDescription)")
+        #expect(drawn.stdout.hasSuffix(" → \(scratch.path("tiles"))/photo\r\n"), "\(drawn.stdout.debugDescription)")
+
+        let quiet = try onTerminal(["--quiet"])
+        #expect(quiet.status == 0)
+        #expect(quiet.stdout.isEmpty, "\(quiet.stdout.debugDescription)")
+    }
+
     @Test func interruptedCutLeavesNothing() throws {
         let scratch = try Scratch()
         defer { scratch.cleanUp() }

@@ -1,17 +1,18 @@
 import Foundation
 import Testing
 import TilerCore
-@testable import TilerImaging
+import TilerImaging
+@testable import tiler
 
-/// Collects what a `CutProgress` draws.
+/// Collects what a `TerminalProgress` draws.
 private final class Screen: @unchecked Sendable {
     var text = ""
 }
 
-@Suite struct CutProgressTests {
+@Suite struct TerminalProgressTests {
     @Test func drawsPercentageInPlaceAndEndsWithAResultLine() throws {
         let screen = Screen()
-        let progress = CutProgress { screen.text += $0 }
+        let progress = TerminalProgress { screen.text += $0 }
         progress.begin("/some/where/photo.jpg")
         progress.update(1)
         #expect(screen.text.hasPrefix("\r\u{1B}[Kphoto.jpg  0%"))
@@ -32,7 +33,7 @@ private final class Screen: @unchecked Sendable {
 
     @Test func failedCutClearsTheLine() {
         let screen = Screen()
-        let progress = CutProgress { screen.text += $0 }
+        let progress = TerminalProgress { screen.text += $0 }
         progress.begin("photo.jpg")
         progress.end(nil)
         #expect(screen.text.hasSuffix("\r\u{1B}[K"))

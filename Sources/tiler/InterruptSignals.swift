@@ -11,9 +11,9 @@ import TilerStorage
 /// has not acknowledged the signal within ``gracePeriod``, or at a second signal, the
 /// signal thread removes the unfinished output itself (``UnfinishedOutput``), prints one
 /// line and exits with 128 + the signal number, whatever the cut is doing.
-public final class InterruptSignals: Sendable {
+final class InterruptSignals: Sendable {
     /// How long the work has to stop by itself after the first signal.
-    public static let gracePeriod: Double = 1.0
+    static let gracePeriod: Double = 1.0
 
     private struct State {
         /// The first signal, 0 before any.
@@ -29,7 +29,7 @@ public final class InterruptSignals: Sendable {
 
     /// Starts catching SIGINT and SIGTERM. `program` prefixes the line printed when the
     /// signal thread has to stop the process itself (`tiler: cut`).
-    public static func install(program: String = "tiler") -> InterruptSignals {
+    static func install(program: String = "tiler") -> InterruptSignals {
         let signals = InterruptSignals(program: program)
         for number in [SIGINT, SIGTERM] {
             Glibc.signal(number, SIG_IGN)
@@ -67,14 +67,14 @@ public final class InterruptSignals: Sendable {
 
     /// Tells the signal thread that the work has stopped and cleaned up by itself, so
     /// the process may finish normally (print its summary, exit 128 + signal).
-    public func acknowledge() {
+    func acknowledge() {
         state.withLock { $0.stopped = true }
     }
 
     /// The first signal received, or nil.
-    public var signal: Int32? {
+    var signal: Int32? {
         state.withLock { $0.received == 0 ? nil : $0.received }
     }
 
-    public var isInterrupted: Bool { signal != nil }
+    var isInterrupted: Bool { signal != nil }
 }

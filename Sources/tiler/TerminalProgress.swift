@@ -1,20 +1,21 @@
 import Foundation
+import TilerImaging
 
-/// A progress line on a terminal: per image, the percentage done and the time left,
-/// rewritten in place, then a one-line result.
-public final class CutProgress {
+/// `tiler cut`'s progress line on a terminal: per image, the percentage done and the time
+/// left, rewritten in place, then a one-line result.
+final class TerminalProgress: CutProgress {
     private let write: (String) -> Void
     private var name = ""
     private var started = DispatchTime.now()
     private var lastDrawn: UInt64 = 0
 
     /// Draws on stderr, or returns nil when stderr is not a terminal.
-    public static func onTerminal() -> CutProgress? {
+    static func onTerminal() -> TerminalProgress? {
         guard isatty(STDERR_FILENO) == 1 else { return nil }
-        return CutProgress { text in FileHandle.standardError.write(Data(text.utf8)) }
+        return TerminalProgress { text in FileHandle.standardError.write(Data(text.utf8)) }
     }
 
-    public init(write: @escaping (String) -> Void) { self.write = write }
+    init(write: @escaping (String) -> Void) { self.write = write }
 
     func begin(_ input: String) {
         name = (input as NSString).lastPathComponent
