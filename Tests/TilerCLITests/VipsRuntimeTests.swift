@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TilerCore
+import TilerTestSupport
 
 /// The libvips runtime (`Vips.start(for:)` in TilerImaging): every use of libvips in a
 /// process (cutting, verifying, sources, drawing) starts it the same way, whichever comes
