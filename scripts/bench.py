@@ -779,9 +779,7 @@ function init(args)
   end
 end
 function request() i = i % n + 1; return reqs[i] end
-""" + ("" if pause_ms is None else f"""
-function delay() return math.floor(-{pause_ms} * math.log(1 - math.random())) end
-""") + LUA_DONE
+""" + LUA_DONE
     with open(path, "w") as f:
         f.write(body)
 
