@@ -12,12 +12,16 @@ int tiler_source_has_icc(VipsImage *in) {
 }
 
 int tiler_source_region(VipsImage *in, int left, int top, int width, int height,
-                        uint8_t **pixels, size_t *length) {
-    *pixels = NULL;
-    *length = 0;
+                        uint8_t *pixels, size_t length) {
     if (left < 0 || top < 0 || width <= 0 || height <= 0 || width > in->Xsize - left || height > in->Ysize - top) {
         vips_error("tiler", "region %dx%d at %d,%d is outside the %dx%d image", width, height, left, top,
                    in->Xsize, in->Ysize);
+        return -1;
+    }
+    size_t row = (size_t)VIPS_IMAGE_SIZEOF_PEL(in) * (size_t)width;
+    if (length != row * (size_t)height) {
+        vips_error("tiler", "a %dx%d region of %d bytes per pixel is not %zu bytes", width, height,
+                   (int)VIPS_IMAGE_SIZEOF_PEL(in), length);
         return -1;
     }
     /* Computed in the calling thread through one region, not by a sink such as
@@ -34,17 +38,8 @@ int tiler_source_region(VipsImage *in, int left, int top, int width, int height,
         g_object_unref(region);
         return -1;
     }
-    size_t row = (size_t)VIPS_IMAGE_SIZEOF_PEL(in) * (size_t)width;
-    uint8_t *out = g_try_malloc(row * (size_t)height);
-    if (!out) {
-        g_object_unref(region);
-        vips_error("tiler", "out of memory for a %dx%d region", width, height);
-        return -1;
-    }
-    for (int y = 0; y < height; y++) memcpy(out + row * (size_t)y, VIPS_REGION_ADDR(region, left, top + y), row);
+    for (int y = 0; y < height; y++) memcpy(pixels + row * (size_t)y, VIPS_REGION_ADDR(region, left, top + y), row);
     g_object_unref(region);
-    *pixels = out;
-    *length = row * (size_t)height;
     return 0;
 }
 

@@ -376,18 +376,15 @@ public final class SourcePyramid: @unchecked Sendable {
         let (x, y, width, height) = (rect.x, rect.y, rect.width, rect.height)
         if let stored = storedLevel(for: t) {
             let image = try image(stored).image
-            var data: UnsafeMutablePointer<UInt8>?
-            var length = 0
-            guard tiler_source_region(image.pointer, Int32(x), Int32(y), Int32(width), Int32(height), &data, &length) == 0,
-                let data
-            else {
-                throw ImagingError.libvips(file.scrub(Vips.takeError()))
+            // libvips writes the region's rows straight into the tile's array.
+            var status: Int32 = -1
+            let bytes = [UInt8](unsafeUninitializedCapacity: width * height * bands) { buffer, count in
+                status = tiler_source_region(
+                    image.pointer, Int32(x), Int32(y), Int32(width), Int32(height), buffer.baseAddress, buffer.count)
+                count = status == 0 ? buffer.count : 0
             }
-            defer { g_free(data) }
-            guard length == width * height * bands else {
-                throw ImagingError.libvips("\(path): a region of \(length) bytes, not \(width)×\(height)×\(bands)")
-            }
-            return TilePixels(bytes: Array(UnsafeBufferPointer(start: data, count: length)), width: width, height: height)
+            guard status == 0 else { throw ImagingError.libvips(file.scrub(Vips.takeError())) }
+            return TilePixels(bytes: bytes, width: width, height: height)
         }
         // The 2×2 area average of the (up to) four tiles of the level above.
         let above = geometry.level(t.level + 1)

@@ -19,10 +19,10 @@ int tiler_source_has_icc(VipsImage *in);
 int tiler_source_extend(VipsImage *in, int width, int height, VipsImage **out);
 
 /* The pixels of the rectangle (left, top, width, height) of `in` (8-bit, any bands),
-   which must lie inside it, computed in the calling thread into a new buffer of rows
-   (free with g_free). */
+   which must lie inside it, computed in the calling thread into `pixels`: rows of
+   width × bands bytes, `length` bytes in all (anything else is an error). */
 int tiler_source_region(VipsImage *in, int left, int top, int width, int height,
-                        uint8_t **pixels, size_t *length);
+                        uint8_t *pixels, size_t length);
 
 /* A black image of the given size (never computed): its thumbnail's size is what the
    cutter's thumbnail of a level of that size would be. */
