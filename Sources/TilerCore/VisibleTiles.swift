@@ -344,117 +344,124 @@ public struct VisibleTilesPlan: Sendable {
     /// How many tiles it lists.
     public var count: Int { rows.count * columns.count }
 
-    /// The tile at `row` and global column `g`, and its squared distance (as a `Double`,
-    /// computed exactly as the sorted listing always has) to the viewport's centre.
+    /// How many rows and columns the block has; `tile(rowOffset:columnOffset:)` takes
+    /// offsets into them.
+    public var rowCount: Int { rows.count }
+    public var columnCount: Int { columns.count }
+
+    /// The top edge and clipped height of the block's row `i`.
     @inline(__always)
-    private func tile(row: Int, global g: Int) -> (tile: VisibleTile, distance: Double) {
+    public func rowSpan(_ i: Int) -> (row: Int, y: Int, height: Int) {
+        let row = rows.lowerBound + i
         let y = row * step
-        let h = min(y + step, height) - y
+        return (row, y, min(y + step, height) - y)
+    }
+
+    /// The column, left edge in the plane (`k·W + column·T·f`) and clipped width of the
+    /// block's global column `j`.
+    @inline(__always)
+    public func columnSpan(_ j: Int) -> (column: Int, x: Int, width: Int) {
+        let g = columns.lowerBound + j
         let k = floorDiv(g, levelColumns)
         let column = g - k * levelColumns
         let local = column * step
-        let w = min(local + step, width) - local
-        let x = k * width + local
-        let dx = Double(x) + Double(w) / 2 - centerX
-        let dy = Double(y) + Double(h) / 2 - centerY
-        return (
-            VisibleTile(
-                coordinate: TileCoordinate(level: level.level, row: row, column: column), x: x, y: y,
-                width: w, height: h), dx * dx + dy * dy
-        )
+        return (column, k * width + local, min(local + step, width) - local)
     }
 
-    /// Whether `a` comes before `b`: nearer, then by row, column and x.
+    /// The tile at the block's row `i` and column `j`.
     @inline(__always)
-    private static func precedes(_ a: (tile: VisibleTile, distance: Double), _ b: (tile: VisibleTile, distance: Double)) -> Bool {
-        if a.distance != b.distance { return a.distance < b.distance }
-        if a.tile.coordinate.row != b.tile.coordinate.row { return a.tile.coordinate.row < b.tile.coordinate.row }
-        if a.tile.coordinate.column != b.tile.coordinate.column { return a.tile.coordinate.column < b.tile.coordinate.column }
-        return a.tile.x < b.tile.x
-    }
-
-    /// One row's walk outwards: the next columns to the left and to the right, and the
-    /// nearer of the two tiles there.
-    private struct RowWalk {
-        var left: Int
-        var right: Int
-        var next: (tile: VisibleTile, distance: Double)
-        var nextIsLeft: Bool
-        var done: Bool
+    public func tile(rowOffset i: Int, columnOffset j: Int) -> VisibleTile {
+        let r = rowSpan(i), c = columnSpan(j)
+        return VisibleTile(
+            coordinate: TileCoordinate(level: level.level, row: r.row, column: c.column), x: c.x, y: r.y,
+            width: c.width, height: r.height)
     }
 
     /// Calls `body` with every tile, nearest first (the order of `VisibleTiles.tiles`).
     public func forEachInDistanceOrder(_ body: (VisibleTile) -> Void) {
+        forEachOffsetInDistanceOrder { i, j in body(tile(rowOffset: i, columnOffset: j)) }
+    }
+
+    /// Calls `body` with the row and column offsets into the block of every tile, nearest
+    /// first: what `forEachInDistanceOrder` lists, for callers that format a row's or a
+    /// column's numbers once rather than once per tile.
+    ///
+    /// A tile's squared distance is `dx·dx + dy·dy`, where `dx` depends only on its
+    /// column and `dy` only on its row, so both squares are computed once per column and
+    /// per row; the sum is the same `Double` as computing it per tile. Ties go by row,
+    /// then column, then x.
+    public func forEachOffsetInDistanceOrder(_ body: (_ rowOffset: Int, _ columnOffset: Int) -> Void) {
         guard count > 0 else { return }
-        // The split: the last global column whose centre is at or left of the viewport's
-        // centre (columns.lowerBound - 1 when none is), found by bisection.
-        var low = columns.lowerBound, high = columns.upperBound  // answer in [low - 1, high - 1]
-        while low < high {
-            let mid = low + (high - low) / 2
-            if tile(row: rows.lowerBound, global: mid).tile.centerX <= centerX { low = mid + 1 } else { high = mid }
-        }
-        let split = low - 1
-        let rowCount = rows.count
-        withUnsafeTemporaryAllocation(of: RowWalk.self, capacity: rowCount) { walks in
-            let w = walks.baseAddress!
+        let rowCount = rows.count, columnCount = columns.count
+        // dy² per row, dx² per column, and each row's next distance (+∞ once the row is
+        // done, so the scan for the nearest needs no other test).
+        withUnsafeTemporaryAllocation(of: Double.self, capacity: 2 * rowCount + columnCount) { doubles in
+            let dy2 = doubles.baseAddress!, dx2 = dy2 + rowCount, next = dx2 + columnCount
             for i in 0..<rowCount {
-                var walk = RowWalk(
-                    left: split, right: split + 1, next: tile(row: rows.lowerBound + i, global: split + 1),
-                    nextIsLeft: false, done: false)
-                advance(&walk, row: rows.lowerBound + i)
-                (w + i).initialize(to: walk)
+                let r = rowSpan(i)
+                let dy = Double(r.y) + Double(r.height) / 2 - centerY
+                dy2[i] = dy * dy
             }
-            for _ in 0..<count {
-                // The nearest of the rows' next tiles; rows are scanned in order, so a tie in
-                // distance goes to the lower row (`precedes`' second key).
-                var best = -1
-                var bestDistance = Double.infinity
-                for i in 0..<rowCount where !w[i].done {
-                    let d = w[i].next.distance
-                    if best < 0 || d < bestDistance {
-                        best = i
-                        bestDistance = d
+            // The split: the last column whose centre is at or left of the viewport's
+            // centre (-1 when none is); centres increase with the column.
+            var split = -1
+            for j in 0..<columnCount {
+                let c = columnSpan(j)
+                let dx = Double(c.x) + Double(c.width) / 2 - centerX
+                dx2[j] = dx * dx
+                if dx <= 0 { split = j }
+            }
+            withUnsafeTemporaryAllocation(of: RowWalk.self, capacity: rowCount) { walks in
+                let w = walks.baseAddress!
+                // Sets row i's next column: the nearer of those left and right, if any. Within
+                // a row, equal distances go by column, then x (a wrapped left neighbour can
+                // have the higher column; x increases to the right).
+                func advance(_ i: Int) {
+                    let left = w[i].left, right = w[i].right
+                    let hasLeft = left >= 0, hasRight = right < columnCount
+                    guard hasLeft || hasRight else {
+                        next[i] = .infinity
+                        return
                     }
+                    var j = hasLeft ? left : right
+                    if hasLeft && hasRight {
+                        let dl = dx2[left] + dy2[i], dr = dx2[right] + dy2[i]
+                        if dr < dl || (dr == dl && columnSpan(right).column < columnSpan(left).column) { j = right }
+                    }
+                    w[i].next = j
+                    next[i] = dx2[j] + dy2[i]
                 }
-                body(w[best].next.tile)
-                if w[best].nextIsLeft { w[best].left -= 1 } else { w[best].right += 1 }
-                advance(&w[best], row: rows.lowerBound + best)
+                for i in 0..<rowCount {
+                    (w + i).initialize(to: RowWalk(left: split, right: split + 1, next: 0))
+                    advance(i)
+                }
+                for _ in 0..<count {
+                    // The nearest of the rows' next tiles; rows are scanned in order, so a
+                    // tie in distance goes to the lower row. Distances are finite, so a row
+                    // not done is always found.
+                    var best = 0
+                    var bestDistance = next[0]
+                    for i in 1..<rowCount where next[i] < bestDistance {
+                        best = i
+                        bestDistance = next[i]
+                    }
+                    let j = w[best].next
+                    body(best, j)
+                    if j == w[best].left { w[best].left -= 1 } else { w[best].right += 1 }
+                    advance(best)
+                }
+                w.deinitialize(count: rowCount)
             }
-            w.deinitialize(count: rowCount)
         }
     }
 
-    /// Sets the walk's next tile: the nearer of the columns left and right, if any.
-    @inline(__always)
-    private func advance(_ walk: inout RowWalk, row: Int) {
-        let hasLeft = walk.left >= columns.lowerBound, hasRight = walk.right < columns.upperBound
-        guard hasLeft || hasRight else {
-            walk.done = true
-            return
-        }
-        if hasLeft {
-            let l = tile(row: row, global: walk.left)
-            if hasRight {
-                let r = tile(row: row, global: walk.right)
-                if Self.precedes(r, l) {
-                    walk.next = r
-                    walk.nextIsLeft = false
-                    return
-                }
-            }
-            walk.next = l
-            walk.nextIsLeft = true
-        } else {
-            walk.next = tile(row: row, global: walk.right)
-            walk.nextIsLeft = false
-        }
+    /// One row's walk outwards: the next column offsets to the left and to the right,
+    /// and the nearer of the two.
+    private struct RowWalk {
+        var left: Int
+        var right: Int
+        var next: Int
     }
-}
-
-extension VisibleTile {
-    /// The centre of its clipped rectangle, as the distance is measured from.
-    @inline(__always)
-    var centerX: Double { Double(x) + Double(width) / 2 }
 }
 
 /// Floor division for a positive divisor.

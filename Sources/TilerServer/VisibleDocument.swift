@@ -6,12 +6,13 @@ import TilerHTTP
 ///
 /// This is the one document the server builds per request, and a viewport lists around a
 /// hundred tiles, so it is written in a single pass into an array sized up front from the
-/// largest each tile can take: every fixed piece is copied with `memcpy`, and every number
-/// is formatted in place. The tiles come nearest first straight from the plan
-/// (`VisibleTilesPlan.forEachInDistanceOrder`: no list of tiles, no sort), so the answer's
-/// bytes are the only allocation. There is no per-byte capacity or uniqueness check, and
-/// no `String` is created. The bytes are the same as `JSONWriter` would produce for the
-/// same fields in the same order.
+/// largest each tile can take. A tile's numbers depend only on its row or only on its
+/// column, so each row's and each column's pieces are formatted once (into a temporary
+/// buffer) and a tile is eight copies of them. The tiles come nearest first straight from
+/// the plan (`VisibleTilesPlan.forEachOffsetInDistanceOrder`: no list of tiles, no sort),
+/// so the answer's bytes are the only allocation. There is no per-byte capacity or
+/// uniqueness check, and no `String` is created. The bytes are the same as `JSONWriter`
+/// would produce for the same fields in the same order.
 ///
 /// `linkPrefix` is what every tile URL starts with, JSON-escaped: the base URL
 /// (`--base-url`) or nothing, for root-relative URLs (`PublicAddress.linkPrefix`).
@@ -35,51 +36,93 @@ func visibleDocument(_ answer: VisibleTilesPlan, of pyramid: Pyramid, linkPrefix
     // as its size (written from `span`).
     let step = pyramid.geometry.tileSize * answer.level.downscale
 
+    // A tile's bytes are eight pieces, four that depend only on its row and three only on
+    // its column (one used twice), so each row's and each column's are formatted once,
+    // into `scratch`, and a tile is eight copies:
+    //   {"level":L,"row":R,"column":  C  ,"url":"PREFIX/images/ID/tiles/L/R/  C
+    //   .EXT","x":X  ,"y":Y,"width":  W  ,"height":H}
+    let rowCount = answer.rowCount, columnCount = answer.columnCount
+    let rowBytes =
+        2 * Piece.level.count + Piece.row.count + Piece.column.count + Piece.url.count + linkPrefix.count
+        + urlStart.count + Piece.y.count + Piece.width.count + Piece.height.count + 2 * level.count + 6 * 20 + 4
+    let columnBytes = urlEnd.count + 4 * 20
+    // Where each piece is in `scratch`: (start, end) pairs, four per row, three per column.
+    let pieceCount = 4 * rowCount + 3 * columnCount
+    let scratchBytes = rowCount * rowBytes + columnCount * columnBytes
+
     return [UInt8](unsafeUninitializedCapacity: capacity) { buffer, initialized in
-        let base = buffer.baseAddress!
-        var p = base
-        p.put(head)
-        linkPrefix.withUnsafeBufferPointer { linkPrefix in
-            urlStart.withUnsafeBufferPointer { urlStart in
-                urlEnd.withUnsafeBufferPointer { urlEnd in
-                    level.withUnsafeBufferPointer { level in
-                        span.withUnsafeBufferPointer { span in
-                            var first = true
-                            answer.forEachInDistanceOrder { (t: VisibleTile) in
-                                if !first { p.put(UInt8(ascii: ",")) }
-                                first = false
-                                p.put(Piece.level); p.put(level)
-                                p.put(Piece.row)
-                                let row = p
-                                p.putDecimal(t.coordinate.row)
-                                let rowCount = p - row
-                                p.put(Piece.column)
-                                let column = p
-                                p.putDecimal(t.coordinate.column)
-                                let columnCount = p - column
-                                p.put(Piece.url)
-                                if linkPrefix.count > 0 { p.put(linkPrefix) }
-                                p.put(urlStart)
-                                p.put(level); p.put(UInt8(ascii: "/"))
-                                p.copy(from: row, count: rowCount); p.put(UInt8(ascii: "/"))
-                                p.copy(from: column, count: columnCount)
-                                p.put(urlEnd); p.putDecimal(t.x)
-                                p.put(Piece.y); p.putDecimal(t.y)
-                                p.put(Piece.width)
-                                if t.width == step { p.put(span) } else { p.putDecimal(t.width) }
-                                p.put(Piece.height)
-                                if t.height == step { p.put(span) } else { p.putDecimal(t.height) }
-                                p.put(UInt8(ascii: "}"))
-                            }
-                        }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: scratchBytes) { scratch in
+            withUnsafeTemporaryAllocation(
+                of: (start: UnsafeMutablePointer<UInt8>, end: UnsafeMutablePointer<UInt8>).self, capacity: pieceCount
+            ) { pieces in
+                let s = scratch.baseAddress!
+                let at = pieces.baseAddress!
+                var q = s
+                func mark(_ k: Int, _ write: (inout UnsafeMutablePointer<UInt8>) -> Void) {
+                    let start = q
+                    write(&q)
+                    (at + k).initialize(to: (start, q))
+                }
+                for i in 0..<rowCount {
+                    let r = answer.rowSpan(i)
+                    var rowStart = q, rowEnd = q
+                    mark(4 * i) { q in
+                        q.put(Piece.level); q.put(level)
+                        q.put(Piece.row)
+                        rowStart = q
+                        q.putDecimal(r.row)
+                        rowEnd = q
+                        q.put(Piece.column)
+                    }
+                    let rowDigits = UnsafeBufferPointer(start: rowStart, count: rowEnd - rowStart)
+                    mark(4 * i + 1) { q in
+                        q.put(Piece.url)
+                        if linkPrefix.count > 0 { q.put(linkPrefix) }
+                        q.put(urlStart)
+                        q.put(level); q.put(UInt8(ascii: "/"))
+                        q.put(rowDigits); q.put(UInt8(ascii: "/"))
+                    }
+                    mark(4 * i + 2) { q in
+                        q.put(Piece.y); q.putDecimal(r.y)
+                        q.put(Piece.width)
+                    }
+                    mark(4 * i + 3) { q in
+                        q.put(Piece.height)
+                        if r.height == step { q.put(span) } else { q.putDecimal(r.height) }
+                        q.put(UInt8(ascii: "}"))
                     }
                 }
+                let c0 = 4 * rowCount
+                for j in 0..<columnCount {
+                    let c = answer.columnSpan(j)
+                    mark(c0 + 3 * j) { q in q.putDecimal(c.column) }
+                    mark(c0 + 3 * j + 1) { q in
+                        q.put(urlEnd); q.putDecimal(c.x)
+                    }
+                    mark(c0 + 3 * j + 2) { q in
+                        if c.width == step { q.put(span) } else { q.putDecimal(c.width) }
+                    }
+                }
+                precondition(q - s <= scratchBytes)
+
+                let base = buffer.baseAddress!
+                var p = base
+                p.put(head)
+                var first = true
+                answer.forEachOffsetInDistanceOrder { i, j in
+                    if !first { p.put(UInt8(ascii: ",")) }
+                    first = false
+                    let r = at + 4 * i, c = at + c0 + 3 * j
+                    p.put(r[0]); p.put(c[0]); p.put(r[1]); p.put(c[0]); p.put(c[1])
+                    p.put(r[2]); p.put(c[2]); p.put(r[3])
+                }
+                p.put(UInt8(ascii: "]"))
+                p.put(UInt8(ascii: "}"))
+                initialized = p - base
+                precondition(initialized <= capacity)
+                at.deinitialize(count: pieceCount)
             }
         }
-        p.put(UInt8(ascii: "]"))
-        p.put(UInt8(ascii: "}"))
-        initialized = p - base
-        precondition(initialized <= capacity)
     }
 }
 
@@ -170,9 +213,11 @@ extension UnsafeMutablePointer<UInt8> {
         bytes.withUnsafeBufferPointer { put($0) }
     }
 
+    /// A piece formatted earlier, from its start to its end.
     @inline(__always)
-    fileprivate mutating func copy(from source: UnsafeMutablePointer<UInt8>, count: Int) {
-        memcpy(self, source, count)
+    fileprivate mutating func put(_ piece: (start: UnsafeMutablePointer<UInt8>, end: UnsafeMutablePointer<UInt8>)) {
+        let count = piece.end - piece.start
+        memcpy(self, piece.start, count)
         self += count
     }
 
