@@ -224,6 +224,55 @@ import TilerTestSupport
         try driver.expectNoScriptErrors()
     }
 
+    /// Requests that fail for a while (the network drops, the server or its storage is
+    /// away: here the browser blocks them) are asked for again: tiles after 0.5, 1, 2, 4
+    /// and 8 s, the tile list until it answers; once they answer the view is complete,
+    /// with no tile counted as an error and the status line back.
+    @Test(.timeLimit(.minutes(10))) func failedTilesAndTileListsAreAskedForAgain() throws {
+        let port = try ViewerPyramids.port(.folders)
+        guard let driver = try startBrowser(width: Self.width, height: Self.height) else { return }
+        defer { driver.quit() }
+        try driver.navigate("http://127.0.0.1:\(port)/#/image/panorama")
+        let fitted = try #require(
+            driver.wait(
+                for: "the panorama's first tiles",
+                "const v = tilerViewer.view(); return v && v.level !== null && v.pending === 0 && v.activeTiles > 0 ? v.level : null"
+            ) as? Int)
+        try driver.devTools("Network.enable")
+
+        // Tiles fail: the finer level's tiles are asked for again, and load once they answer.
+        try driver.devTools("Network.setBlockedURLs", ["urls": ["*/tiles/*"]])
+        for _ in 0..<3 { try driver.sendKeys("#stage", "+") }
+        try driver.wait(
+            for: "a failed tile asked for again",
+            "const v = tilerViewer.view(); return v.level > \(fitted) && v.pending > 0 && tilerViewer.stats.tileRetries > 0")
+        try driver.devTools("Network.setBlockedURLs", ["urls": [String]()])
+        let finer = try #require(
+            driver.wait(
+                for: "the finer level once tiles answer",
+                "const v = tilerViewer.view(); return v.level > \(fitted) && v.pending === 0 ? v.level : null") as? Int)
+        #expect(try driver.execute("return tilerViewer.stats.tileErrors") as? Int == 0)
+
+        // The tile list fails: the status line says so, the viewer asks again, and the
+        // coarser level comes once it answers.
+        try driver.devTools("Network.setBlockedURLs", ["urls": ["*/visible?*"]])
+        for _ in 0..<3 { try driver.sendKeys("#stage", "-") }
+        try driver.wait(
+            for: "a failed tile list asked for again",
+            """
+            return tilerViewer.stats.visibleRetries > 1 && document.getElementById('status').textContent.startsWith('Could not list tiles')
+            """)
+        try driver.devTools("Network.setBlockedURLs", ["urls": [String]()])
+        try driver.wait(
+            for: "the coarser level once the tile list answers",
+            """
+            const v = tilerViewer.view();
+            return v.level < \(finer) && v.pending === 0 && document.getElementById('status').textContent.startsWith('panorama ·')
+            """)
+        #expect(try driver.execute("return tilerViewer.stats.tileErrors") as? Int == 0)
+        try driver.expectNoScriptErrors()
+    }
+
     /// A transparent image sits on a checkerboard (in the album and the deep-zoom view);
     /// a swipe at the fitted size opens the next image, as in a photo album.
     @Test(.timeLimit(.minutes(10))) func transparencyShowsACheckerboardAndASwipePages() throws {

@@ -104,6 +104,13 @@ final class WebDriver {
 
     func navigate(_ url: String) throws { try command("POST", "/url", ["url": url]) }
 
+    /// One Chrome DevTools Protocol command (chromedriver's `goog/cdp/execute`), as
+    /// `Network.setBlockedURLs` to make requests fail the way a dropped network does.
+    @discardableResult
+    func devTools(_ method: String, _ parameters: [String: Any] = [:]) throws -> Any? {
+        try command("POST", "/goog/cdp/execute", ["cmd": method, "params": parameters])
+    }
+
     /// Runs `script` (a function body) in the page and returns its JSON-able result.
     func execute(_ script: String, _ arguments: [Any] = []) throws -> Any? {
         try command("POST", "/execute/sync", ["script": script, "args": arguments])
@@ -119,7 +126,25 @@ final class WebDriver {
             if let last, !(last is NSNull), (last as? Bool) != false { return last }
             usleep(50_000)
         }
-        throw ClientError("timed out after \(timeout) s waiting for \(what); last answer: \(String(describing: last))")
+        throw ClientError(
+            "timed out after \(timeout) s waiting for \(what); last answer: \(String(describing: last)); the page: \(pageState())")
+    }
+
+    /// What the page shows, for a wait that timed out: the viewer's view and counters
+    /// (or OpenSeadragon's test state), its status line, and the resources that failed.
+    func pageState() -> String {
+        let script = """
+            const failed = performance.getEntriesByType('resource')
+              .filter((e) => e.responseStatus >= 400 || (e.responseStatus === 0 && e.transferSize === 0 && e.duration > 0))
+              .map((e) => e.responseStatus + ' ' + e.name);
+            return JSON.stringify({
+              view: window.tilerViewer ? tilerViewer.view() : undefined,
+              stats: window.tilerViewer ? tilerViewer.stats : undefined,
+              osd: window.osdState, status: document.getElementById('status')?.textContent,
+              failed: failed.slice(-20), errors: window.tilerErrors || window.pageErrors,
+            })
+            """
+        return ((try? execute(script)) as? String) ?? "(no answer)"
     }
 
     /// Waits until every loaded tile of the deep-zoom view has faded in (opacity 1), so

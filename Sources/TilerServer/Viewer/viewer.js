@@ -25,7 +25,7 @@
   /** A URL of the server's API, relative to the page (or the server's <base>). */
   const api = (path) => new URL(path, document.baseURI).href;
   const stats = {
-    thumbnailsLoaded: 0, tilesRequested: 0, tilesLoaded: 0, tileErrors: 0,
+    thumbnailsLoaded: 0, tilesRequested: 0, tilesLoaded: 0, tileErrors: 0, tileRetries: 0, visibleRetries: 0,
     tileElementsCreated: 0, tileElementsReused: 0, visibleRequests: 0, levelsLoaded: [],
     listingPagesLoaded: 0, cellsCreated: 0, cellsReused: 0,
   };
@@ -334,13 +334,15 @@
   const viewer = {
     image: null,          // { id, width, height, tileSize, maxLevel, padded, thumbnail }
     cx: 0, cy: 0, scale: 1, wrap: false,
-    active: new Map(),    // key → { el, tile, level, loaded }
+    active: new Map(),    // key → { el, tile, level, loaded, failed, retries, retryTimer }
     pool: [],             // detached <img> elements ready for reuse
     backdrops: [],        // thumbnail copies, one per repetition on screen
     level: null,          // level of the last visible answer
     request: null,        // AbortController of the visible request in flight
     dirty: false,
     sequence: 0,
+    visibleRetries: 0,    // failed /visible requests in a row
+    visibleRetryTimer: 0,
     hashTimer: 0,
     index: null,          // the image's place in the listing, once known
   };
@@ -467,9 +469,24 @@
     });
     if (viewer.wrap) query.set('wrap', 'x');
     stats.visibleRequests++;
+    clearTimeout(viewer.visibleRetryTimer);
     getJSON(api(`images/${encodeURIComponent(im.id)}/visible?${query}`), controller.signal)
-      .then((answer) => { if (sequence === viewer.sequence && viewer.image === im) showTiles(answer); })
-      .catch((e) => { if (!isAbort(e)) status('Could not list tiles: ' + e.message); })
+      .then((answer) => {
+        if (viewer.visibleRetries > 0 && viewer.image === im) status(`${im.id} · ${im.width} × ${im.height}`);
+        viewer.visibleRetries = 0;
+        if (sequence === viewer.sequence && viewer.image === im) showTiles(answer);
+      })
+      .catch((e) => {
+        if (isAbort(e)) return;
+        status('Could not list tiles: ' + e.message);
+        // The network or a busy server (no status, 429, 5xx): ask again, 0.5 s, 1 s, 2 s
+        // and then every 4 s, while the view stays on this image. A 4xx stays an error.
+        const transient = e.status === undefined || e.status === 429 || e.status >= 500;
+        if (!transient || viewer.image !== im) return;
+        const delay = Math.min(4000, 500 * 2 ** viewer.visibleRetries++);
+        stats.visibleRetries++;
+        viewer.visibleRetryTimer = setTimeout(() => { if (viewer.image === im) requestVisible(); }, delay);
+      })
       .finally(() => {
         if (viewer.request === controller) viewer.request = null;
         if (viewer.dirty) requestVisible();
@@ -486,13 +503,14 @@
       el.decoding = 'async';
       el.draggable = false;
       el.addEventListener('load', () => tileLoaded(el));
-      el.addEventListener('error', () => { if (el.dataset.key) { stats.tileErrors++; } });
+      el.addEventListener('error', () => tileFailed(el));
       stats.tileElementsCreated++;
     }
     return el;
   }
 
   function enqueueTile(entry) {
+    clearTimeout(entry.retryTimer);
     const el = entry.el;
     delete el.dataset.key;
     el.className = '';
@@ -516,10 +534,34 @@
     retireIfCovered();
   }
 
+  /**
+   * A tile that failed (the server busy, its storage away for a moment: a 503 says to
+   * come back) is asked for again after 0.5, 1, 2, 4 and 8 s while it stays on screen;
+   * after that it counts as an error and no longer holds the previous level underneath.
+   */
+  const tileRetryDelays = [500, 1000, 2000, 4000, 8000];
+  function tileFailed(el) {
+    const key = el.dataset.key;
+    const entry = key && viewer.active.get(key);
+    if (!entry || entry.el !== el) return;
+    const retries = entry.retries || 0;
+    if (retries < tileRetryDelays.length) {
+      entry.retries = retries + 1;
+      stats.tileRetries++;
+      entry.retryTimer = setTimeout(() => {
+        if (viewer.active.get(key) === entry) el.src = entry.tile.url;
+      }, tileRetryDelays[retries]);
+      return;
+    }
+    entry.failed = true;
+    stats.tileErrors++;
+    retireIfCovered();
+  }
+
   /** Tiles of the previous level stay underneath until the new level has loaded. */
   function retireIfCovered() {
     let waiting = false;
-    for (const e of viewer.active.values()) if (e.level === viewer.level && !e.loaded) { waiting = true; break; }
+    for (const e of viewer.active.values()) if (e.level === viewer.level && !e.loaded && !e.failed) { waiting = true; break; }
     if (waiting) return;
     for (const [key, e] of viewer.active) {
       if (e.level !== viewer.level) { viewer.active.delete(key); enqueueTile(e); }
@@ -544,7 +586,7 @@
       el.className = 'tile';
       el.src = tile.url;
       stats.tilesRequested++;
-      viewer.active.set(key, { el, tile, key, level: tile.level, loaded: false });
+      viewer.active.set(key, { el, tile, key, level: tile.level, loaded: false, failed: false, retries: 0, retryTimer: 0 });
       fragment.append(el);
     }
     plane.append(fragment);
@@ -588,6 +630,8 @@
     viewer.level = null;
     if (viewer.request) viewer.request.abort();
     viewer.request = null;
+    clearTimeout(viewer.visibleRetryTimer);
+    viewer.visibleRetries = 0;
     viewer.sequence++;
   }
 
@@ -853,7 +897,7 @@
       id: viewer.image.id, x: viewer.cx, y: viewer.cy, scale: viewer.scale, level: viewer.level, wrap: viewer.wrap,
       index: viewer.index, activeTiles: viewer.active.size, pooled: viewer.pool.length,
       // Tiles of the current level still loading, and where the placed tiles start.
-      pending: [...viewer.active.values()].filter((e) => e.level === viewer.level && !e.loaded).length,
+      pending: [...viewer.active.values()].filter((e) => e.level === viewer.level && !e.loaded && !e.failed).length,
       tileXs: [...viewer.active.values()].map((e) => e.tile.x),
     },
     album: () => ({
