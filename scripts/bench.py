@@ -13,9 +13,11 @@ Run it through scripts/bench, which installs the peers first. Sections:
   scaling  tiler cut vs both dzsaves (PNG) on squares of 2k..40k px and on a tall strip
            of fixed width, drawn into docs/scaling.png; at 40k also JPEG and WebP
            against dzsave 8.18.
-  serve    wrk, uniformly random tiles, against tiler serve, nginx (static files) and
-           iipsrv (FastCGI behind nginx, DeepZoom on a pyramidal TIFF); tiler's
-           visible endpoint; time from start to the first answered request.
+  serve    wrk, uniformly random tiles, against tiler serve, nginx (static files),
+           the floor (scripts/floor-server.c: tiles in memory, one read and one write
+           per request, the least any server does) and iipsrv (FastCGI behind nginx,
+           DeepZoom on a pyramidal TIFF); tiler's visible endpoint; time from start to
+           the first answered request; each server's and wrk's CPU per response.
   profile  perf (cpu-clock sampling) of tiler cut and dzsave on a 4000x4000 image, and
            of tiler serve under wrk after its measured runs; skipped without perf.
   archive  tiler cut --archive (one PMTiles file) vs the folder cut of the same image, PNG
@@ -42,6 +44,7 @@ import os
 import platform
 import random
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -818,6 +821,7 @@ def wrk(port, script, seconds, threads=2, conns=32, pid=None):
     children, every thread: user + system), in microseconds."""
     pids = process_tree(pid) if pid else []
     cpu0 = cpu_seconds(pids)
+    own0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = run(["wrk", "-t", str(threads), "-c", str(conns), "-d", f"{seconds}s", "--latency", "-s", script,
              f"http://127.0.0.1:{port}"], capture_output=True, check=False)
     line = next((l for l in p.stdout.splitlines() if l.startswith("BENCHJSON ")), None)
@@ -825,9 +829,14 @@ def wrk(port, script, seconds, threads=2, conns=32, pid=None):
         raise TilerError(f"wrk gave no result: {p.stdout[-300:]} {p.stderr[-300:]}")
     j = json.loads(line[len("BENCHJSON "):])
     cpu = cpu_seconds(pids) - cpu0
+    # wrk's own CPU (user + system of the finished child): the load generator shares the
+    # cores, so a server's ceiling here is cores / (its CPU + wrk's CPU) per response.
+    own1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wrk_cpu = own1.ru_utime + own1.ru_stime - own0.ru_utime - own0.ru_stime
     secs = j["duration_us"] / 1e6
     errs = sum(j["errors"].values())
     return {"cpu_us_per_response": round(cpu * 1e6 / max(1, j["requests"]), 1) if pid else None,
+            "wrk_cpu_us_per_response": round(wrk_cpu * 1e6 / max(1, j["requests"]), 1),
             "rps": round(j["requests"] / secs), "p50_ms": j["p50_us"] / 1000, "p99_ms": j["p99_us"] / 1000,
             "p999_ms": j["p999_us"] / 1000, "mean_ms": round(j["mean_us"] / 1000, 3), "errors": errs,
             "errors_detail": j["errors"], "requests": j["requests"], "mb_per_s": round(j["bytes"] / secs / 1e6, 1),
@@ -899,6 +908,27 @@ def http_get(port, path):
     body = r.read()
     c.close()
     return r.status, r.getheader("Content-Type"), body
+
+
+def start_floor_server(sdir, root, ports, procs, out):
+    """Compiles scripts/floor-server.c with cc and starts it on `root` (one event loop per
+    core). Returns False, with the reason in out["floor_error"], when it cannot."""
+    exe = os.path.join(sdir, "floor-server")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        out["floor_error"] = "no C compiler (cc) to build scripts/floor-server.c"
+        log("  " + out["floor_error"])
+        return False
+    p = run([cc, "-O2", "-Wall", "-Wextra", "-pthread", "-o", exe, os.path.join(ROOT, "scripts", "floor-server.c")],
+            capture_output=True, check=False)
+    if p.returncode != 0:
+        out["floor_error"] = "scripts/floor-server.c did not compile: " + (p.stderr or "")[-300:]
+        log("  " + out["floor_error"])
+        return False
+    ports["floor"] = free_port()
+    procs["floor"] = subprocess.Popen([exe, root, str(ports["floor"]), str(os.cpu_count() or 2)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return True
 
 
 def section_serve(t, res, args):
@@ -974,6 +1004,9 @@ def section_serve(t, res, args):
                                       upstreams=" ".join(f"server 127.0.0.1:{p};" for p in iip_ports)))
         procs["nginx"] = subprocess.Popen(["nginx", "-p", ndir, "-c", os.path.join(ndir, "nginx.conf")],
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # ---- the floor: scripts/floor-server.c, the least a server can do per response
+        # (tiles in memory, one read and one write each), on the same files and URLs
+        floor_ok = start_floor_server(sdir, root, ports, procs, out)
         # ---- tiler: time from exec to the first answered /healthz, then keep the last one
         tiler_ok = t.tiler_error is None and out["pyramid"] == "tiler cut"
         if tiler_ok:
@@ -1004,11 +1037,21 @@ def section_serve(t, res, args):
             out["tiler_error"] = t.tiler_error or "tiler cut unavailable, no tiler pyramid to serve"
         wait_http(ports["nginx"], f"/images/{ids['png']}/tiles/0/0/0.png")
         wait_http(ports["iipsrv"], f"{dz}/{offset}/0_0.jpg")
+        if floor_ok:
+            try:
+                wait_http(ports["floor"], f"/images/{ids['png']}/tiles/0/0/0.png", timeout=300, proc=procs["floor"])
+            except TilerError as e:
+                floor_ok = False
+                out["floor_error"] = f"floor-server: {e}"
+                log("  " + out["floor_error"])
 
         # ---- every server must answer real, correct tiles before it is timed
-        legs = [("tiler", "png"), ("nginx", "png"), ("tiler", "jpeg"), ("nginx", "jpeg"), ("iipsrv", "jpeg")]
+        legs = [("tiler", "png"), ("nginx", "png"), ("floor", "png"),
+                ("tiler", "jpeg"), ("nginx", "jpeg"), ("floor", "jpeg"), ("iipsrv", "jpeg")]
         if not tiler_ok:
             legs = [l for l in legs if l[0] != "tiler"]
+        if not floor_ok:
+            legs = [l for l in legs if l[0] != "floor"]
         rng = random.Random(1)
         samples = []
         for _ in range(40):
@@ -1035,6 +1078,11 @@ def section_serve(t, res, args):
                             bad = f"body or Content-Type ({ctype}) differs from the file on disk"
                 if bad:
                     msg = f"{name} answered {path} wrongly: {bad}"
+                    if name == "floor":
+                        out["floor_error"] = msg
+                        legs = [l for l in legs if l[0] != "floor"]
+                        log("  FLOOR SERVER WRONG: " + msg)
+                        break
                     if name != "tiler":
                         raise TilerError(msg)
                     out["tiler_error"] = msg
@@ -1054,6 +1102,8 @@ def section_serve(t, res, args):
         # CPU per response: tiler's process, nginx's master and worker (iipsrv's cost is
         # spread over nginx and its FastCGI processes: not measured).
         cpu_pids = {"nginx": procs["nginx"].pid}
+        if floor_ok:
+            cpu_pids["floor"] = procs["floor"].pid
         if tiler_ok:
             cpu_pids["tiler"] = procs["tiler"].pid
         if tiler_ok:
@@ -1068,7 +1118,7 @@ def section_serve(t, res, args):
                 runs[f"{name}/{fmt}"].append(w)
                 log(f"  round {r + 1} {name:6} {fmt:4}: {w['rps']:>7} req/s, p50 {w['p50_ms']:.2f} ms, "
                     f"p99 {w['p99_ms']:.2f} ms, {w['errors']} errors, {w['bytes_per_response']} B/response, "
-                    f"{w['cpu_us_per_response']} µs CPU/response")
+                    f"{w['cpu_us_per_response']} µs CPU/response, wrk {w['wrk_cpu_us_per_response']} µs")
             if tiler_ok and "visible_error" not in out:
                 w = wrk(ports["tiler"], vis_lua, args.serve_seconds, pid=cpu_pids.get("tiler"))
                 vis_runs.append(w)
@@ -1080,12 +1130,14 @@ def section_serve(t, res, args):
                                 "p99_ms": statistics.median(x["p99_ms"] for x in rs),
                                 "errors": sum(x["errors"] for x in rs),
                                 "cpu_us_per_response": median_or_none([x["cpu_us_per_response"] for x in rs]),
+                                "wrk_cpu_us_per_response": median_or_none([x["wrk_cpu_us_per_response"] for x in rs]),
                                 "bytes_per_response": rs[0]["bytes_per_response"], "runs": rs}
         if vis_runs:
             out["visible"] = {"rps": statistics.median(x["rps"] for x in vis_runs),
                               "p99_ms": statistics.median(x["p99_ms"] for x in vis_runs),
                               "errors": sum(x["errors"] for x in vis_runs),
                               "cpu_us_per_response": median_or_none([x["cpu_us_per_response"] for x in vis_runs]),
+                              "wrk_cpu_us_per_response": median_or_none([x["wrk_cpu_us_per_response"] for x in vis_runs]),
                               "bytes_per_response": vis_runs[0]["bytes_per_response"], "runs": vis_runs}
         if tiler_ok:
             out["tiler_rss_mb"] = vm_hwm_mb(procs["tiler"].pid)
@@ -1584,6 +1636,13 @@ def targets(res):
             else:
                 tg += [(f"serve {F} req/s >= 1.5x nginx", "error: " + err, None, False),
                        (f"serve {F} p99 <= nginx p99", "error: " + err, None, False)]
+        for fmt in ("png", "jpeg"):
+            fl, ng = lg.get(f"floor/{fmt}"), lg.get(f"nginx/{fmt}")
+            if fl and ng:
+                # Not a target: how far any server gets here, for reading the row above.
+                r = fl["rps"] / ng["rps"]
+                tg.append((f"(floor) serve {fmt.upper()} req/s, floor-server vs nginx",
+                           f"{fl['rps']:.0f} vs {ng['rps']:.0f}", round(r, 3), None))
         ti, ii = lg.get("tiler/jpeg"), lg.get("iipsrv/jpeg")
         if ti and ii:
             r = ti["rps"] / ii["rps"]
@@ -1670,6 +1729,15 @@ def cut_rows(get):
             refs = [("8.18", get(f"dzsave818/{fmt}")), ("8.14", get(f"dzsave/{fmt}"))] if tool == "tiler" else []
             L.append(fmt_cut_row(name, x, refs))
     return L
+
+
+def serve_ceiling(g, machine):
+    """The req/s at which a server and wrk, at their measured CPU per response, would
+    fill every core: cores × 10⁶ / (server µs + wrk µs). None when either is missing."""
+    cpu, wcpu = g.get("cpu_us_per_response"), g.get("wrk_cpu_us_per_response")
+    if not cpu or not wcpu:
+        return None
+    return (machine.get("nproc") or os.cpu_count() or 2) * 1e6 / (cpu + wcpu)
 
 
 def report_md(res):
@@ -1765,24 +1833,41 @@ def report_md(res):
         s = res["serve"]
         L += [f"## Serve, {s['image']} pyramids ({s['tiles']} tiles each; {s['pyramid']}), wrk {s['wrk']}, "
               f"{s['seconds']} s × {s['rounds']} rounds, uniformly random tiles, median of rounds", "",
-              "| server | tiles | req/s | p50 ms | p99 ms | errors | bytes/response | CPU µs/response |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| server | tiles | req/s | p50 ms | p99 ms | errors | bytes/response | CPU µs/response | "
+              "wrk CPU µs/response | ceiling req/s |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
         labels = {"tiler": "tiler serve", "nginx": "nginx (1 worker, sendfile, open_file_cache)",
+                  "floor": "floor (`scripts/floor-server.c`, tiles in memory)",
                   "iipsrv": "iipsrv (FastCGI behind nginx, DeepZoom)"}
-        for key in ("tiler/png", "nginx/png", "tiler/jpeg", "nginx/jpeg", "iipsrv/jpeg"):
+        for key in ("tiler/png", "nginx/png", "floor/png", "tiler/jpeg", "nginx/jpeg", "floor/jpeg", "iipsrv/jpeg"):
             name, fmt = key.split("/")
             what = {"png": "PNG", "jpeg": "JPEG Q85"}[fmt] + (" from pyramidal TIFF" if name == "iipsrv" else "")
             g = s["legs"].get(key)
             if g:
-                cpu = g.get("cpu_us_per_response")
+                cpu, wcpu = g.get("cpu_us_per_response"), g.get("wrk_cpu_us_per_response")
+                ceiling = serve_ceiling(g, m)
                 L.append(f"| {labels[name]} | {what} | {g['rps']:.0f} | {g['p50_ms']:.2f} | {g['p99_ms']:.2f} | "
-                         f"{g['errors']} | {g['bytes_per_response']} | {cpu if cpu is not None else ''} |")
+                         f"{g['errors']} | {g['bytes_per_response']} | {cpu if cpu is not None else ''} | "
+                         f"{wcpu if wcpu is not None else ''} | {f'{ceiling:.0f}' if ceiling else ''} |")
+            elif name == "floor":
+                L.append(f"| {labels[name]} | {what} | not run: {s.get('floor_error', 'not run')} | | | | | | | |")
             else:
-                L.append(f"| {labels[name]} | {what} | error: {s.get('tiler_error', 'not run')} | | | | |")
+                L.append(f"| {labels[name]} | {what} | error: {s.get('tiler_error', 'not run')} | | | | | | | |")
         v = s.get("visible")
         if v:
+            ceiling = serve_ceiling(v, m)
             L.append(f"| tiler `/visible` | random 1920×1080 viewports, margin 1 | {v['rps']:.0f} | | {v['p99_ms']:.2f} | "
-                     f"{v['errors']} | {v['bytes_per_response']} | {v.get('cpu_us_per_response') or ''} |")
+                     f"{v['errors']} | {v['bytes_per_response']} | {v.get('cpu_us_per_response') or ''} | "
+                     f"{v.get('wrk_cpu_us_per_response') or ''} | {f'{ceiling:.0f}' if ceiling else ''} |")
+        L.append("")
+        L += [f"CPU µs/response: the server's processes (every thread, user + system) over the run; wrk CPU: "
+              f"wrk's own, which shares the {m['nproc']} cores; ceiling = cores × 10⁶ / (server + wrk µs per "
+              f"response), the req/s at which the two together fill every core.", ""]
+        for fmt in ("png", "jpeg"):
+            ng, fl = s["legs"].get(f"nginx/{fmt}"), s["legs"].get(f"floor/{fmt}")
+            if ng and fl:
+                L.append(f"{fmt.upper()}: the floor answers {fl['rps'] / ng['rps']:.2f}× nginx's req/s "
+                         f"(1.5× is the target for tiler).")
         L.append("")
         if "time_to_first_answer_ms" in s:
             L.append(f"tiler serve: first `/healthz` answer {s['time_to_first_answer_ms']['median']} ms after start "
