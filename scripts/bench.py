@@ -439,7 +439,7 @@ def jpeg_tables(path):
 
 def median_or_none(values):
     values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
+    return round(statistics.median(values), 2) if values else None
 
 
 def median_of(rounds, key):
