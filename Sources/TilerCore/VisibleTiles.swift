@@ -146,7 +146,7 @@ extension VisibleTilesQuery {
                         ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-")
                             || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E")
                     }),
-                    let d = Double(String(decoding: value, as: UTF8.self)), d.isFinite
+                    let d = plainDecimal(value) ?? Double(String(decoding: value, as: UTF8.self)), d.isFinite
                 else { return nil }
                 switch bit {
                 case 1: numbers.x = d
@@ -485,4 +485,50 @@ func parseDecimal(_ text: String) -> Double? {
     }
     guard sawDigit, let value = Double(text), value.isFinite else { return nil }
     return value
+}
+
+/// Powers of ten that a `Double` holds exactly (10^22 is the largest).
+private let exactPowersOfTen: [Double] = (0...22).map { k in (0..<k).reduce(1.0) { r, _ in r * 10 } }
+
+/// The value of a plain decimal (`-12.375`, `0.5`, `2000`), read without a `String` and
+/// without `strtod`, or nil when the text is not one this fast path reads exactly; the
+/// caller then asks `Double(_:)`. Exact by Clinger's fast path: with at most 15 significant
+/// digits the digits form an integer a `Double` holds exactly, 10^k for k ≤ 22 is exact too,
+/// and one IEEE division of two exact values is correctly rounded, which is what `strtod`
+/// returns. Takes: an optional sign, at least one digit, and optionally a point followed by
+/// at least one digit. Anything else (an exponent, `5.`, `.5`, more digits) returns nil.
+@inline(__always)
+func plainDecimal(_ text: ArraySlice<UInt8>) -> Double? {
+    var i = text.startIndex
+    let end = text.endIndex
+    guard i < end else { return nil }
+    var negative = false
+    if text[i] == UInt8(ascii: "-") || text[i] == UInt8(ascii: "+") {
+        negative = text[i] == UInt8(ascii: "-")
+        i += 1
+    }
+    var mantissa: UInt64 = 0
+    var significant = 0
+    var integerDigits = 0
+    while i < end, text[i] &- 0x30 < 10 {
+        mantissa = mantissa &* 10 &+ UInt64(text[i] &- 0x30)
+        if mantissa != 0 { significant += 1 }
+        integerDigits += 1
+        i += 1
+    }
+    guard integerDigits > 0, significant <= 15 else { return nil }
+    var fractionDigits = 0
+    if i < end {
+        guard text[i] == UInt8(ascii: ".") else { return nil }
+        i += 1
+        while i < end, text[i] &- 0x30 < 10 {
+            mantissa = mantissa &* 10 &+ UInt64(text[i] &- 0x30)
+            if mantissa != 0 { significant += 1 }
+            fractionDigits += 1
+            i += 1
+        }
+        guard i == end, fractionDigits > 0, fractionDigits <= 22, significant <= 15 else { return nil }
+    }
+    let magnitude = Double(mantissa) / exactPowersOfTen[fractionDigits]
+    return negative ? -magnitude : magnitude
 }

@@ -219,6 +219,38 @@ enum BruteForceVisible {
                 == VisibleTilesQuery(viewport: Viewport(x: 1, y: 2, width: 3, height: 4), scale: 0.5, margin: 1, wrapX: true))
     }
 
+    /// The fast decimal reader gives, bit for bit, what `Double(_:)` (strtod) gives for every
+    /// plain decimal it takes, and declines the forms it does not read exactly.
+    @Test func plainDecimalsAreReadExactlyAsStrtodReadsThem() {
+        var rng = SplitMix(seed: 1511)
+        var taken = 0
+        for _ in 0..<200_000 {
+            let integerDigits = Int.random(in: 1...17, using: &rng)
+            let fractionDigits = Int.random(in: 0...24, using: &rng)
+            var text = ["", "-", "+"].randomElement(using: &rng)!
+            let zeros = Int.random(in: 0...3, using: &rng)
+            text += String(repeating: "0", count: min(zeros, integerDigits - 1))
+            for _ in 0..<(integerDigits - min(zeros, integerDigits - 1)) { text += String(Int.random(in: 0...9, using: &rng)) }
+            if fractionDigits > 0 {
+                text += "."
+                for _ in 0..<fractionDigits { text += String(Int.random(in: 0...9, using: &rng)) }
+            }
+            let want = Double(text)!
+            if let got = plainDecimal(ArraySlice(Array(text.utf8))) {
+                #expect(got.bitPattern == want.bitPattern, "\(text): \(got) but strtod \(want)")
+                taken += 1
+            }
+        }
+        #expect(taken > 50_000)
+        for text in ["0.1", "-0", "2000", "0.3000000000004", "123456789012345", "0.0000000000000000000001"] {
+            #expect(plainDecimal(ArraySlice(Array(text.utf8)))?.bitPattern == Double(text)!.bitPattern, "\(text)")
+        }
+        #expect(plainDecimal(ArraySlice(Array("-0".utf8)))?.sign == .minus)
+        for text in ["", "-", "5.", ".5", "1e3", "1.5e-3", "1..2", "1-2", "1234567890123456", "0.30000000000000004", "nan", "0x10"] {
+            #expect(plainDecimal(ArraySlice(Array(text.utf8))) == nil, "\(text)")
+        }
+    }
+
     /// Hundreds of random viewports, with margin and wrap, against the brute force.
     @Test(arguments: [1, 2, 3, 4])
     func agreesWithBruteForce(seed: UInt64) throws {
