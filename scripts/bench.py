@@ -851,6 +851,25 @@ def vm_hwm_mb(pid):
     return None
 
 
+def tiler_serve_log(sdir, lines=20):
+    """The last lines `tiler serve` wrote to its log in the serve folder."""
+    try:
+        with open(os.path.join(sdir, "tiler-serve.log"), errors="replace") as f:
+            return f.read().strip().splitlines()[-lines:]
+    except OSError:
+        return []
+
+
+def check_alive(proc, sdir):
+    """Stops the run when the server under test has exited: its figures would be wrk's
+    failed connections, not a measurement."""
+    if proc.poll() is not None:
+        code = proc.returncode
+        how = f"signal {-code}" if code < 0 else f"exit status {code}"
+        raise TilerError(f"tiler serve died during the run ({how}); its last messages:\n  "
+                         + "\n  ".join(tiler_serve_log(sdir)))
+
+
 def stop(proc):
     if proc and proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -1015,8 +1034,11 @@ def section_serve(t, res, args):
                 for i in range(args.ttfa_runs):
                     ports["tiler"] = free_port()
                     t0 = time.perf_counter()
+                    # Its messages go to a file: a pipe nobody reads would stop the server when full.
+                    tiler_log = open(os.path.join(sdir, "tiler-serve.log"), "w")
                     pr = subprocess.Popen([t.tiler, "serve", root, "--host", "127.0.0.1", "--port", str(ports["tiler"])],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                          stdout=subprocess.DEVNULL, stderr=tiler_log)
+                    tiler_log.close()
                     procs["tiler"] = pr
                     wait_http(ports["tiler"], "/healthz", proc=pr)
                     ttfa.append((time.perf_counter() - t0) * 1000)
@@ -1030,7 +1052,7 @@ def section_serve(t, res, args):
                 pr = procs.get("tiler")
                 err = []
                 if pr and pr.poll() is not None:
-                    err = pr.stderr.read().decode(errors="replace").strip().splitlines()
+                    err = tiler_serve_log(sdir)
                 out["tiler_error"] = f"tiler serve: {e}" + (f": {err[0]}" if err else "")
                 log(f"  TILER SERVE FAILED: {out['tiler_error']}")
         else:
@@ -1115,12 +1137,15 @@ def section_serve(t, res, args):
             order = legs if r % 2 == 0 else list(reversed(legs))
             for name, fmt in order:
                 w = wrk(ports[name], script(name, fmt), args.serve_seconds, pid=cpu_pids.get(name))
+                if name == "tiler":
+                    check_alive(procs["tiler"], sdir)
                 runs[f"{name}/{fmt}"].append(w)
                 log(f"  round {r + 1} {name:6} {fmt:4}: {w['rps']:>7} req/s, p50 {w['p50_ms']:.2f} ms, "
                     f"p99 {w['p99_ms']:.2f} ms, {w['errors']} errors, {w['bytes_per_response']} B/response, "
                     f"{w['cpu_us_per_response']} µs CPU/response, wrk {w['wrk_cpu_us_per_response']} µs")
             if tiler_ok and "visible_error" not in out:
                 w = wrk(ports["tiler"], vis_lua, args.serve_seconds, pid=cpu_pids.get("tiler"))
+                check_alive(procs["tiler"], sdir)
                 vis_runs.append(w)
                 log(f"  round {r + 1} visible: {w['rps']:>7} req/s, p99 {w['p99_ms']:.2f} ms, {w['errors']} errors, "
                     f"{w['bytes_per_response']} B/response")

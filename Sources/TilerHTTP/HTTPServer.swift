@@ -87,6 +87,11 @@ public final class HTTPServer: Sendable {
     /// If anything fails, everything acquired so far is released and the error thrown;
     /// `start()` may then be called again.
     public func start() throws(SocketError) {
+        // `sendfile` has no MSG_NOSIGNAL: writing to a client that has closed raises
+        // SIGPIPE, whose default action kills the process. A client that asks for a
+        // large tile and goes away at once (a closed tab) would stop the server. The
+        // write's EPIPE is all the loop needs; ignore the signal, as nginx does.
+        signal(SIGPIPE, SIG_IGN)
         try state.withLock { s throws(SystemCallError) in
             precondition(s.mailboxes.isEmpty, "HTTPServer.start() called twice")
             let cap = configuration.connectionCap(fileLimit: HTTPConfiguration.raisedFileLimit())

@@ -10,9 +10,9 @@ final class ServeProcess {
     let process = Process()
     let port: Int
 
-    init(root: String) throws {
+    init(root: String, options: [String] = []) throws {
         process.executableURL = URL(fileURLWithPath: try tilerBinary())
-        process.arguments = ["serve", root, "--port", "0", "--threads", "1"]
+        process.arguments = ["serve", root, "--port", "0", "--threads", "1"] + options
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
