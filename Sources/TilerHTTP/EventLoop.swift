@@ -629,7 +629,7 @@ private func peerAddress(_ fd: Int32) -> String {
             $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
                 var address = sin.pointee.sin_addr
                 guard inet_ntop(AF_INET, &address, &host, socklen_t(host.count)) != nil else { return "" }
-                return "\(String(cString: host)):\(UInt16(bigEndian: sin.pointee.sin_port))"
+                return "\(nulTerminated(host)):\(UInt16(bigEndian: sin.pointee.sin_port))"
             }
         }
     case AF_INET6:
@@ -637,10 +637,15 @@ private func peerAddress(_ fd: Int32) -> String {
             $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin6 in
                 var address = sin6.pointee.sin6_addr
                 guard inet_ntop(AF_INET6, &address, &host, socklen_t(host.count)) != nil else { return "" }
-                return "[\(String(cString: host))]:\(UInt16(bigEndian: sin6.pointee.sin6_port))"
+                return "[\(nulTerminated(host))]:\(UInt16(bigEndian: sin6.pointee.sin6_port))"
             }
         }
     default:
         return ""
     }
+}
+
+/// The text of a NUL-terminated C string held in an array (what `inet_ntop` writes).
+private func nulTerminated(_ characters: [CChar]) -> String {
+    String(decoding: characters.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
