@@ -1117,8 +1117,19 @@ def section_serve(t, res, args):
         # ---- warm up, then alternate
         def script(name, fmt):
             return scripts["iip"] if name == "iipsrv" else scripts[fmt]
+        def timed(name, fmt, seconds, pid=None):
+            """wrk against one leg; a server that has died is named, with how it ended."""
+            try:
+                return wrk(ports[name], script(name, fmt), seconds, pid=pid)
+            except TilerError as e:
+                pr = procs.get("nginx" if name == "iipsrv" else name)  # iipsrv is reached through nginx
+                if pr is not None and pr.poll() is not None:
+                    if name == "tiler":
+                        check_alive(pr, sdir)
+                    raise TilerError(f"{name} exited during the run (status {pr.returncode}): {e}")
+                raise
         for name, fmt in legs:
-            wrk(ports[name], script(name, fmt), 2)
+            timed(name, fmt, 2)
         runs = {f"{a}/{b}": [] for a, b in legs}
         vis_runs = []
         # CPU per response: tiler's process, nginx's master and worker (iipsrv's cost is
@@ -1136,7 +1147,7 @@ def section_serve(t, res, args):
         for r in range(args.serve_rounds):
             order = legs if r % 2 == 0 else list(reversed(legs))
             for name, fmt in order:
-                w = wrk(ports[name], script(name, fmt), args.serve_seconds, pid=cpu_pids.get(name))
+                w = timed(name, fmt, args.serve_seconds, pid=cpu_pids.get(name))
                 if name == "tiler":
                     check_alive(procs["tiler"], sdir)
                 runs[f"{name}/{fmt}"].append(w)

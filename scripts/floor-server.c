@@ -22,6 +22,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -284,6 +285,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "floor-server: bad port or thread count\n");
         return 2;
     }
+    // sendfile has no MSG_NOSIGNAL: a client gone mid-answer (wrk at the end of a run)
+    // would kill the process with SIGPIPE. The write's EPIPE closes the connection.
+    signal(SIGPIPE, SIG_IGN);
     struct rlimit files;
     if (getrlimit(RLIMIT_NOFILE, &files) == 0) {
         files.rlim_cur = files.rlim_max;
