@@ -860,14 +860,15 @@ def tiler_serve_log(sdir, lines=20):
         return []
 
 
-def check_alive(proc, sdir):
-    """Stops the run when the server under test has exited: its figures would be wrk's
-    failed connections, not a measurement."""
-    if proc.poll() is not None:
-        code = proc.returncode
-        how = f"signal {-code}" if code < 0 else f"exit status {code}"
-        raise TilerError(f"tiler serve died during the run ({how}); its last messages:\n  "
-                         + "\n  ".join(tiler_serve_log(sdir)))
+def check_alive(name, proc, sdir):
+    """Stops the run when a server under test has exited: its figures would be wrk's
+    failed connections, not a measurement. For tiler, with the last lines of its log."""
+    if proc is None or proc.poll() is None:
+        return
+    code = proc.returncode
+    how = f"signal {-code}" if code < 0 else f"exit status {code}"
+    last = "; its last messages:\n  " + "\n  ".join(tiler_serve_log(sdir)) if name == "tiler" else ""
+    raise TilerError(f"{name} exited during the run ({how}){last}")
 
 
 def stop(proc):
@@ -1117,19 +1118,18 @@ def section_serve(t, res, args):
         # ---- warm up, then alternate
         def script(name, fmt):
             return scripts["iip"] if name == "iipsrv" else scripts[fmt]
-        def timed(name, fmt, seconds, pid=None):
-            """wrk against one leg; a server that has died is named, with how it ended."""
+        def load(name, lua, seconds, pid=None):
+            """wrk against one server; if the server has exited, the run stops naming it."""
+            proc = procs.get("nginx" if name == "iipsrv" else name)  # iipsrv is reached through nginx
             try:
-                return wrk(ports[name], script(name, fmt), seconds, pid=pid)
-            except TilerError as e:
-                pr = procs.get("nginx" if name == "iipsrv" else name)  # iipsrv is reached through nginx
-                if pr is not None and pr.poll() is not None:
-                    if name == "tiler":
-                        check_alive(pr, sdir)
-                    raise TilerError(f"{name} exited during the run (status {pr.returncode}): {e}")
+                w = wrk(ports[name], lua, seconds, pid=pid)
+            except TilerError:
+                check_alive(name, proc, sdir)
                 raise
+            check_alive(name, proc, sdir)
+            return w
         for name, fmt in legs:
-            timed(name, fmt, 2)
+            load(name, script(name, fmt), 2)
         runs = {f"{a}/{b}": [] for a, b in legs}
         vis_runs = []
         # CPU per response: tiler's process, nginx's master and worker (iipsrv's cost is
@@ -1147,16 +1147,13 @@ def section_serve(t, res, args):
         for r in range(args.serve_rounds):
             order = legs if r % 2 == 0 else list(reversed(legs))
             for name, fmt in order:
-                w = timed(name, fmt, args.serve_seconds, pid=cpu_pids.get(name))
-                if name == "tiler":
-                    check_alive(procs["tiler"], sdir)
+                w = load(name, script(name, fmt), args.serve_seconds, pid=cpu_pids.get(name))
                 runs[f"{name}/{fmt}"].append(w)
                 log(f"  round {r + 1} {name:6} {fmt:4}: {w['rps']:>7} req/s, p50 {w['p50_ms']:.2f} ms, "
                     f"p99 {w['p99_ms']:.2f} ms, {w['errors']} errors, {w['bytes_per_response']} B/response, "
                     f"{w['cpu_us_per_response']} µs CPU/response, wrk {w['wrk_cpu_us_per_response']} µs")
             if tiler_ok and "visible_error" not in out:
-                w = wrk(ports["tiler"], vis_lua, args.serve_seconds, pid=cpu_pids.get("tiler"))
-                check_alive(procs["tiler"], sdir)
+                w = load("tiler", vis_lua, args.serve_seconds, pid=cpu_pids.get("tiler"))
                 vis_runs.append(w)
                 log(f"  round {r + 1} visible: {w['rps']:>7} req/s, p99 {w['p99_ms']:.2f} ms, {w['errors']} errors, "
                     f"{w['bytes_per_response']} B/response")

@@ -140,13 +140,9 @@ extension VisibleTilesQuery {
                 guard value.count == 1, value.first == UInt8(ascii: "x") else { return nil }
                 wrapX = true
             default:
-                // What `parseDecimal` accepts; a short value makes a small (inline) String.
-                guard value.contains(where: { $0 >= 0x30 && $0 <= 0x39 }),
-                    value.allSatisfy({
-                        ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-")
-                            || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E")
-                    }),
-                    let d = plainDecimal(value) ?? Double(String(decoding: value, as: UTF8.self)), d.isFinite
+                // The common form straight from the bytes; anything else as the item parser
+                // reads it (a short value makes a small, inline String).
+                guard let d = plainDecimal(value) ?? parseDecimal(String(decoding: value, as: UTF8.self))
                 else { return nil }
                 switch bit {
                 case 1: numbers.x = d
