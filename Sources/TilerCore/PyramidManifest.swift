@@ -22,12 +22,26 @@ public enum TileFormat: String, Sendable, Hashable, Codable, CaseIterable {
         }
     }
 
-    /// The format for a URL or file extension (`png`, `jpg`, `jpeg`, `webp`).
+    /// The format for a URL or file extension, in any case (`png`, `JPG`, `jpeg`, `webp`).
     public init?(fileExtension: String) {
-        switch fileExtension.lowercased() {
-        case "png": self = .png
-        case "jpg", "jpeg": self = .jpeg
-        case "webp": self = .webp
+        self.init(fileExtension: Substring(fileExtension))
+    }
+
+    /// The same for part of a string (a tile URL's last segment after its dot).
+    public init?(fileExtension: Substring) {
+        // Byte by byte with ASCII letters folded, not `lowercased()`: this runs for every
+        // tile request, and a lowercased copy is an allocation.
+        var folded: UInt32 = 0
+        var count = 0
+        for b in fileExtension.utf8 {
+            guard count < 4 else { return nil }
+            folded = folded << 8 | UInt32(b >= 0x41 && b <= 0x5A ? b | 0x20 : b)
+            count += 1
+        }
+        switch (count, folded) {
+        case (3, 0x70_6E_67): self = .png  // "png"
+        case (3, 0x6A_70_67), (4, 0x6A_70_65_67): self = .jpeg  // "jpg", "jpeg"
+        case (4, 0x77_65_62_70): self = .webp  // "webp"
         default: return nil
         }
     }

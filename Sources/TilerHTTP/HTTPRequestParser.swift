@@ -59,25 +59,35 @@ public struct HTTPRequestHead: Sendable {
 
     /// The length of the path part of `target` (up to `?` or `#`).
     public var pathLength: Int {
-        for (i, b) in target.enumerated() where b == UInt8(ascii: "?") || b == UInt8(ascii: "#") { return i }
-        return target.count
+        target.withUnsafeBufferPointer { t in
+            var i = 0
+            while i < t.count, t[i] != UInt8(ascii: "?"), t[i] != UInt8(ascii: "#") { i += 1 }
+            return i
+        }
     }
 
     mutating func clear() {
         method = .other
         version = .http11
-        target.removeAll(keepingCapacity: true)
-        ifNoneMatch.removeAll(keepingCapacity: true)
-        ifModifiedSince.removeAll(keepingCapacity: true)
         connectionClose = false
         connectionKeepAlive = false
         contentLength = nil
         hasTransferEncoding = false
         hasHost = false
-        host.removeAll(keepingCapacity: true)
-        forwarded.removeAll(keepingCapacity: true)
-        xForwardedProto.removeAll(keepingCapacity: true)
-        xForwardedHost.removeAll(keepingCapacity: true)
+        // `removeAll(keepingCapacity:)` only where there is something to remove: it is a
+        // generic range replacement, and most of these are empty for most requests.
+        Self.empty(&target)
+        Self.empty(&ifNoneMatch)
+        Self.empty(&ifModifiedSince)
+        Self.empty(&host)
+        Self.empty(&forwarded)
+        Self.empty(&xForwardedProto)
+        Self.empty(&xForwardedHost)
+    }
+
+    @inline(__always)
+    private static func empty(_ bytes: inout [UInt8]) {
+        if !bytes.isEmpty { bytes.removeAll(keepingCapacity: true) }
     }
 }
 
@@ -231,6 +241,18 @@ public struct HTTPRequestParser: Sendable {
                     return fail(.bad("malformed request line"), i)
                 }
             case .target:
+                if isTargetByte(b) {
+                    // The target's bytes up to what ends it, in one piece (one append, not
+                    // one per byte); the limit fails at the same byte as counting one by one.
+                    var j = i + 1
+                    while j < n, isTargetByte(bytes[j]) { j += 1 }
+                    let room = limits.maximumRequestLineBytes - requestLineBytes
+                    if j - i > room { return fail(.uriTooLong, i + max(room, 0)) }
+                    requestLineBytes += j - i
+                    head.target.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[i..<j]))
+                    i = j
+                    continue
+                }
                 requestLineBytes += 1
                 if requestLineBytes > limits.maximumRequestLineBytes { return fail(.uriTooLong, i) }
                 if b == sp {
@@ -296,6 +318,20 @@ public struct HTTPRequestParser: Sendable {
                 state = .value
                 continue
             case .value:
+                if isValueByte(b) {
+                    // The value's bytes up to the end of the line, in one piece: skipped for
+                    // fields the parser does not keep. Either limit fails at the same byte as
+                    // counting one by one, with the same error.
+                    var j = i + 1
+                    while j < n, isValueByte(bytes[j]) { j += 1 }
+                    let room = min(
+                        limits.maximumHeaderBytes - headerBytes, field == .other ? Int.max : 1024 - value.count)
+                    if j - i > room { return fail(.headersTooLarge, i + max(room, 0)) }
+                    headerBytes += j - i
+                    if field != .other { value.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[i..<j])) }
+                    i = j
+                    continue
+                }
                 headerBytes += 1
                 if headerBytes > limits.maximumHeaderBytes { return fail(.headersTooLarge, i) }
                 if b == cr {
@@ -463,6 +499,13 @@ private let colon: UInt8 = 0x3A
 private let slash: UInt8 = 0x2F
 
 @inline(__always) private func isDigit(_ b: UInt8) -> Bool { b >= 0x30 && b <= 0x39 }
+
+/// A byte a request target may hold: visible ASCII (no space, no control, no DEL).
+@inline(__always) private func isTargetByte(_ b: UInt8) -> Bool { b > 0x20 && b < 0x7F }
+
+/// A byte of a header value that neither ends the line nor is refused: a tab, or
+/// anything but a control character and DEL (obs-text included).
+@inline(__always) private func isValueByte(_ b: UInt8) -> Bool { (b >= 0x20 && b != 0x7F) || b == ht }
 
 /// RFC 9110 `tchar`.
 @inline(__always) private func isToken(_ b: UInt8) -> Bool {

@@ -14,7 +14,7 @@ import TilerImaging
 /// manifest of an image named `ID.dzi` (a pyramid really named so keeps its manifest).
 func deepZoomRoutes(store: TileStore) -> [Route] {
     [
-        Route("deepzoom") { request throws(HTTPError) in
+        Route("deepzoom", firstSegments: ["images"]) { request throws(HTTPError) in
             let s = request.segments
             guard s.first == "images" else { return nil }
             if s.count == 2, s[1].hasSuffix(".dzi") {

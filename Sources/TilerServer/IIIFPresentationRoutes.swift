@@ -19,7 +19,7 @@ import TilerHTTP
 func iiifPresentationRoutes(store: TileStore, address: PublicAddress) -> [Route] {
     let collectionCache = CollectionCache()
     return [
-        Route("iiif-presentation") { request throws(HTTPError) in
+        Route("iiif-presentation", firstSegments: ["iiif"]) { request throws(HTTPError) in
             let s = request.segments
             guard s.count >= 3, s[0] == "iiif", s[1] == "3" else { return nil }
             let (base, vary) = address.absoluteBase(for: request.head)

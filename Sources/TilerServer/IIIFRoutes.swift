@@ -17,7 +17,7 @@ import TilerImaging
 /// `ServerConfiguration.iiifLimits`. CORS comes from the HTTP layer, like every route.
 func iiifRoutes(store: TileStore, address: PublicAddress) -> [Route] {
     [
-        Route("iiif") { request throws(HTTPError) in
+        Route("iiif", firstSegments: ["iiif"]) { request throws(HTTPError) in
             guard request.segments.first == "iiif" else { return nil }
             // `/iiif/3/collection.json` and `/iiif/3/ID/manifest.json` are the Presentation
             // API's (`iiifPresentationRoutes`, tried first).

@@ -10,8 +10,8 @@ func healthRoutes(store: TileStore) -> [Route] {
     let bucketBody = Array(#"{"status":"ok","storage":"ok"}"#.utf8)
     let bucket = store.servesBucket
     return [
-        Route("health") { request in
-            guard request.segments == ["healthz"] else { return nil }
+        Route("health", firstSegments: ["healthz"]) { request in
+            guard request.segments.count == 1, request.segments[0] == "healthz" else { return nil }
             guard bucket else { return .json(body, cacheControl: "no-store") }
             guard let outage = store.health.outage else { return .json(bucketBody, cacheControl: "no-store") }
             var json = JSONWriter(capacity: 256)
@@ -33,7 +33,7 @@ func healthRoutes(store: TileStore) -> [Route] {
 func imageRoutes(store: TileStore, address: PublicAddress) -> [Route] {
     let links = Links(prefix: address.linkPrefix)
     return [
-        Route("images") { request throws(HTTPError) in
+        Route("images", firstSegments: ["images"]) { request throws(HTTPError) in
             let s = request.segments
             guard s.first == "images" else { return nil }
             switch s.count {
@@ -51,25 +51,33 @@ func imageRoutes(store: TileStore, address: PublicAddress) -> [Route] {
 /// A strictly decimal non-negative integer: digits only, no sign, no leading zero.
 /// Returns nil for malformed text and `Int.max` for numbers too large to be a tile.
 func parseIndex(_ text: Substring) -> Int? {
-    let u = text.utf8
-    guard !u.isEmpty, u.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-    if u.count > 1 && u.first == 0x30 { return nil }
-    if u.count > 15 { return Int.max }
-    return u.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+    // One pass over the bytes: three numbers of every tile request go through here.
+    var value = 0
+    var count = 0
+    var leadingZero = false
+    for b in text.utf8 {
+        guard b >= 0x30 && b <= 0x39 else { return nil }
+        if count == 0 { leadingZero = b == 0x30 }
+        if count < 15 { value = value &* 10 &+ Int(b &- 0x30) }
+        count += 1
+    }
+    if count == 0 || (count > 1 && leadingZero) { return nil }
+    return count > 15 ? Int.max : value
 }
 
 private func tile(_ request: Request, _ s: [String], _ store: TileStore) throws(HTTPError) -> HTTPResponse {
     // ["images", ID, "tiles", LEVEL, ROW, "COLUMN.EXT"]
     let last = Substring(s[5])
-    guard let dot = last.lastIndex(of: ".") else { throw HTTPError(404, "a tile path ends in COLUMN.EXT") }
-    let columnText = last[..<dot], ext = last[last.index(after: dot)...]
+    // Searched as UTF-8 (the dot is ASCII): no grapheme breaking on the tile path.
+    guard let dot = last.utf8.lastIndex(of: UInt8(ascii: ".")) else { throw HTTPError(404, "a tile path ends in COLUMN.EXT") }
+    let columnText = last[..<dot], ext = last[last.utf8.index(after: dot)...]
     guard let level = parseIndex(Substring(s[3])), let row = parseIndex(Substring(s[4])),
         let column = parseIndex(columnText)
     else {
         throw HTTPError(400, "level, row and column must be non-negative integers")
     }
     let pyramid = try store.pyramid(named: s[1], for: request)
-    guard TileFormat(fileExtension: String(ext)) == pyramid.manifest.format else {
+    guard TileFormat(fileExtension: ext) == pyramid.manifest.format else {
         throw HTTPError(404, "image '\(pyramid.id)' has .\(pyramid.manifest.format.fileExtension) tiles, not .\(ext.prefix(16))")
     }
     guard level <= Int(Int32.max), row <= Int(Int32.max), column <= Int(Int32.max) else {

@@ -20,30 +20,41 @@ public struct Request: Sendable {
     public init(head: HTTPRequestHead, mayBlock: Bool = false) throws(HTTPError) {
         self.head = head
         self.mayBlock = mayBlock
-        let target = head.target
-        let end = head.pathLength
-        var segments: [String] = []
-        var start = 1  // after the leading '/'
-        if end <= 1 {
-            self.segments = []
-            return
-        }
-        var i = start
-        while i <= end {
-            if i == end || target[i] == UInt8(ascii: "/") {
-                segments.append(try Self.decodeSegment(target[start..<i]))
-                start = i + 1
-            }
-            i += 1
-        }
-        self.segments = segments
+        segments = try head.target.withUnsafeBufferPointer { target throws(HTTPError) in try Self.split(target) }
     }
 
-    private static func decodeSegment(_ raw: ArraySlice<UInt8>) throws(HTTPError) -> String {
-        if !raw.contains(UInt8(ascii: "%")) {
+    /// The path of `target` (up to `?` or `#`) split on `/` and decoded: one pass to find
+    /// its end and count its segments, so that the array is allocated once, then one
+    /// over each segment.
+    private static func split(_ target: UnsafeBufferPointer<UInt8>) throws(HTTPError) -> [String] {
+        var end = 0
+        var slashes = 0
+        while end < target.count, target[end] != UInt8(ascii: "?"), target[end] != UInt8(ascii: "#") {
+            if target[end] == UInt8(ascii: "/") { slashes += 1 }
+            end += 1
+        }
+        if end <= 1 { return [] }
+        var segments: [String] = []
+        segments.reserveCapacity(slashes)
+        var start = 1  // after the leading '/'
+        for i in 1...end where i == end || target[i] == UInt8(ascii: "/") {
+            segments.append(try decodeSegment(UnsafeBufferPointer(rebasing: target[start..<i])))
+            start = i + 1
+        }
+        return segments
+    }
+
+    private static func decodeSegment(_ raw: UnsafeBufferPointer<UInt8>) throws(HTTPError) -> String {
+        var percent = false
+        var backslash = false
+        for b in raw {
+            if b == UInt8(ascii: "%") { percent = true } else if b == UInt8(ascii: "\\") { backslash = true }
+        }
+        if !percent {
             // Fast path, no copy: the parser already refused NUL and control bytes.
-            if raw.contains(UInt8(ascii: "\\")) { throw HTTPError(400, "the path contains a backslash") }
-            if raw.count <= 2 && raw.allSatisfy({ $0 == UInt8(ascii: ".") }) && !raw.isEmpty {
+            if backslash { throw HTTPError(400, "the path contains a backslash") }
+            let dot = UInt8(ascii: ".")
+            if (raw.count == 1 && raw[0] == dot) || (raw.count == 2 && raw[0] == dot && raw[1] == dot) {
                 throw HTTPError(400, "the path contains a '.' or '..' segment")
             }
             return String(decoding: raw, as: UTF8.self)
@@ -88,10 +99,18 @@ public struct Request: Sendable {
 /// router then tries the next route). Routes throw `HTTPError` for 4xx/5xx answers.
 public struct Route: Sendable {
     public let name: String
+    /// The first path segment of every path the route answers (`images` for
+    /// `/images/…`; `""` for `/` itself), so that the router tries it only for those;
+    /// nil for a route that looks at every path.
+    public let firstSegments: [String]?
     public let respond: @Sendable (Request) throws(HTTPError) -> HTTPResponse?
 
-    public init(_ name: String, _ respond: @escaping @Sendable (Request) throws(HTTPError) -> HTTPResponse?) {
+    public init(
+        _ name: String, firstSegments: [String]? = nil,
+        _ respond: @escaping @Sendable (Request) throws(HTTPError) -> HTTPResponse?
+    ) {
         self.name = name
+        self.firstSegments = firstSegments
         self.respond = respond
     }
 }
@@ -102,17 +121,31 @@ public struct Route: Sendable {
 /// Routes are listed in `Router.standardRoutes(store:)` below, in the order they are
 /// tried. To add one, write a function returning `[Route]` in its own file of this
 /// module, e.g. `func deepZoomRoutes(store: TileStore) -> [Route]`, and add it to that
-/// list; a route that writes URLs takes the `PublicAddress` and builds them with it. A route matches on `request.segments`, returns nil when the
-/// request is not its own, and uses `TileStore` for pyramids and files (never building
+/// list; a route that writes URLs takes the `PublicAddress` and builds them with it. A
+/// route matches on `request.segments`, returns nil when the request is not its own,
+/// names the first segments of the paths it answers (`firstSegments`, so that the
+/// router skips it for others), and uses `TileStore` for pyramids and files (never building
 /// paths from request text itself). Put routes whose paths overlap the image API (such
 /// as `/images/ID.dzi`, where `ID.dzi` is also a valid image id) *before* `imageRoutes`.
 public final class Router: HTTPHandler {
     public let store: TileStore
     public let routes: [Route]
+    /// For each first path segment some route names, the routes to try, in order: those
+    /// that name it and those that look at every path.
+    private let routesByFirstSegment: [String: [Route]]
+    /// The routes to try for any other first segment: those that look at every path.
+    private let routesForOtherPaths: [Route]
 
     public init(store: TileStore, routes: [Route]? = nil) {
         self.store = store
-        self.routes = routes ?? Router.standardRoutes(store: store)
+        let routes = routes ?? Router.standardRoutes(store: store)
+        self.routes = routes
+        let named = Set(routes.flatMap { $0.firstSegments ?? [] })
+        routesByFirstSegment = Dictionary(
+            uniqueKeysWithValues: named.map { first in
+                (first, routes.filter { $0.firstSegments?.contains(first) ?? true })
+            })
+        routesForOtherPaths = routes.filter { $0.firstSegments == nil }
     }
 
     /// Every route the server answers, in the order tried. The URLs they write come from
@@ -147,8 +180,10 @@ public final class Router: HTTPHandler {
     private func respond(to head: HTTPRequestHead, mayBlock: Bool) -> HTTPResponse {
         do {
             let request = try Request(head: head, mayBlock: mayBlock)
-            for route in routes {
-                if let response = try route.respond(request) { return response }
+            // Only the routes for this first segment: a tile request tries two, not six.
+            let candidates = routesByFirstSegment[request.segments.first ?? ""] ?? routesForOtherPaths
+            for i in candidates.indices {
+                if let response = try candidates[i].respond(request) { return response }
             }
             return .error(HTTPError(404, "no such path"))
         } catch {

@@ -126,4 +126,20 @@ import Testing
         #expect(TileFormat.webp.mimeType == "image/webp")
         #expect(TileFormat(fileExtension: "gif") == nil)
     }
+
+    /// Extensions are read byte by byte with ASCII letters folded: every spelling of the
+    /// three formats in any case, and nothing that only folds or packs to the same bits.
+    @Test func fileExtensionsInAnyCaseAndNothingElse() {
+        for (text, format) in [("png", TileFormat.png), ("jpg", .jpeg), ("jpeg", .jpeg), ("webp", .webp)] {
+            for mask in 0..<(1 << text.count) {
+                let spelled = String(
+                    text.enumerated().map { i, c in mask & (1 << i) != 0 ? Character(c.uppercased()) : c })
+                #expect(TileFormat(fileExtension: spelled) == format, "\(spelled)")
+                #expect(TileFormat(fileExtension: Substring("x." + spelled).dropFirst(2)) == format)
+            }
+        }
+        for text in ["", "p", "pn", "pngg", ".png", "png ", "\0png", "\0jpg", "jpe", "webpp", "jpegs", "PnG\0", "ｐng", "pñg", "tif"] {
+            #expect(TileFormat(fileExtension: text) == nil, "\(text.debugDescription)")
+        }
+    }
 }

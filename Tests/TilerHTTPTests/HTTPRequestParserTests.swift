@@ -157,6 +157,63 @@ private func status(of text: String, limits: HTTPRequestParser.Limits = .init())
         }
     }
 
+    /// The parser takes a target's and a header value's bytes in one piece; fed one byte at
+    /// a time it takes them byte by byte. Both must give the same heads, and fail with the
+    /// same status at the same byte, for heads near every limit and with bad bytes inside.
+    @Test func runsTakenInOnePieceMatchBytesTakenOneByOne() {
+        var rng = SystemRandomNumberGenerator()
+        let limits = HTTPRequestParser.Limits(maximumRequestLineBytes: 64, maximumHeaderBytes: 160, maximumHeaderCount: 6)
+        func text(_ count: Int, bad: Bool) -> String {
+            let alphabet = Array("abcXYZ019-._~%/?#=&\\")
+            var s = String((0..<count).map { _ in alphabet.randomElement(using: &rng)! })
+            if bad && !s.isEmpty {
+                let i = s.index(s.startIndex, offsetBy: Int.random(in: 0..<s.count, using: &rng))
+                s.replaceSubrange(i...i, with: ["\u{7F}", "\u{01}", " ", "\t", "é"].randomElement(using: &rng)!)
+            }
+            return s
+        }
+        /// Heads as comparable text, the statuses, and the offset where parsing stopped.
+        func run(_ bytes: [UInt8], chunk: Int) -> ([String], [HTTPRequestParser.Status], Int) {
+            var parser = HTTPRequestParser(limits: limits)
+            var heads: [String] = []
+            var statuses: [HTTPRequestParser.Status] = []
+            var offset = 0
+            var end = 0
+            feeding: while end < bytes.count {
+                end = min(end + chunk, bytes.count)
+                while offset < end {
+                    let r = bytes[offset..<end].withUnsafeBytes { parser.parse($0) }
+                    offset += r.consumed
+                    statuses.append(r.status)
+                    switch r.status {
+                    case .needMore: continue feeding
+                    case .failed: break feeding
+                    case .complete:
+                        let h = parser.head
+                        heads.append(
+                            [h.target, h.host, h.ifNoneMatch, h.ifModifiedSince, h.forwarded, h.xForwardedHost]
+                                .map { String(decoding: $0, as: UTF8.self) }.joined(separator: "|"))
+                    }
+                }
+            }
+            return (heads, statuses.filter { $0 != .needMore }, offset)
+        }
+        for _ in 0..<3000 {
+            let target = "/" + text(Int.random(in: 0...70, using: &rng), bad: Int.random(in: 0..<8, using: &rng) == 0)
+            var head = "GET \(target) HTTP/1.1\r\nHost: \(text(Int.random(in: 0...20, using: &rng), bad: false))\r\n"
+            for _ in 0..<Int.random(in: 0...3, using: &rng) {
+                let name = ["If-None-Match", "If-Modified-Since", "Forwarded", "X-Forwarded-Host", "X-Other"].randomElement(using: &rng)!
+                head += "\(name):  \(text(Int.random(in: 0...150, using: &rng), bad: Int.random(in: 0..<8, using: &rng) == 0)) \r\n"
+            }
+            let bytes = Array((head + "\r\n" + "GET /next HTTP/1.1\r\nHost: h\r\n\r\n").utf8)
+            let whole = run(bytes, chunk: bytes.count)
+            let oneByOne = run(bytes, chunk: 1)
+            let pieces = run(bytes, chunk: Int.random(in: 2...17, using: &rng))
+            #expect(whole.0 == oneByOne.0 && whole.1 == oneByOne.1 && whole.2 == oneByOne.2, "\(head.debugDescription)")
+            #expect(pieces.0 == oneByOne.0 && pieces.1 == oneByOne.1 && pieces.2 == oneByOne.2, "\(head.debugDescription)")
+        }
+    }
+
     @Test func randomBytesNeverCrashAndAlwaysEnd() {
         var rng = SystemRandomNumberGenerator()
         for _ in 0..<2000 {
