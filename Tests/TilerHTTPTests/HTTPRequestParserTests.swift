@@ -140,6 +140,10 @@ private func status(of text: String, limits: HTTPRequestParser.Limits = .init())
         let small = HTTPRequestParser.Limits(maximumRequestLineBytes: 100, maximumHeaderBytes: 200, maximumHeaderCount: 5)
         #expect(status(of: "GET /\(String(repeating: "a", count: 100)) HTTP/1.1\r\nHost: h\r\n\r\n", limits: small) == 414)
         #expect(status(of: "GET /\(String(repeating: "a", count: 80)) HTTP/1.1\r\nHost: h\r\n\r\n", limits: small) == 200)
+        // A version too long at the very byte that passes the line's limit is 414 (the
+        // line is checked first); one byte earlier it is a malformed version.
+        #expect(status(of: "GET /\(String(repeating: "a", count: 86)) HTTP/1.10\r\nHost: h\r\n\r\n", limits: small) == 414)
+        #expect(status(of: "GET /\(String(repeating: "a", count: 85)) HTTP/1.10\r\nHost: h\r\n\r\n", limits: small) == 400)
         let many = (0..<6).map { "X-\($0): y\r\n" }.joined()
         #expect(status(of: "GET / HTTP/1.1\r\nHost: h\r\n\(many)\r\n", limits: small) == 431)
         #expect(status(of: "GET / HTTP/1.1\r\nHost: h\r\nX: \(String(repeating: "v", count: 300))\r\n\r\n", limits: small) == 431)
@@ -200,9 +204,15 @@ private func status(of text: String, limits: HTTPRequestParser.Limits = .init())
         }
         for _ in 0..<3000 {
             let target = "/" + text(Int.random(in: 0...70, using: &rng), bad: Int.random(in: 0..<8, using: &rng) == 0)
-            var head = "GET \(target) HTTP/1.1\r\nHost: \(text(Int.random(in: 0...20, using: &rng), bad: false))\r\n"
+            let method = ["GET", "HEAD", "OPTIONS", "POST", "GE T", "VERYLONGMETHODNAMEWITHMORETHANTHIRTYTWOBYTES"].randomElement(
+                using: &rng)!
+            let version = ["HTTP/1.1", "HTTP/1.0", "HTTP/1.10", "HTTP/2.0", "HTTP/1.1 x", "http/1.1"].randomElement(using: &rng)!
+            var head = "\(method) \(target) \(version)\r\nHost: \(text(Int.random(in: 0...20, using: &rng), bad: false))\r\n"
             for _ in 0..<Int.random(in: 0...3, using: &rng) {
-                let name = ["If-None-Match", "If-Modified-Since", "Forwarded", "X-Forwarded-Host", "X-Other"].randomElement(using: &rng)!
+                let name = [
+                    "If-None-Match", "IF-MODIFIED-SINCE", "Forwarded", "X-Forwarded-Host", "X-Other",
+                    "X-A-Header-Name-Longer-Than-Thirty-Two-Bytes", "Bad Name", "Host",
+                ].randomElement(using: &rng)!
                 head += "\(name):  \(text(Int.random(in: 0...150, using: &rng), bad: Int.random(in: 0..<8, using: &rng) == 0)) \r\n"
             }
             let bytes = Array((head + "\r\n" + "GET /next HTTP/1.1\r\nHost: h\r\n\r\n").utf8)
