@@ -135,9 +135,17 @@ public final class Router: HTTPHandler {
     private let routesByFirstSegment: [String: [Route]]
     /// The routes to try for any other first segment: those that look at every path.
     private let routesForOtherPaths: [Route]
+    /// Whether plain tile paths are answered before any route (`plainTileResponse`): with
+    /// the standard routes, where that is the answer the `images` route would give.
+    let answersPlainTilesDirectly: Bool
 
-    public init(store: TileStore, routes: [Route]? = nil) {
+    public convenience init(store: TileStore, routes: [Route]? = nil) {
+        self.init(store: store, routes: routes, answersPlainTilesDirectly: routes == nil)
+    }
+
+    init(store: TileStore, routes: [Route]?, answersPlainTilesDirectly: Bool) {
         self.store = store
+        self.answersPlainTilesDirectly = answersPlainTilesDirectly
         let routes = routes ?? Router.standardRoutes(store: store)
         self.routes = routes
         let named = Set(routes.flatMap { $0.firstSegments ?? [] })
@@ -178,6 +186,7 @@ public final class Router: HTTPHandler {
     }
 
     private func respond(to head: HTTPRequestHead, mayBlock: Bool) -> HTTPResponse {
+        if answersPlainTilesDirectly, let response = plainTileResponse(to: head, from: store) { return response }
         do {
             let request = try Request(head: head, mayBlock: mayBlock)
             // Only the routes for this first segment: a tile request tries two, not six.

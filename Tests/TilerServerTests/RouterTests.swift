@@ -56,6 +56,88 @@ import TilerHTTP
         #expect(named == ["", "index.html", "viewer", "healthz", "images", "iiif"])
     }
 
+    /// Plain tile paths are answered before any route is tried (`plainTileResponse`). For
+    /// every target, tile-like or not, the router answers as the routes alone do: the same
+    /// tile, or the same error with the same message.
+    @Test func plainTilesAnsweredDirectlyAreAnsweredAsTheRoutesWould() throws {
+        let root = try PyramidRoot()
+        let a = try root.addPyramid("a", width: 900, height: 700)
+        let j = try root.addPyramid("j.dzi", width: 300, height: 200, format: .jpeg)
+        let part = try root.addPyramid("part", width: 600, height: 600, tilesThrough: 8)
+        let store = TileStore(configuration: ServerConfiguration(root: root.path))
+        defer { store.stopRescanning() }
+        let direct = Router(store: store, routes: nil, answersPlainTilesDirectly: true)
+        let routesOnly = Router(store: store, routes: nil, answersPlainTilesDirectly: false)
+        #expect(Router(store: store).answersPlainTilesDirectly)
+        #expect(!Router(store: store, routes: []).answersPlainTilesDirectly)
+
+        var rng = SystemRandomNumberGenerator()
+        func any(_ choices: [String]) -> String { choices.randomElement(using: &rng)! }
+        let numbers = ["0", "1", "2", "3", "01", "00", "-1", "x", "", "1e3", "2147483647", "2147483648", "99999999999999999"]
+        var targets = ["/images/a/tiles/0/0/0.png", "/images/a/tiles/3/2/3.png", "/images/j.dzi/tiles/2/0/1.jpg"]
+        for _ in 0..<2500 {
+            // Plain tile paths of the three pyramids near their deepest levels, inside them
+            // or not ("part" has no tiles past level 8).
+            let (id, ext, maxLevel) = [("a", ".png", a.maxLevel), ("j.dzi", ".jpg", j.maxLevel), ("part", ".png", part.maxLevel)]
+                .randomElement(using: &rng)!
+            let n = { String(Int.random(in: 0...4, using: &rng)) }
+            let level = String(maxLevel - Int.random(in: 0...2, using: &rng)), row = n(), column = n()
+            // Most as they are; some with one change that the routes answer otherwise.
+            let mutation: (String, String, String, String, String) =
+                switch Int.random(in: 0..<12, using: &rng) {
+                case 0: (level, row, column, any([".jpg", ".png", ".webp", ".jpeg"]), "")
+                case 1: ("0" + level, row, column, ext, "")
+                case 2: (level, row, "0" + column, ext, "")
+                case 3: (level, row, column, ext.uppercased(), "")
+                case 4: (level, row, column, ext, "?x=1")
+                case 5: (level, "%3" + row, column, ext, "")
+                case 6: (level, row, column + ext, "/", "")
+                default: (level, row, column, ext, "")
+                }
+            targets.append(
+                "/images/\(id)/tiles/\(mutation.0)/\(mutation.1)/\(mutation.2)\(mutation.3)\(mutation.4)")
+        }
+        for _ in 0..<3000 {
+            var t = any(["/images/", "/images/", "/images/", "/Images/", "/images//", "/image/", "/iiif/3/"])
+            t += any(["a", "a", "j.dzi", "part", "nope", ".", "..", "a%2e", "%61", "a\\b", "j"])
+            t += any(["/tiles/", "/tiles/", "/tiles/", "/TILES/", "/tiles//", "_files/", "/thumbnail.png"])
+            t += any(numbers) + "/" + any(numbers) + "/" + any(numbers)
+            t += any([".png", ".png", ".PNG", ".jpg", ".jpeg", ".webp", ".", "", ".png.png", ".png/", "/x.png"])
+            t += any(["", "", "", "?x=1", "#f", "%20"])
+            targets.append(t)
+        }
+        var directAnswers = 0
+        for target in targets {
+            let h = try head(target)
+            #expect(describe(direct.respond(to: h)) == describe(routesOnly.respond(to: h)), "\(target)")
+            if plainTileResponse(to: h, from: store) != nil { directAnswers += 1 }
+        }
+        // Enough of the targets took the direct way for the comparison to mean something.
+        #expect(directAnswers > 100, "\(directAnswers)")
+    }
+
+    /// A response as text: status, headers and body for bytes and prepared files, the
+    /// outcome of blocking work.
+    private func describe(_ response: HTTPResponse) -> String {
+        switch response {
+        case .prepared(let p):
+            let body: String =
+                switch p.content {
+                case .bytes(let b): "\(b.count) bytes \(b.prefix(16)) \(b.suffix(16))"
+                case .file(let range): "file \(range.offset) \(range.count)"
+                }
+            return "prepared \(String(decoding: p.etag, as: UTF8.self)) \(p.lastModified ?? -1) \(body)"
+        case let .bytes(status, contentType, body, cacheControl):
+            return "bytes \(status) \(contentType) \(cacheControl ?? "") \(String(decoding: body, as: UTF8.self))"
+        case .error(let e):
+            return "error \(e.status) \(e.message)"
+        case let .withHeaders(fields, inner):
+            return "\(fields.map { "\($0.name): \($0.value)" }) \(describe(inner))"
+        case let .blocking(kind, make):
+            return "blocking \(kind): \(describe(make()))"
+        }
+    }
+
     private func head(_ target: String) throws -> HTTPRequestHead {
         var parser = HTTPRequestParser()
         let r = Array("GET \(target) HTTP/1.1\r\nHost: h\r\n\r\n".utf8).withUnsafeBytes { parser.parse($0) }
