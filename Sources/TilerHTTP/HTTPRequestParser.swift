@@ -168,9 +168,10 @@ public struct HTTPRequestParser: Sendable {
     public private(set) var head = HTTPRequestHead()
 
     private var state: State = .start
-    private var method: [UInt8] = []
-    private var version: [UInt8] = []
-    private var name: [UInt8] = []
+    // Short fields held in place: appending and emptying them touch no heap.
+    private var method = ShortBytes()
+    private var version = ShortBytes()
+    private var name = ShortBytes()
     private var value: [UInt8] = []
     private var field: Field = .other
     private var requestLineBytes = 0
@@ -179,9 +180,6 @@ public struct HTTPRequestParser: Sendable {
 
     public init(limits: Limits = Limits()) {
         self.limits = limits
-        method.reserveCapacity(16)
-        version.reserveCapacity(16)
-        name.reserveCapacity(32)
         value.reserveCapacity(64)
         head.target.reserveCapacity(128)
     }
@@ -197,9 +195,9 @@ public struct HTTPRequestParser: Sendable {
     /// Forgets any partial request and starts afresh.
     public mutating func reset() {
         state = .start
-        method.removeAll(keepingCapacity: true)
-        version.removeAll(keepingCapacity: true)
-        name.removeAll(keepingCapacity: true)
+        method.removeAll()
+        version.removeAll()
+        name.removeAll()
         value.removeAll(keepingCapacity: true)
         field = .other
         requestLineBytes = 0
@@ -290,7 +288,7 @@ public struct HTTPRequestParser: Sendable {
                 } else {
                     headerCount += 1
                     if headerCount > limits.maximumHeaderCount { return fail(.tooManyHeaders, i) }
-                    name.removeAll(keepingCapacity: true)
+                    name.removeAll()
                     state = .name
                     headerBytes -= 1
                     continue
@@ -304,7 +302,7 @@ public struct HTTPRequestParser: Sendable {
                     value.removeAll(keepingCapacity: true)
                     state = .valueSpace
                 } else if isToken(b) {
-                    if name.count < 32 { name.append(b | (b >= 0x41 && b <= 0x5A ? 0x20 : 0)) } else { name.append(0) }
+                    name.append(b | (b >= 0x41 && b <= 0x5A ? 0x20 : 0))  // past 32 bytes, only counted
                 } else {
                     return fail(.bad("malformed header name"), i)
                 }
@@ -416,15 +414,15 @@ public struct HTTPRequestParser: Sendable {
 
     private func classify() -> Field {
         switch name.count {
-        case 4 where name.elementsEqual("host".utf8): .host
-        case 10 where name.elementsEqual("connection".utf8): .connection
-        case 14 where name.elementsEqual("content-length".utf8): .contentLength
-        case 17 where name.elementsEqual("transfer-encoding".utf8): .transferEncoding
-        case 13 where name.elementsEqual("if-none-match".utf8): .ifNoneMatch
-        case 17 where name.elementsEqual("if-modified-since".utf8): .ifModifiedSince
-        case 9 where name.elementsEqual("forwarded".utf8): .forwarded
-        case 17 where name.elementsEqual("x-forwarded-proto".utf8): .xForwardedProto
-        case 16 where name.elementsEqual("x-forwarded-host".utf8): .xForwardedHost
+        case 4 where name == "host": .host
+        case 10 where name == "connection": .connection
+        case 14 where name == "content-length": .contentLength
+        case 17 where name == "transfer-encoding": .transferEncoding
+        case 13 where name == "if-none-match": .ifNoneMatch
+        case 17 where name == "if-modified-since": .ifModifiedSince
+        case 9 where name == "forwarded": .forwarded
+        case 17 where name == "x-forwarded-proto": .xForwardedProto
+        case 16 where name == "x-forwarded-host": .xForwardedHost
         default: .other
         }
     }
@@ -497,6 +495,41 @@ private let sp: UInt8 = 0x20
 private let ht: UInt8 = 0x09
 private let colon: UInt8 = 0x3A
 private let slash: UInt8 = 0x2F
+
+/// Up to 32 bytes held in place (a method, a version, a header name), so that the parser
+/// appends and empties them without touching the heap. Past 32 bytes only the count grows:
+/// nothing the parser compares them with is that long.
+struct ShortBytes {
+    static let capacity = 32
+    private var storage: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+    private(set) var count = 0
+
+    var isEmpty: Bool { count == 0 }
+
+    @inline(__always)
+    mutating func append(_ b: UInt8) {
+        if count < Self.capacity {
+            let i = count
+            withUnsafeMutableBytes(of: &storage) { $0[i] = b }
+        }
+        count += 1
+    }
+
+    mutating func removeAll() { count = 0 }
+
+    /// The bytes kept: the first `min(count, 32)`.
+    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        Swift.withUnsafeBytes(of: storage) { body(UnsafeRawBufferPointer(rebasing: $0[..<min(count, Self.capacity)])) }
+    }
+
+    /// Byte `i`, which must be below `min(count, 32)`.
+    subscript(i: Int) -> UInt8 { withUnsafeBytes { $0[i] } }
+
+    static func == (bytes: ShortBytes, word: StaticString) -> Bool {
+        bytes.count == word.utf8CodeUnitCount
+            && bytes.withUnsafeBytes { $0.elementsEqual(UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount)) }
+    }
+}
 
 @inline(__always) private func isDigit(_ b: UInt8) -> Bool { b >= 0x30 && b <= 0x39 }
 

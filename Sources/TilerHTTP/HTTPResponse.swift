@@ -125,10 +125,11 @@ public final class PreparedResponse: Sendable {
     public let etag: [UInt8]
     /// Modification time in seconds since 1970, or nil for none.
     public let lastModified: Int64?
-    /// `Content-Type` and `Content-Length` lines.
-    let entityHeaders: [UInt8]
-    /// `ETag`, `Last-Modified` and `Cache-Control` lines (also sent with 304).
-    let validatorHeaders: [UInt8]
+    /// `Content-Type` and `Content-Length` lines, then `ETag`, `Last-Modified` and
+    /// `Cache-Control` lines from `validatorsStart` (those alone are sent with 304). One
+    /// array: a hit appends one, and touches one object fewer that may be cold.
+    let headerLines: [UInt8]
+    let validatorsStart: Int
 
     public convenience init(
         body: [UInt8], contentType: String, etag: String?, lastModified: Int64?,
@@ -158,12 +159,12 @@ public final class PreparedResponse: Sendable {
             case .bytes(let bytes): bytes.count
             case .file(let range): range.count
             }
-        entityHeaders = Array("Content-Type: \(contentType)\r\nContent-Length: \(length)\r\n".utf8)
-        var v: [UInt8] = []
-        if let etag { v += Array("ETag: \(etag)\r\n".utf8) }
-        if let lastModified { v += Array("Last-Modified: ".utf8) + HTTPDate.format(lastModified) + [0x0D, 0x0A] }
-        if let cacheControl, !cacheControl.isEmpty { v += Array("Cache-Control: \(cacheControl)\r\n".utf8) }
-        validatorHeaders = v
+        var lines = Array("Content-Type: \(contentType)\r\nContent-Length: \(length)\r\n".utf8)
+        validatorsStart = lines.count
+        if let etag { lines += Array("ETag: \(etag)\r\n".utf8) }
+        if let lastModified { lines += Array("Last-Modified: ".utf8) + HTTPDate.format(lastModified) + [0x0D, 0x0A] }
+        if let cacheControl, !cacheControl.isEmpty { lines += Array("Cache-Control: \(cacheControl)\r\n".utf8) }
+        headerLines = lines
     }
 
     /// The body's bytes; empty when the body is a file range (see `content`).
@@ -327,17 +328,16 @@ struct ResponseSerializer {
             if p.isNotModified(for: head) {
                 out.appendStaged { o in
                     begin(304, date: date, into: &o)
-                    o += extra
-                    o += p.validatorHeaders
+                    if !extra.isEmpty { o += extra }
+                    o += p.headerLines[p.validatorsStart...]
                     end(keepAlive: keepAlive, version: head.version, into: &o)
                 }
                 return Written(status: 304, bytes: 0)
             }
             out.appendStaged { o in
                 begin(200, date: date, into: &o)
-                o += extra
-                o += p.entityHeaders
-                o += p.validatorHeaders
+                if !extra.isEmpty { o += extra }
+                o += p.headerLines
                 end(keepAlive: keepAlive, version: head.version, into: &o)
             }
             if !isHead {
