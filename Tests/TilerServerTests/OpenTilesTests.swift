@@ -74,6 +74,40 @@ import TilerTestSupport
         }
     }
 
+    /// With the response cache on: a tile larger than `TileStore.sendFromFileAbove` is
+    /// answered from its open file from the second request on, and never takes room in
+    /// the cache; a small one is kept in the cache. Both come back as they are on disk.
+    @Test func aLargeTileIsSentFromItsOpenFileAndASmallOneFromMemory() throws {
+        let root = try PyramidRoot()
+        try root.addPyramid("a", width: 1000, height: 1000)
+        let large = PyramidRoot.fakeFile(.png, (0..<(TileStore.sendFromFileAbove + 4096)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        try Self.replace(root, Self.file, with: large)
+        let small = "/images/a/tiles/2/0/0.png"
+        try withRunningTileServer(root) { server in
+            for _ in 0..<3 {
+                let big = try fetch(server.port, Self.path)
+                #expect(big.status == 200 && big.body == large)
+                let little = try fetch(server.port, small)
+                #expect(little.status == 200 && little.body == root.file("a/2/0/0.png"))
+            }
+            let (pyramid, key) = try Self.key(server)
+            let smallKey = CachedItem.tile(generation: pyramid.generation, level: 2, row: 0, column: 0)
+            #expect(server.store.cache.value(for: key) == nil)
+            #expect(server.store.cache.value(for: smallKey) != nil)
+            let openTiles = try #require(server.store.openTiles)
+            guard case .ready(let response) = openTiles.answer(for: key), case .file(let range) = response.content else {
+                Issue.record("the large tile is not answered from its open file")
+                return
+            }
+            #expect(range.count == large.count)
+            guard case .prepared(let prepared) = try server.store.tileResponse(Self.tile, of: pyramid) else {
+                Issue.record("the store did not answer a prepared response")
+                return
+            }
+            #expect(prepared === response)
+        }
+    }
+
     /// A tile replaced by a rename, rewritten in place (same length, other length),
     /// deleted and written again, each change followed at once by a request: every answer
     /// is the file as it is now, never the open descriptor's stale bytes.
