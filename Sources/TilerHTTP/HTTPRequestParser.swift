@@ -164,6 +164,9 @@ public struct HTTPRequestParser: Sendable {
     }
 
     public let limits: Limits
+    /// The most bytes of one header value the parser keeps (for the fields it reads); a
+    /// longer one is 431.
+    static let maximumKeptValueBytes = 1024
     /// The head of the request most recently completed (valid until the next `parse`).
     public private(set) var head = HTTPRequestHead()
 
@@ -253,14 +256,10 @@ public struct HTTPRequestParser: Sendable {
                 }
                 requestLineBytes += 1
                 if requestLineBytes > limits.maximumRequestLineBytes { return fail(.uriTooLong, i) }
-                if b == sp {
-                    guard !head.target.isEmpty else { return fail(.bad("missing request target"), i) }
-                    state = .version
-                } else if b <= 0x20 || b >= 0x7F {
-                    return fail(.bad("malformed request target"), i)
-                } else {
-                    head.target.append(b)
-                }
+                // Not a target byte: a space ends the target, anything else is refused.
+                guard b == sp else { return fail(.bad("malformed request target"), i) }
+                guard !head.target.isEmpty else { return fail(.bad("missing request target"), i) }
+                state = .version
             case .version:
                 requestLineBytes += 1
                 if requestLineBytes > limits.maximumRequestLineBytes { return fail(.uriTooLong, i) }
@@ -323,7 +322,8 @@ public struct HTTPRequestParser: Sendable {
                     var j = i + 1
                     while j < n, isValueByte(bytes[j]) { j += 1 }
                     let room = min(
-                        limits.maximumHeaderBytes - headerBytes, field == .other ? Int.max : 1024 - value.count)
+                        limits.maximumHeaderBytes - headerBytes,
+                        field == .other ? Int.max : Self.maximumKeptValueBytes - value.count)
                     if j - i > room { return fail(.headersTooLarge, i + max(room, 0)) }
                     headerBytes += j - i
                     if field != .other { value.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[i..<j])) }
@@ -332,15 +332,13 @@ public struct HTTPRequestParser: Sendable {
                 }
                 headerBytes += 1
                 if headerBytes > limits.maximumHeaderBytes { return fail(.headersTooLarge, i) }
+                // Not a value byte: the end of the line, or a control character.
                 if b == cr {
                     state = .valueEnd
                 } else if b == lf {
                     if let e = finishField() { return fail(e, i) }
-                } else if (b < 0x20 && b != ht) || b == 0x7F {
+                } else {
                     return fail(.bad("malformed header value"), i)
-                } else if field != .other {
-                    guard value.count < 1024 else { return fail(.headersTooLarge, i) }
-                    value.append(b)
                 }
             case .valueEnd:
                 headerBytes += 1
@@ -499,7 +497,7 @@ private let slash: UInt8 = 0x2F
 /// Up to 32 bytes held in place (a method, a version, a header name), so that the parser
 /// appends and empties them without touching the heap. Past 32 bytes only the count grows:
 /// nothing the parser compares them with is that long.
-struct ShortBytes {
+private struct ShortBytes {
     static let capacity = 32
     private var storage: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
     private(set) var count = 0

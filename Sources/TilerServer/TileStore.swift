@@ -187,16 +187,15 @@ public final class TileStore: Sendable {
     ) throws(HTTPError) -> HTTPResponse {
         if let hit = cache.value(for: key) { return .prepared(hit) }
         let read: SourceRead
-        /// Whether the tile's file is held open, so that a large one is sent from it.
-        var heldOpen = false
+        // A folder tile goes to `openTiles` (once its pages are resident); a large one is
+        // then sent from its file, and not kept in memory too.
+        var opensTile = false
         if let openTiles, case let .tile(t) = part, let folder = pyramid.source as? FolderSource {
+            opensTile = true
             switch openTiles.answer(for: key) {
             case .ready(let response): return .prepared(response)
-            case .notResident:
-                read = .mustWait(.read)
-                heldOpen = true
-            case .notOpen:
-                (read, heldOpen) = try openAndRead(t, of: pyramid, folder, in: openTiles, key: key, contentType: contentType)
+            case .notResident: read = .mustWait(.read)
+            case .notOpen: read = try openAndRead(t, of: pyramid, folder, in: openTiles, key: key, contentType: contentType)
             }
         } else {
             do throws(SourceError) {
@@ -207,58 +206,57 @@ public final class TileStore: Sendable {
         }
         switch read {
         case let .read(stored):
-            let cached = !(heldOpen && stored.bytes.count > Self.sendFromFileAbove)
-            return .prepared(try keep(stored, part, of: pyramid, key: key, contentType: contentType, cached: cached))
+            return .prepared(try keep(stored, part, of: pyramid, key: key, contentType: contentType, opensTile: opensTile))
         case .absent:
             throw httpError(.absent, part, of: pyramid)
         case let .mustWait(lane):
-            return try blockingRead(lane) { [self, heldOpen] () throws(HTTPError) -> HTTPResponse in
+            return try blockingRead(lane) { [self, opensTile] () throws(HTTPError) -> HTTPResponse in
                 if let hit = cache.value(for: key) { return .prepared(hit) }
                 let stored = try readBlocking(part, of: pyramid)
-                let cached = !(heldOpen && stored.bytes.count > Self.sendFromFileAbove)
-                return .prepared(try keep(stored, part, of: pyramid, key: key, contentType: contentType, cached: cached))
+                return .prepared(try keep(stored, part, of: pyramid, key: key, contentType: contentType, opensTile: opensTile))
             }
         }
     }
 
-    /// Folder tiles larger than this whose files are held open (`OpenTiles`) are not kept
-    /// in the response cache as well: they go out with `sendfile`, which costs a large
-    /// tile less CPU than a copy from memory (88 KB PNG tiles: 25.8 against 28.5 µs per
-    /// response), and the cache's room goes to small tiles, for which the copy wins (15 KB
-    /// JPEG tiles: 13.7 against 19.3 µs; `docs/benchmarks.md`, session 9).
+    /// Folder tiles larger than this are not kept in the response cache when tiles are
+    /// kept open (`OpenTiles`): they go out with `sendfile` from the open file, which
+    /// costs a large tile less CPU than a copy from memory (88 KB PNG tiles: 25.8 against
+    /// 28.5 µs per response), and the cache's room goes to small tiles, for which the copy
+    /// wins (15 KB JPEG tiles: 13.7 against 19.3 µs; `docs/benchmarks.md`, session 9). A
+    /// large tile read on the blocking pool (its pages were not resident) is opened again
+    /// at its next request, from the page cache, and kept open then.
     static let sendFromFileAbove = 64 << 10
 
     /// A folder tile opened by name and read if the page cache has it; checked, it is
     /// answered and its descriptor kept in `openTiles` (sent with `sendfile` next time).
-    /// Also says whether the descriptor was kept.
     private func openAndRead(
         _ t: TileCoordinate, of pyramid: Pyramid, _ folder: FolderSource, in openTiles: OpenTiles,
         key: CachedItem, contentType: String
-    ) throws(HTTPError) -> (SourceRead, heldOpen: Bool) {
+    ) throws(HTTPError) -> SourceRead {
         let opened: (FileDescriptor, FileInfo, [String])?
         do throws(SourceError) {
             opened = try folder.openTile(t, maximumBytes: pyramid.maximumTileBytes)
         } catch {
             throw httpError(error, .tile(t), of: pyramid)
         }
-        guard let (fd, info, path) = opened else { return (.absent, false) }
+        guard let (fd, info, path) = opened else { return .absent }
         switch RootedFiles.read(fd, info, onlyIfCached: true) {
         case let .read(bytes, info):
             let stored = StoredBytes(bytes: bytes, validators: Validators(info))
             guard pyramid.manifest.format.looksComplete(bytes) else {
                 fd.close()
-                return (.read(stored), false)  // `keep` answers 500 and logs it
+                return .read(stored)  // `keep` answers 500 and logs it
             }
             openTiles.keep(
                 fd, info, root: folder.root, components: path, contentType: contentType,
                 validators: stored.validators, cacheControl: configuration.cacheControl, for: key)
-            return (.read(stored), true)
+            return .read(stored)
         case .unavailable, .tooLarge:  // it shrank or failed since it was opened and checked
             fd.close()
-            return (.absent, false)
+            return .absent
         case .wouldBlock:
             fd.close()
-            return (.mustWait(.read), false)
+            return .mustWait(.read)
         }
     }
 
@@ -393,12 +391,12 @@ public final class TileStore: Sendable {
         }
     }
 
-    /// Checks a part, stores its response in the cache unless it is too large (or not
-    /// `cached`), returns it. 500 (logged once) unless it looks like a whole file of its
-    /// format.
+    /// Checks a part, stores its response in the cache unless it is too large (or a tile
+    /// over `sendFromFileAbove` that `opensTile`), returns it. 500 (logged once) unless it
+    /// looks like a whole file of its format.
     private func keep(
         _ stored: StoredBytes, _ part: PyramidPart, of pyramid: Pyramid, key: CachedItem,
-        contentType: String, cached: Bool = true
+        contentType: String, opensTile: Bool = false
     ) throws(HTTPError) -> PreparedResponse {
         let format: TileFormat? =
             switch part {
@@ -412,7 +410,8 @@ public final class TileStore: Sendable {
         let response = PreparedResponse(
             body: stored.bytes, contentType: contentType, etag: stored.validators.etag,
             lastModified: stored.validators.lastModified, cacheControl: configuration.cacheControl)
-        if cached && response.body.count <= configuration.maximumCachedFileBytes { cache.insert(response, for: key) }
+        let sentFromFile = opensTile && response.body.count > Self.sendFromFileAbove
+        if !sentFromFile && response.body.count <= configuration.maximumCachedFileBytes { cache.insert(response, for: key) }
         return response
     }
 

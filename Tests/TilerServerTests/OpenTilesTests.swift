@@ -105,6 +105,36 @@ import TilerTestSupport
                 return
             }
             #expect(prepared === response)
+
+            // Large tiles whose pages are not resident are read on the read lane, and still
+            // not kept in memory: the open one, and one never asked for before (it is
+            // opened at its next request, from the page cache).
+            let cold = "a/2/1/1.png", coldPath = "/images/a/tiles/2/1/1.png"
+            try Self.replace(root, cold, with: large)
+            let coldKey = CachedItem.tile(generation: pyramid.generation, level: 2, row: 1, column: 1)
+            for relative in [Self.file, cold] {
+                let fd = try FileDescriptor.open(root.path + "/" + relative, O_RDONLY)
+                defer { fd.close() }
+                #expect(fsync(fd.rawValue) == 0)
+                try #require(
+                    try eventually(within: 10) {
+                        #expect(posix_fadvise(fd.rawValue, 0, 0, POSIX_FADV_DONTNEED) == 0)
+                        return try !fd.isResident(count: large.count)
+                    }, "the kernel kept the pages of \(relative)")
+            }
+            guard case .notResident = openTiles.answer(for: key) else {
+                Issue.record("a large tile out of the page cache was about to be sent from the event loop")
+                return
+            }
+            for _ in 0..<2 {
+                #expect(try fetch(server.port, Self.path).body == large)
+                #expect(try fetch(server.port, coldPath).body == large)
+            }
+            #expect(server.store.cache.value(for: key) == nil && server.store.cache.value(for: coldKey) == nil)
+            guard case .ready = openTiles.answer(for: coldKey) else {
+                Issue.record("a large tile read on the read lane was not opened at its next request")
+                return
+            }
         }
     }
 

@@ -56,9 +56,10 @@ import TilerHTTP
         #expect(named == ["", "index.html", "viewer", "healthz", "images", "iiif"])
     }
 
-    /// Plain tile paths are answered before any route is tried (`plainTileResponse`). For
-    /// every target, tile-like or not, the router answers as the routes alone do: the same
-    /// tile, or the same error with the same message.
+    /// Plain tile paths are answered before any route is tried (`plainTileResponse`), and
+    /// the routes are tried only for their first segments. For every target, tile-like or
+    /// not, the router answers as trying every route in order does: the same tile, or the
+    /// same error with the same message.
     @Test func plainTilesAnsweredDirectlyAreAnsweredAsTheRoutesWould() throws {
         let root = try PyramidRoot()
         let a = try root.addPyramid("a", width: 900, height: 700)
@@ -68,6 +69,10 @@ import TilerHTTP
         defer { store.stopRescanning() }
         let direct = Router(store: store, routes: nil, answersPlainTilesDirectly: true)
         let routesOnly = Router(store: store, routes: nil, answersPlainTilesDirectly: false)
+        // And every route tried for every path, as before routes named their first segments.
+        let everyRoute = Router(
+            store: store, routes: Router.standardRoutes(store: store).map { Route($0.name, firstSegments: nil, $0.respond) },
+            answersPlainTilesDirectly: false)
         #expect(Router(store: store).answersPlainTilesDirectly)
         #expect(!Router(store: store, routes: []).answersPlainTilesDirectly)
 
@@ -109,7 +114,9 @@ import TilerHTTP
         var directAnswers = 0
         for target in targets {
             let h = try head(target)
-            #expect(describe(direct.respond(to: h)) == describe(routesOnly.respond(to: h)), "\(target)")
+            let expected = describe(everyRoute.respond(to: h))
+            #expect(describe(routesOnly.respond(to: h)) == expected, "\(target)")
+            #expect(describe(direct.respond(to: h)) == expected, "\(target)")
             if plainTileResponse(to: h, from: store) != nil { directAnswers += 1 }
         }
         // Enough of the targets took the direct way for the comparison to mean something.
