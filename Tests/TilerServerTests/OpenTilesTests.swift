@@ -33,6 +33,19 @@ import TilerTestSupport
         #expect(rename(temporary, root.path + "/" + relative) == 0)
     }
 
+    /// Writes `relative`'s pages back, then drops them from the page cache (retried while
+    /// the kernel keeps them), so that its first `count` bytes are not resident.
+    static func dropFromPageCache(_ root: PyramidRoot, _ relative: String, count: Int) throws {
+        let fd = try FileDescriptor.open(root.path + "/" + relative, O_RDONLY)
+        defer { fd.close() }
+        #expect(fsync(fd.rawValue) == 0)
+        try #require(
+            try eventually(within: 10) {
+                #expect(posix_fadvise(fd.rawValue, 0, 0, POSIX_FADV_DONTNEED) == 0)
+                return try !fd.isResident(count: count)
+            }, "the kernel kept the pages of \(relative)")
+    }
+
     /// Rewrites `relative` in place: truncated, then written (the same inode).
     static func rewrite(_ root: PyramidRoot, _ relative: String, with bytes: [UInt8]) throws {
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: root.path + "/" + relative))
@@ -112,16 +125,7 @@ import TilerTestSupport
             let cold = "a/2/1/1.png", coldPath = "/images/a/tiles/2/1/1.png"
             try Self.replace(root, cold, with: large)
             let coldKey = CachedItem.tile(generation: pyramid.generation, level: 2, row: 1, column: 1)
-            for relative in [Self.file, cold] {
-                let fd = try FileDescriptor.open(root.path + "/" + relative, O_RDONLY)
-                defer { fd.close() }
-                #expect(fsync(fd.rawValue) == 0)
-                try #require(
-                    try eventually(within: 10) {
-                        #expect(posix_fadvise(fd.rawValue, 0, 0, POSIX_FADV_DONTNEED) == 0)
-                        return try !fd.isResident(count: large.count)
-                    }, "the kernel kept the pages of \(relative)")
-            }
+            for relative in [Self.file, cold] { try Self.dropFromPageCache(root, relative, count: large.count) }
             guard case .notResident = openTiles.answer(for: key) else {
                 Issue.record("a large tile out of the page cache was about to be sent from the event loop")
                 return
@@ -253,14 +257,7 @@ import TilerTestSupport
             // Written back, then dropped from the page cache (the expected bytes are read
             // first: reading them brings the page back).
             let expected = root.file(Self.file)
-            let fd = try FileDescriptor.open(root.path + "/" + Self.file, O_RDONLY)
-            defer { fd.close() }
-            #expect(fsync(fd.rawValue) == 0)
-            try #require(
-                try eventually(within: 10) {
-                    #expect(posix_fadvise(fd.rawValue, 0, 0, POSIX_FADV_DONTNEED) == 0)
-                    return try !fd.isResident(count: expected.count)
-                }, "the kernel kept the pages")
+            try Self.dropFromPageCache(root, Self.file, count: expected.count)
             guard case .notResident = openTiles.answer(for: key) else {
                 Issue.record("a tile out of the page cache was about to be sent from the event loop")
                 return
