@@ -20,25 +20,22 @@ public struct Request: Sendable {
     public init(head: HTTPRequestHead, mayBlock: Bool = false) throws(HTTPError) {
         self.head = head
         self.mayBlock = mayBlock
-        segments = try head.target.withUnsafeBufferPointer { target throws(HTTPError) in try Self.split(target) }
+        let end = head.pathLength
+        segments = try head.target.withUnsafeBufferPointer { target throws(HTTPError) in
+            try Self.split(UnsafeBufferPointer(rebasing: target[..<end]))
+        }
     }
 
-    /// The path of `target` (up to `?` or `#`) split on `/` and decoded: one pass to find
-    /// its end and count its segments, so that the array is allocated once, then one
-    /// over each segment.
-    private static func split(_ target: UnsafeBufferPointer<UInt8>) throws(HTTPError) -> [String] {
-        var end = 0
-        var slashes = 0
-        while end < target.count, target[end] != UInt8(ascii: "?"), target[end] != UInt8(ascii: "#") {
-            if target[end] == UInt8(ascii: "/") { slashes += 1 }
-            end += 1
-        }
+    /// `path` split on `/` and decoded: its segments counted first, so that the array is
+    /// allocated once, then each one checked and decoded.
+    private static func split(_ path: UnsafeBufferPointer<UInt8>) throws(HTTPError) -> [String] {
+        let end = path.count
         if end <= 1 { return [] }
         var segments: [String] = []
-        segments.reserveCapacity(slashes)
+        segments.reserveCapacity(path.count(where: { $0 == UInt8(ascii: "/") }))
         var start = 1  // after the leading '/'
-        for i in 1...end where i == end || target[i] == UInt8(ascii: "/") {
-            segments.append(try decodeSegment(UnsafeBufferPointer(rebasing: target[start..<i])))
+        for i in 1...end where i == end || path[i] == UInt8(ascii: "/") {
+            segments.append(try decodeSegment(UnsafeBufferPointer(rebasing: path[start..<i])))
             start = i + 1
         }
         return segments

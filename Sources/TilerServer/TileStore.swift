@@ -187,11 +187,11 @@ public final class TileStore: Sendable {
     ) throws(HTTPError) -> HTTPResponse {
         if let hit = cache.value(for: key) { return .prepared(hit) }
         let read: SourceRead
-        // A folder tile goes to `openTiles` (once its pages are resident); a large one is
-        // then sent from its file, and not kept in memory too.
-        var opensTile = false
+        // The largest body kept in memory. A folder tile goes to `openTiles` (once its pages
+        // are resident), and a large one is then sent from its file, not kept in memory too.
+        var cachedUpTo = configuration.maximumCachedFileBytes
         if let openTiles, case let .tile(t) = part, let folder = pyramid.source as? FolderSource {
-            opensTile = true
+            cachedUpTo = min(cachedUpTo, Self.sendFromFileAbove)
             switch openTiles.answer(for: key) {
             case .ready(let response): return .prepared(response)
             case .notResident: read = .mustWait(.read)
@@ -206,14 +206,14 @@ public final class TileStore: Sendable {
         }
         switch read {
         case let .read(stored):
-            return .prepared(try keep(stored, part, of: pyramid, key: key, contentType: contentType, opensTile: opensTile))
+            return .prepared(try keep(stored, part, of: pyramid, key: key, contentType: contentType, cachedUpTo: cachedUpTo))
         case .absent:
             throw httpError(.absent, part, of: pyramid)
         case let .mustWait(lane):
-            return try blockingRead(lane) { [self, opensTile] () throws(HTTPError) -> HTTPResponse in
+            return try blockingRead(lane) { [self, cachedUpTo] () throws(HTTPError) -> HTTPResponse in
                 if let hit = cache.value(for: key) { return .prepared(hit) }
                 let stored = try readBlocking(part, of: pyramid)
-                return .prepared(try keep(stored, part, of: pyramid, key: key, contentType: contentType, opensTile: opensTile))
+                return .prepared(try keep(stored, part, of: pyramid, key: key, contentType: contentType, cachedUpTo: cachedUpTo))
             }
         }
     }
@@ -391,12 +391,12 @@ public final class TileStore: Sendable {
         }
     }
 
-    /// Checks a part, stores its response in the cache unless it is too large (or a tile
-    /// over `sendFromFileAbove` that `opensTile`), returns it. 500 (logged once) unless it
-    /// looks like a whole file of its format.
+    /// Checks a part, stores its response in the cache unless its body is larger than
+    /// `cachedUpTo` (by default `maximumCachedFileBytes`), returns it. 500 (logged once)
+    /// unless it looks like a whole file of its format.
     private func keep(
         _ stored: StoredBytes, _ part: PyramidPart, of pyramid: Pyramid, key: CachedItem,
-        contentType: String, opensTile: Bool = false
+        contentType: String, cachedUpTo: Int? = nil
     ) throws(HTTPError) -> PreparedResponse {
         let format: TileFormat? =
             switch part {
@@ -410,8 +410,7 @@ public final class TileStore: Sendable {
         let response = PreparedResponse(
             body: stored.bytes, contentType: contentType, etag: stored.validators.etag,
             lastModified: stored.validators.lastModified, cacheControl: configuration.cacheControl)
-        let sentFromFile = opensTile && response.body.count > Self.sendFromFileAbove
-        if !sentFromFile && response.body.count <= configuration.maximumCachedFileBytes { cache.insert(response, for: key) }
+        if response.body.count <= cachedUpTo ?? configuration.maximumCachedFileBytes { cache.insert(response, for: key) }
         return response
     }
 

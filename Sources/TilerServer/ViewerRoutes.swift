@@ -15,15 +15,11 @@ func viewerRoutes(address: PublicAddress) -> [Route] {
     let js = asset(PackageResources.viewer_js, "text/javascript; charset=utf-8")
     return [
         Route("viewer", firstSegments: ["", "index.html", "viewer"]) { request in
-            // Element by element: matching against array literals would build the
-            // arrays for every request the server answers, tiles included.
-            let s = request.segments
-            switch s.count {
-            case 0: return page
-            case 1 where s[0] == "index.html": return page
-            case 2 where s[0] == "viewer" && s[1] == "viewer.css": return css
-            case 2 where s[0] == "viewer" && s[1] == "viewer.js": return js
-            default: return nil
+            switch request.segments {
+            case [], ["index.html"]: page
+            case ["viewer", "viewer.css"]: css
+            case ["viewer", "viewer.js"]: js
+            default: nil
             }
         }
     ]
