@@ -29,11 +29,17 @@ public enum TileFormat: String, Sendable, Hashable, Codable, CaseIterable {
 
     /// The same for part of a string (a tile URL's last segment after its dot).
     public init?(fileExtension: Substring) {
+        self.init(fileExtensionBytes: fileExtension.utf8)
+    }
+
+    /// The same for an extension's UTF-8 bytes (a tile URL's, read in place).
+    @inlinable
+    public init?<Bytes: Sequence<UInt8>>(fileExtensionBytes: Bytes) {
         // Byte by byte with ASCII letters folded, not `lowercased()`: this runs for every
         // tile request, and a lowercased copy is an allocation.
         var folded: UInt32 = 0
         var count = 0
-        for b in fileExtension.utf8 {
+        for b in fileExtensionBytes {
             guard count < 4 else { return nil }
             folded = folded << 8 | UInt32(b >= 0x41 && b <= 0x5A ? b | 0x20 : b)
             count += 1

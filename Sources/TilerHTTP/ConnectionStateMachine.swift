@@ -254,6 +254,13 @@ struct ConnectionStateMachine {
 
     // MARK: Answers
 
+    /// Answers the request `.handle` asked about with `handler`'s response, as
+    /// `respond(_:at:)` does. The handler reads the head where it is: a copy would retain
+    /// and release each of its arrays.
+    mutating func respond(at time: ServerTime, with handler: (HTTPRequestHead) -> HTTPResponse) -> ConnectionAction {
+        respond(handler(parser.head), at: time)
+    }
+
     /// The handler's response to the head `.handle` gave.
     mutating func respond(_ response: HTTPResponse, at time: ServerTime) -> ConnectionAction {
         if let work = response.blockingWork { return .submit(work.kind, work.make) }

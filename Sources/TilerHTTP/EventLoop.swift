@@ -202,7 +202,7 @@ final class EventLoop {
         events = .allocate(capacity: 512)
         dateSecond = shared.clock.wallSeconds()
         let now = shared.clock.monotonicMilliseconds()
-        time = ServerTime(milliseconds: now, date: HTTPDate.format(dateSecond))
+        time = ServerTime(milliseconds: now, wallSeconds: dateSecond)
         lastSweep = now
     }
 
@@ -253,7 +253,7 @@ final class EventLoop {
         let second = shared.clock.wallSeconds()
         if second != dateSecond {
             dateSecond = second
-            time.date = HTTPDate.format(second)
+            time.date = ResponseDate(wallSeconds: second)
         }
     }
 
@@ -407,7 +407,8 @@ final class EventLoop {
                 updateInterest(c)
                 return
             case .handle:
-                action = c.machine.respond(handler.respond(to: c.machine.requestHead), at: time)
+                let handler = handler
+                action = c.machine.respond(at: time) { handler.respond(to: $0) }
             case .submit(let kind, let make):
                 action = submit(c, kind, make)
             case .write:

@@ -231,13 +231,22 @@ public struct HTTPRequestParser: Sendable {
                 state = .method
                 continue
             case .method:
+                if isToken(b) {
+                    // The method's bytes in one piece; past 32 it fails at the same byte as
+                    // counting one by one.
+                    var j = i + 1
+                    while j < n, isToken(bytes[j]) { j += 1 }
+                    let room = ShortBytes.capacity - method.count
+                    if j - i > room { return fail(.bad("method too long"), i + room) }
+                    requestLineBytes += j - i
+                    method.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[i..<j]))
+                    i = j
+                    continue
+                }
                 requestLineBytes += 1
                 if b == sp {
                     guard !method.isEmpty else { return fail(.bad("missing method"), i) }
                     state = .target
-                } else if isToken(b) {
-                    guard method.count < 32 else { return fail(.bad("method too long"), i) }
-                    method.append(b)
                 } else {
                     return fail(.bad("malformed request line"), i)
                 }
@@ -261,15 +270,28 @@ public struct HTTPRequestParser: Sendable {
                 guard !head.target.isEmpty else { return fail(.bad("missing request target"), i) }
                 state = .version
             case .version:
+                if b != cr && b != lf {
+                    // The version's bytes up to the end of the line in one piece. One by one,
+                    // byte k fails at the line's limit first, then past 8 bytes of version.
+                    var j = i + 1
+                    while j < n, bytes[j] != cr, bytes[j] != lf { j += 1 }
+                    let lineRoom = max(limits.maximumRequestLineBytes - requestLineBytes, 0)
+                    let versionRoom = 8 - min(version.count, 8)
+                    if j - i > min(lineRoom, versionRoom) {
+                        return lineRoom <= versionRoom
+                            ? fail(.uriTooLong, i + lineRoom) : fail(.bad("malformed HTTP version"), i + versionRoom)
+                    }
+                    requestLineBytes += j - i
+                    version.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[i..<j]))
+                    i = j
+                    continue
+                }
                 requestLineBytes += 1
                 if requestLineBytes > limits.maximumRequestLineBytes { return fail(.uriTooLong, i) }
                 if b == cr {
                     state = .requestLineEnd
-                } else if b == lf {
-                    if let e = finishRequestLine() { return fail(e, i) }
                 } else {
-                    guard version.count < 8 else { return fail(.bad("malformed HTTP version"), i) }
-                    version.append(b)
+                    if let e = finishRequestLine() { return fail(e, i) }
                 }
             case .requestLineEnd:
                 guard b == lf else { return fail(.bad("malformed request line"), i) }
@@ -293,6 +315,18 @@ public struct HTTPRequestParser: Sendable {
                     continue
                 }
             case .name:
+                if isToken(b) {
+                    // The name's bytes in one piece, lowercased (past 32 bytes only counted);
+                    // the limit fails at the same byte as counting one by one.
+                    var j = i + 1
+                    while j < n, isToken(bytes[j]) { j += 1 }
+                    let room = max(limits.maximumHeaderBytes - headerBytes, 0)
+                    if j - i > room { return fail(.headersTooLarge, i + room) }
+                    headerBytes += j - i
+                    name.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[i..<j]), lowercasing: true)
+                    i = j
+                    continue
+                }
                 headerBytes += 1
                 if headerBytes > limits.maximumHeaderBytes { return fail(.headersTooLarge, i) }
                 if b == colon {
@@ -300,8 +334,6 @@ public struct HTTPRequestParser: Sendable {
                     field = classify()
                     value.removeAll(keepingCapacity: true)
                     state = .valueSpace
-                } else if isToken(b) {
-                    name.append(b | (b >= 0x41 && b <= 0x5A ? 0x20 : 0))  // past 32 bytes, only counted
                 } else {
                     return fail(.bad("malformed header name"), i)
                 }
@@ -504,13 +536,20 @@ private struct ShortBytes {
 
     var isEmpty: Bool { count == 0 }
 
+    /// Appends `run`, ASCII letters lowercased if asked.
     @inline(__always)
-    mutating func append(_ b: UInt8) {
-        if count < Self.capacity {
-            let i = count
-            withUnsafeMutableBytes(of: &storage) { $0[i] = b }
+    mutating func append(contentsOf run: UnsafeRawBufferPointer, lowercasing: Bool = false) {
+        let start = count
+        let kept = min(run.count, max(Self.capacity - start, 0))
+        if kept > 0 {
+            withUnsafeMutableBytes(of: &storage) { s in
+                for k in 0..<kept {
+                    let b = run[k]
+                    s[start + k] = lowercasing && b >= 0x41 && b <= 0x5A ? b | 0x20 : b
+                }
+            }
         }
-        count += 1
+        count += run.count
     }
 
     mutating func removeAll() { count = 0 }

@@ -315,7 +315,7 @@ struct ResponseSerializer {
     /// shared with its cache, a file range is queued for `sendfile`.
     @discardableResult
     func write(
-        _ response: HTTPResponse, for head: HTTPRequestHead, keepAlive: Bool, date: [UInt8],
+        _ response: HTTPResponse, for head: HTTPRequestHead, keepAlive: Bool, date: ResponseDate,
         extra: [UInt8] = [], into out: inout OutputQueue
     ) -> Written {
         let isHead = head.method == .head
@@ -366,7 +366,7 @@ struct ResponseSerializer {
     }
 
     /// The 204 answer to OPTIONS (no Content-Length, as RFC 9110 requires for 204).
-    func writeOptions(for head: HTTPRequestHead, keepAlive: Bool, date: [UInt8], into out: inout OutputQueue) {
+    func writeOptions(for head: HTTPRequestHead, keepAlive: Bool, date: ResponseDate, into out: inout OutputQueue) {
         out.appendStaged { o in
             begin(204, date: date, into: &o)
             o += optionsHeaders
@@ -375,7 +375,7 @@ struct ResponseSerializer {
     }
 
     /// An error for a request that never parsed; always closes.
-    func writeProtocolError(_ error: HTTPError, date: [UInt8], into out: inout OutputQueue) {
+    func writeProtocolError(_ error: HTTPError, date: ResponseDate, into out: inout OutputQueue) {
         writeBytes(
             status: error.status, contentType: "application/json", body: error.jsonBody, cacheControl: "no-store",
             extra: [], isHead: false, keepAlive: false, version: .http11, date: date, into: &out)
@@ -383,7 +383,7 @@ struct ResponseSerializer {
 
     /// `writeProtocolError` as bytes of their own (the refusal sent to a connection past
     /// the cap, which never gets a queue).
-    func protocolError(_ error: HTTPError, date: [UInt8]) -> [UInt8] {
+    func protocolError(_ error: HTTPError, date: ResponseDate) -> [UInt8] {
         var out = OutputQueue()
         writeProtocolError(error, date: date, into: &out)
         return out.withLeadingBytes { vectors in
@@ -394,7 +394,7 @@ struct ResponseSerializer {
     /// Headers and body for bytes built per request.
     private func writeBytes(
         status: Int, contentType: String, body: [UInt8], cacheControl: String?, extra: [UInt8],
-        isHead: Bool, keepAlive: Bool, version: HTTPVersion, date: [UInt8],
+        isHead: Bool, keepAlive: Bool, version: HTTPVersion, date: ResponseDate,
         into out: inout OutputQueue
     ) {
         out.appendStaged { o in
@@ -416,16 +416,20 @@ struct ResponseSerializer {
     }
 
     @inline(__always)
-    private func begin(_ status: Int, date: [UInt8], into out: inout [UInt8]) {
-        if let line = HTTPStatus.staticStatusLine(status) {
-            out.append(line)
+    private func begin(_ status: Int, date: ResponseDate, into out: inout [UInt8]) {
+        if status == 200 {
+            out += date.okHeadStart
         } else {
-            out += Array("HTTP/1.1 \(status) \(HTTPStatus.reason(status))\r\n".utf8)
+            if let line = HTTPStatus.staticStatusLine(status) {
+                out.append(line)
+            } else {
+                out += Array("HTTP/1.1 \(status) \(HTTPStatus.reason(status))\r\n".utf8)
+            }
+            out.append("Date: ")
+            out += date.imfFixdate
+            out.append("\r\n")
         }
-        out.append("Date: ")
-        out += date
-        out.append("\r\n")
-        out += commonHeaders
+        if !commonHeaders.isEmpty { out += commonHeaders }
     }
 
     @inline(__always)

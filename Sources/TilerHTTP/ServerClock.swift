@@ -46,15 +46,30 @@ public final class ManualClock: ServerClock {
 /// monotonic milliseconds its timeouts compare, and the `Date` header its answers carry.
 struct ServerTime {
     var milliseconds: Int64
-    /// The 29 bytes of an IMF-fixdate.
-    var date: [UInt8]
+    var date: ResponseDate
 
-    init(milliseconds: Int64, date: [UInt8]) {
+    init(milliseconds: Int64, date: ResponseDate) {
         self.milliseconds = milliseconds
         self.date = date
     }
 
     init(milliseconds: Int64, wallSeconds: Int64) {
-        self.init(milliseconds: milliseconds, date: HTTPDate.format(wallSeconds))
+        self.init(milliseconds: milliseconds, date: ResponseDate(wallSeconds: wallSeconds))
     }
+}
+
+/// The `Date` of the answers made within one second: its IMF-fixdate and, made once for
+/// the second rather than per answer, the two lines most answers start with.
+/// One array, so that handing the time to a connection retains one buffer.
+struct ResponseDate {
+    /// `HTTP/1.1 200 OK`, then the `Date` line.
+    let okHeadStart: [UInt8]
+    private static let dateStart = "HTTP/1.1 200 OK\r\nDate: ".utf8.count
+
+    init(wallSeconds: Int64) {
+        okHeadStart = Array("HTTP/1.1 200 OK\r\nDate: ".utf8) + HTTPDate.format(wallSeconds) + Array("\r\n".utf8)
+    }
+
+    /// The 29 bytes of an IMF-fixdate.
+    var imfFixdate: ArraySlice<UInt8> { okHeadStart[Self.dateStart..<(okHeadStart.count - 2)] }
 }

@@ -115,9 +115,7 @@ func plainTileResponse(to head: HTTPRequestHead, from store: TileStore) -> HTTPR
                 let column = parseIndex(utf8: last[..<dot]),
                 level <= Int(Int32.max), row <= Int(Int32.max), column <= Int(Int32.max),
                 case .pyramid(let pyramid)? = store.catalog.entry(String(decoding: id, as: UTF8.self)),
-                TileFormat(
-                    fileExtension: Substring(decoding: UnsafeBufferPointer(rebasing: last[(dot + 1)...]), as: UTF8.self))
-                    == pyramid.manifest.format
+                TileFormat(fileExtensionBytes: UnsafeBufferPointer(rebasing: last[(dot + 1)...])) == pyramid.manifest.format
             else { return nil }
             do throws(HTTPError) {
                 return try store.tileResponse(TileCoordinate(level: level, row: row, column: column), of: pyramid)

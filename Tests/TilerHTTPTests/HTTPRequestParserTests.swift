@@ -152,6 +152,30 @@ private func status(of text: String, limits: HTTPRequestParser.Limits = .init())
         #expect(status(of: "GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n") == 200)
     }
 
+    /// A refused head stops just after the byte that breaks the rule, counted by hand here
+    /// (`runsTakenInOnePieceMatchBytesTakenOneByOne` compares the parser with itself).
+    @Test func refusalsStopAfterTheByteThatBreaksTheRule() {
+        let limits = HTTPRequestParser.Limits(maximumRequestLineBytes: 100, maximumHeaderBytes: 40, maximumHeaderCount: 5)
+        func stop(_ text: String) -> [Int] {
+            var parser = HTTPRequestParser(limits: limits)
+            let r = Array(text.utf8).withUnsafeBytes { parser.parse($0) }
+            guard case .failed(let e) = r.status else { return [] }
+            return [e.status, r.consumed]
+        }
+        // A method's 33rd byte.
+        #expect(stop(String(repeating: "M", count: 40) + " / HTTP/1.1\r\n") == [400, 33])
+        // A version's 9th byte, after the 6 bytes of "GET / ".
+        #expect(stop("GET / HTTP/1.10\r\n") == [400, 15])
+        // The line's 101st byte, the version's 5th: "GET ", a 91-byte target and a space
+        // come first.
+        #expect(stop("GET /\(String(repeating: "a", count: 90)) HTTP/1.1\r\n") == [414, 101])
+        // The header section's 41st byte: the request line is 16 bytes, "Host: h\r\n" 9,
+        // and the long name's 32nd byte is the 41st.
+        #expect(stop("GET / HTTP/1.1\r\nHost: h\r\n\(String(repeating: "n", count: 50)): v\r\n\r\n") == [431, 57])
+        // The target's 101st line byte.
+        #expect(stop("GET /\(String(repeating: "a", count: 100)) HTTP/1.1\r\n") == [414, 101])
+    }
+
     @Test func smallBodiesWithinTheLimitAreSkipped() {
         let limits = HTTPRequestParser.Limits(maximumBodyBytes: 10)
         let text = "GET /a HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhelloGET /b HTTP/1.1\r\nHost: h\r\n\r\n"
@@ -195,7 +219,8 @@ private func status(of text: String, limits: HTTPRequestParser.Limits = .init())
                     case .complete:
                         let h = parser.head
                         heads.append(
-                            [h.target, h.host, h.ifNoneMatch, h.ifModifiedSince, h.forwarded, h.xForwardedHost]
+                            "\(h.method) \(h.version) \(h.keepAlive) "
+                                + [h.target, h.host, h.ifNoneMatch, h.ifModifiedSince, h.forwarded, h.xForwardedHost]
                                 .map { String(decoding: $0, as: UTF8.self) }.joined(separator: "|"))
                     }
                 }
@@ -204,14 +229,18 @@ private func status(of text: String, limits: HTTPRequestParser.Limits = .init())
         }
         for _ in 0..<3000 {
             let target = "/" + text(Int.random(in: 0...70, using: &rng), bad: Int.random(in: 0..<8, using: &rng) == 0)
-            let method = ["GET", "HEAD", "OPTIONS", "POST", "GE T", "VERYLONGMETHODNAMEWITHMORETHANTHIRTYTWOBYTES"].randomElement(
-                using: &rng)!
-            let version = ["HTTP/1.1", "HTTP/1.0", "HTTP/1.10", "HTTP/2.0", "HTTP/1.1 x", "http/1.1"].randomElement(using: &rng)!
+            let method = [
+                "GET", "HEAD", "OPTIONS", "POST", "GE T", "get", "GET\u{7F}", String(repeating: "M", count: 32),
+                String(repeating: "M", count: 33), "VERYLONGMETHODNAMEWITHMORETHANTHIRTYTWOBYTES",
+            ].randomElement(using: &rng)!
+            let version = [
+                "HTTP/1.1", "HTTP/1.0", "HTTP/1.10", "HTTP/2.0", "HTTP/1.1 x", "http/1.1", "HTTP/1.", "HTTP/1.1\u{01}",
+            ].randomElement(using: &rng)!
             var head = "\(method) \(target) \(version)\r\nHost: \(text(Int.random(in: 0...20, using: &rng), bad: false))\r\n"
             for _ in 0..<Int.random(in: 0...3, using: &rng) {
                 let name = [
                     "If-None-Match", "IF-MODIFIED-SINCE", "Forwarded", "X-Forwarded-Host", "X-Other",
-                    "X-A-Header-Name-Longer-Than-Thirty-Two-Bytes", "Bad Name", "Host",
+                    "X-A-Header-Name-Longer-Than-Thirty-Two-Bytes", "Bad Name", "Host", "Connection", "X-Bad\u{01}Name",
                 ].randomElement(using: &rng)!
                 head += "\(name):  \(text(Int.random(in: 0...150, using: &rng), bad: Int.random(in: 0..<8, using: &rng) == 0)) \r\n"
             }
