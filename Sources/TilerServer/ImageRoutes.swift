@@ -80,7 +80,7 @@ func parseIndex(utf8 text: some Collection<UInt8>) -> Int? {
 /// It saves about a third of a tile request's instructions in user space
 /// (`scripts/bench-instructions`); `RouterTests` checks that it answers exactly as the
 /// routes do.
-func plainTileResponse(to head: HTTPRequestHead, from store: TileStore) -> HTTPResponse? {
+func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: RecentPyramid) -> HTTPResponse? {
     head.target.withUnsafeBufferPointer { t -> HTTPResponse? in
         let prefix = staticBytes("/images/"), tiles = staticBytes("tiles")
         guard t.count > prefix.count, UnsafeBufferPointer(rebasing: t[..<prefix.count]).elementsEqual(prefix) else {
@@ -114,7 +114,7 @@ func plainTileResponse(to head: HTTPRequestHead, from store: TileStore) -> HTTPR
                 let level = parseIndex(utf8: levelText), let row = parseIndex(utf8: rowText),
                 let column = parseIndex(utf8: last[..<dot]),
                 level <= Int(Int32.max), row <= Int(Int32.max), column <= Int(Int32.max),
-                case .pyramid(let pyramid)? = store.catalog.entry(String(decoding: id, as: UTF8.self)),
+                let pyramid = recent.pyramid(id, in: store.catalog),
                 TileFormat(fileExtensionBytes: UnsafeBufferPointer(rebasing: last[(dot + 1)...])) == pyramid.manifest.format
             else { return nil }
             do throws(HTTPError) {

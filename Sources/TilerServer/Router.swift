@@ -135,6 +135,8 @@ public final class Router: HTTPHandler {
     /// Whether plain tile paths are answered before any route (`plainTileResponse`): with
     /// the standard routes, where that is the answer the `images` route would give.
     let answersPlainTilesDirectly: Bool
+    /// The pyramid plain tile paths named last (one `Router` per event loop).
+    private let recentPyramid = RecentPyramid()
 
     public convenience init(store: TileStore, routes: [Route]? = nil) {
         self.init(store: store, routes: routes, answersPlainTilesDirectly: routes == nil)
@@ -183,7 +185,7 @@ public final class Router: HTTPHandler {
     }
 
     private func respond(to head: HTTPRequestHead, mayBlock: Bool) -> HTTPResponse {
-        if answersPlainTilesDirectly, let response = plainTileResponse(to: head, from: store) { return response }
+        if answersPlainTilesDirectly, let response = plainTileResponse(to: head, from: store, recent: recentPyramid) { return response }
         do {
             let request = try Request(head: head, mayBlock: mayBlock)
             // Only the routes for this first segment: a tile request tries two, not six.

@@ -1,11 +1,10 @@
 import Logging
 import TilerHTTP
 
-/// `tiler serve` as a library: the store, the router and the HTTP server together.
+/// `tiler serve` as a library: the store, and the HTTP server with a router per loop.
 public final class TileServer: Sendable {
     public let configuration: ServerConfiguration
     public let store: TileStore
-    public let router: Router
     public let http: HTTPServer
 
     /// - Parameters:
@@ -15,8 +14,10 @@ public final class TileServer: Sendable {
     public init(configuration: ServerConfiguration, accessLog: Logger? = nil, log: Logger = Logger(label: "tiler")) {
         self.configuration = configuration
         store = TileStore(configuration: configuration, log: log)
-        router = Router(store: store)
-        http = HTTPServer(configuration: configuration.http, handler: router, accessLog: accessLog)
+        let store = store
+        // A router per event loop: what a router keeps (`RecentPyramid`) is never shared
+        // with another loop.
+        http = HTTPServer(configuration: configuration.http, accessLog: accessLog, makeHandler: { Router(store: store) })
     }
 
     /// Binds and starts serving; returns at once.

@@ -47,6 +47,40 @@ import TilerTestSupport
         }
     }
 
+    /// Plain tile paths keep the pyramid they named last (`RecentPyramid`, one per event
+    /// loop), but only while the catalog is unchanged: the request after a scan that re-cut
+    /// or deleted the pyramid gets the new answer, on both loops, and alternating ids (one
+    /// the other's prefix) never get each other's tiles.
+    @Test func plainTilePathsSeeAScansChangeAtOnce() throws {
+        let root = try PyramidRoot()
+        try root.addPyramid("a", width: 600, height: 400)
+        try root.addPyramid("aa", width: 300, height: 300)
+        try withRunningTileServer(root, { $0.rescanInterval = 3600 }) { server in
+            let port = server.port
+            /// `path` asked on eight connections (both loops get some): their statuses.
+            func statuses(_ path: String) throws -> Set<Int> { Set(try (0..<8).map { _ in try fetch(port, path).status }) }
+            func maxLevel(_ id: String) throws -> Int { try fetch(port, "/images/\(id)").json["maxLevel"] as! Int }
+            let top = try maxLevel("a")
+            // Column 3 of the full-size level exists at 1000 pixels wide, not at 600.
+            let fourth = "/images/a/tiles/\(top)/0/3.png"
+            #expect(try statuses("/images/a/tiles/\(top)/0/2.png") == [200])
+            #expect(try statuses(fourth) == [404])
+            // Another id, one byte longer, in between and back: each gets its own pyramid's tiles.
+            #expect(try statuses("/images/aa/tiles/\(try maxLevel("aa"))/1/1.png") == [200])
+            #expect(try statuses("/images/aa/tiles/\(try maxLevel("aa"))/0/2.png") == [404])
+            #expect(try statuses("/images/a/tiles/\(top)/0/2.png") == [200])
+
+            try root.addPyramid("a", width: 1000, height: 400)
+            server.store.rescan()
+            #expect(try maxLevel("a") == top)
+            #expect(try statuses(fourth) == [200])
+
+            try FileManager.default.removeItem(atPath: root.path + "/a")
+            server.store.rescan()
+            #expect(try statuses("/images/a/tiles/\(top)/0/2.png") == [404])
+        }
+    }
+
     /// The background scan runs by itself every `rescanInterval` seconds.
     @Test(.timeLimit(.minutes(10)), arguments: RootKind.allCases) func theBackgroundScanNoticesNewAndDeletedPyramids(_ kind: RootKind)
         throws
