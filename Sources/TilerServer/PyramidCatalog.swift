@@ -687,19 +687,20 @@ private struct WriterTurn: Sendable {
 /// `Router`), so its lock is never contended.
 final class RecentPyramid: Sendable {
     private struct Kept {
-        var id: [UInt8]
-        var version: UInt64
-        var pyramid: Pyramid
+        var id: [UInt8] = []
+        var version: UInt64 = 0
+        var pyramid: Pyramid?
     }
 
-    private let kept = Mutex<Kept?>(nil)
+    private let kept = Mutex(Kept())
 
     /// The pyramid `catalog` holds under the id `id` (UTF-8 bytes), or nil when it holds
     /// none, or something that is not a pyramid (a broken one).
     func pyramid(_ id: UnsafeBufferPointer<UInt8>, in catalog: PyramidCatalog) -> Pyramid? {
         let version = catalog.version
+        // Read in place under the lock (binding the kept value would copy it).
         let hit = kept.withLock { k -> Pyramid? in
-            guard let k, k.version == version, k.id.count == id.count,
+            guard k.version == version, k.id.count == id.count,
                 k.id.withUnsafeBufferPointer({ kept in
                     var i = 0
                     while i < kept.count, kept[i] == id[i] { i += 1 }

@@ -253,6 +253,23 @@ private func status(of text: String, limits: HTTPRequestParser.Limits = .init())
         }
     }
 
+    /// The parser passes over a target or a header value eight bytes at a time while a
+    /// word test says all eight are allowed: that test must never pass a word holding a
+    /// byte the byte test refuses, and (tabs aside, which it leaves to the byte test)
+    /// must pass every word the byte test allows.
+    @Test func wordTestsAgreeWithByteTests() {
+        var rng = SystemRandomNumberGenerator()
+        let edges: [UInt8] = [0x00, 0x01, 0x08, 0x09, 0x0A, 0x0D, 0x1F, 0x20, 0x21, 0x22, 0x7D, 0x7E, 0x7F, 0x80, 0x81, 0xFE, 0xFF]
+        for _ in 0..<200_000 {
+            let bytes = (0..<8).map { _ in
+                Bool.random(using: &rng) ? edges.randomElement(using: &rng)! : UInt8.random(in: 0x21...0x7E, using: &rng)
+            }
+            let word = bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+            #expect(isTargetWord(word) == bytes.allSatisfy(isTargetByte), "\(bytes)")
+            #expect(isValueWord(word) == bytes.allSatisfy { isValueByte($0) && $0 != 0x09 }, "\(bytes)")
+        }
+    }
+
     @Test func randomBytesNeverCrashAndAlwaysEnd() {
         var rng = SystemRandomNumberGenerator()
         for _ in 0..<2000 {
