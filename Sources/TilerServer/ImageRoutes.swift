@@ -83,7 +83,11 @@ func parseIndex(utf8 text: some Collection<UInt8>) -> Int? {
 func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: RecentPyramid) -> HTTPResponse? {
     head.target.withUnsafeBufferPointer { t -> HTTPResponse? in
         let prefix = staticBytes("/images/"), tiles = staticBytes("tiles")
-        guard t.count > prefix.count, UnsafeBufferPointer(rebasing: t[..<prefix.count]).elementsEqual(prefix) else {
+        // "/images/" is eight bytes: one word compared.
+        guard t.count > prefix.count,
+            UnsafeRawPointer(t.baseAddress!).loadUnaligned(as: UInt64.self)
+                == UnsafeRawPointer(prefix.baseAddress!).loadUnaligned(as: UInt64.self)
+        else {
             return nil
         }
         // After /images/: ID, tiles, LEVEL, ROW and COLUMN.EXT, split at four slashes; any
