@@ -34,8 +34,9 @@ enum ConnectionAction {
     /// Nothing until the next event.
     case none
     /// Ask the handler for the response to the GET or HEAD in `requestHead`; report
-    /// `respond(_:at:)`. (The head is not carried here: copying it would cost four
-    /// reference counts per request.)
+    /// `respond(_:at:)`, or let the handler read the head in place with
+    /// `respond(at:with:)`. (The head is not carried here: copying it would cost a
+    /// retain and a release of each of its arrays.)
     case handle
     /// Run `make` in `kind`'s lane of the pool; report `submitted()`, or
     /// `queueFull(_:at:)` if the lane refused it. Its result comes with
