@@ -201,7 +201,7 @@ public struct HTTPRequestParser: Sendable {
         method.removeAll()
         version.removeAll()
         name.removeAll()
-        value.removeAll(keepingCapacity: true)
+        // `value` is emptied at each header's colon, before it is used.
         field = .other
         requestLineBytes = 0
         headerBytes = 0
@@ -331,7 +331,7 @@ public struct HTTPRequestParser: Sendable {
                 if b == colon {
                     guard !name.isEmpty else { return fail(.bad("empty header name"), i) }
                     field = classify()
-                    value.removeAll(keepingCapacity: true)
+                    if !value.isEmpty { value.removeAll(keepingCapacity: true) }
                     state = .valueSpace
                 } else {
                     return fail(.bad("malformed header name"), i)

@@ -135,7 +135,9 @@ struct OutputQueue {
         first = 0
         sentOfFirst = 0
         openStagedStart = nil
-        segments.removeAll(keepingCapacity: true)
+        // One at a time: there are one or two, and `removeAll` is a generic replacement
+        // that costs ten times as much.
+        while !segments.isEmpty { segments.removeLast() }
         if staged.capacity > 256 * 1024 {
             staged = []
             staged.reserveCapacity(4096)
