@@ -64,10 +64,16 @@ struct ServerTime {
 struct ResponseDate {
     /// `HTTP/1.1 200 OK`, then the `Date` line.
     let okHeadStart: [UInt8]
-    private static let dateStart = "HTTP/1.1 200 OK\r\nDate: ".utf8.count
+    private static let beforeDate: [UInt8] = {
+        var bytes: [UInt8] = []
+        bytes.append(HTTPStatus.staticStatusLine(200)!)
+        bytes.append("Date: ")
+        return bytes
+    }()
+    private static let dateStart = beforeDate.count
 
     init(wallSeconds: Int64) {
-        okHeadStart = Array("HTTP/1.1 200 OK\r\nDate: ".utf8) + HTTPDate.format(wallSeconds) + Array("\r\n".utf8)
+        okHeadStart = Self.beforeDate + HTTPDate.format(wallSeconds) + Array("\r\n".utf8)
     }
 
     /// The 29 bytes of an IMF-fixdate.
