@@ -49,6 +49,8 @@ final class EventLoop {
     final class Shared: Sendable {
         let settings: ConnectionSettings
         let accessLog: Logger?
+        /// Faults no answer shows (see `HTTPServer.init`).
+        let log: Logger
         let maximumConnections: Int
         let connectionCount: Atomic<Int>
         let pool: BlockingPool
@@ -59,11 +61,12 @@ final class EventLoop {
         let sendBufferBytes: Int?
 
         init(
-            configuration: HTTPConfiguration, accessLog: Logger?, maximumConnections: Int, pool: BlockingPool,
-            clock: any ServerClock, sendBufferBytes: Int? = nil
+            configuration: HTTPConfiguration, accessLog: Logger?, log: Logger, maximumConnections: Int,
+            pool: BlockingPool, clock: any ServerClock, sendBufferBytes: Int? = nil
         ) {
             settings = ConnectionSettings(configuration: configuration, recordsAnswers: accessLog != nil)
             self.accessLog = accessLog
+            self.log = log
             self.maximumConnections = maximumConnections
             connectionCount = Atomic(0)
             self.pool = pool
@@ -234,8 +237,9 @@ final class EventLoop {
                 n = try epoll.wait(into: events, timeoutMilliseconds: timeout)
             } catch {
                 // EBADF, EFAULT, EINVAL: the loop's own state is broken; end it (its
-                // connections close below) rather than spin.
-                shared.accessLog?.error("event loop stopped", metadata: ["error": .string(error.description)])
+                // connections close below) rather than spin. The other loops go on
+                // serving; this one's clients see their connections close.
+                shared.log.critical("an event loop stopped", metadata: ["error": .string(error.description)])
                 break
             }
             readClock()
@@ -321,7 +325,9 @@ final class EventLoop {
                 if let bytes = shared.sendBufferBytes { try socket.setSendBufferSize(bytes) }
                 try epoll.add(socket.descriptor, interest)
             } catch {
-                // A socket that cannot be set up or watched cannot be served.
+                // A socket that cannot be set up or watched cannot be served (epoll_ctl's
+                // ENOSPC is the per-user watch limit, fs.epoll.max_user_watches).
+                shared.log.error("a connection could not be set up", metadata: ["error": "\(error)"])
                 socket.close()
                 shared.connectionCount.subtract(1, ordering: .relaxed)
                 continue

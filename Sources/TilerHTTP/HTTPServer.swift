@@ -24,6 +24,7 @@ public final class HTTPServer: Sendable {
     public let configuration: HTTPConfiguration
     private let makeHandler: @Sendable () -> any HTTPHandler
     private let accessLog: Logger?
+    private let log: Logger
     private let clock: any ServerClock
 
     /// Makes a loop's epoll instance and eventfd for a listening socket; tests replace it
@@ -52,10 +53,16 @@ public final class HTTPServer: Sendable {
     /// The effective connection cap.
     public var maximumConnections: Int { state.withLock { $0.shared?.maximumConnections ?? 0 } }
 
-    /// - Parameter accessLog: a logger that receives one `info` line per request, or nil
-    ///   for none (the default; then logging costs one branch per request).
-    public convenience init(configuration: HTTPConfiguration, handler: any HTTPHandler, accessLog: Logger? = nil) {
-        self.init(configuration: configuration, accessLog: accessLog, makeHandler: { handler })
+    /// - Parameters:
+    ///   - accessLog: a logger that receives one `info` line per request, or nil for none
+    ///     (the default; then logging costs one branch per request).
+    ///   - log: faults an operator must see, which no request's answer shows: an event
+    ///     loop that stopped, a connection that could not be set up.
+    public convenience init(
+        configuration: HTTPConfiguration, handler: any HTTPHandler, accessLog: Logger? = nil,
+        log: Logger = Logger(label: "tiler.http")
+    ) {
+        self.init(configuration: configuration, accessLog: accessLog, log: log, makeHandler: { handler })
     }
 
     /// - Parameters:
@@ -64,12 +71,13 @@ public final class HTTPServer: Sendable {
     ///   - clock: the clock the loops read for timeouts and `Date` headers (tests pass a
     ///     `ManualClock`).
     public init(
-        configuration: HTTPConfiguration, accessLog: Logger? = nil, clock: any ServerClock = SystemClock.system,
-        makeHandler: @escaping @Sendable () -> any HTTPHandler
+        configuration: HTTPConfiguration, accessLog: Logger? = nil, log: Logger = Logger(label: "tiler.http"),
+        clock: any ServerClock = SystemClock.system, makeHandler: @escaping @Sendable () -> any HTTPHandler
     ) {
         self.configuration = configuration
         self.makeHandler = makeHandler
         self.accessLog = accessLog
+        self.log = log
         self.clock = clock
     }
 
@@ -131,7 +139,7 @@ public final class HTTPServer: Sendable {
                     threads: configuration.storageThreads,
                     queueLength: configuration.maximumQueuedStorageReads))
             let shared = EventLoop.Shared(
-                configuration: configuration, accessLog: accessLog, maximumConnections: cap,
+                configuration: configuration, accessLog: accessLog, log: log, maximumConnections: cap,
                 pool: pool, clock: clock, sendBufferBytes: s.sendBufferBytes)
             s.mailboxes = resources.map(\.mailbox)
             s.shared = shared

@@ -17,7 +17,8 @@ public final class TileServer: Sendable {
         let store = store
         // A router per event loop: what a router keeps (`RecentPyramid`) is never shared
         // with another loop.
-        http = HTTPServer(configuration: configuration.http, accessLog: accessLog, makeHandler: { Router(store: store) })
+        http = HTTPServer(
+            configuration: configuration.http, accessLog: accessLog, log: log, makeHandler: { Router(store: store) })
     }
 
     /// Binds and starts serving; returns at once.

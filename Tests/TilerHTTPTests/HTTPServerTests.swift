@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Testing
 import TilerTestSupport
 @testable import TilerHTTP
@@ -811,6 +812,38 @@ final class FailureBox: @unchecked Sendable {
         }
         #expect(server.port == port)
         #expect(try fetch(port, "/again").text == "/again")
+    }
+
+    /// A loop whose epoll instance fails ends, and says so in the server's log (its clients
+    /// only see their connections close); the other loops go on serving.
+    @Test func aLoopThatStopsSaysSoInTheLog() throws {
+        let recorded = RecordedLog()
+        var config = HTTPConfiguration()
+        config.port = 0
+        config.threads = 2
+        let server = HTTPServer(
+            configuration: config, handler: TestHandler(),
+            log: Logger(label: "test") { _ in RecordingHandler(log: recorded) })
+        let made = Counter()
+        server.setPrepareLoop { listener throws(SystemCallError) in
+            let loop = try EventLoop.Resources.make(listener: listener)
+            guard made.increment() == 2 else { return loop }
+            // The second loop's "epoll instance" is an eventfd: epoll_wait fails (EINVAL).
+            loop.epoll.close()
+            let notEpoll = try EventFD.make()
+            return EventLoop.Resources(
+                epoll: Epoll(descriptor: notEpoll.descriptor), wake: loop.wake, listener: loop.listener,
+                mailbox: loop.mailbox)
+        }
+        try server.start()
+        defer {
+            server.stop()
+            server.wait()
+        }
+        #expect(eventually { recorded.all.contains { $0.message == "an event loop stopped" } })
+        #expect(recorded.all.first?.metadata["error"]?.description.contains("epoll_wait") == true, "\(recorded.all)")
+        // A connection the stopped loop's listener took before it closed is reset: ask again.
+        #expect(eventually { (try? fetch(server.port, "/alive"))?.text == "/alive" })
     }
 
     /// `stop()` from another thread while `start()` runs, over and over: no crash, no hang.

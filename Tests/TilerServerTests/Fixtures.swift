@@ -125,6 +125,14 @@ extension PyramidRoot {
     }
 }
 
+/// Standard error, for faults at `critical` only: the faults tests cause on purpose (a
+/// damaged tile, an unreadable pyramid) are `error`s and stay quiet.
+let criticalOnly = Logger(label: "tiler-test") { label in
+    var handler = StreamLogHandler.standardError(label: label)
+    handler.logLevel = .critical
+    return handler
+}
+
 /// What a server logged, for tests that check faults are logged (and only once).
 final class CollectedLog: @unchecked Sendable {
     private let lock = NSLock()
@@ -175,9 +183,15 @@ func withRunningTileServer(
     config.http.port = 0
     config.http.threads = 2
     config.rescanInterval = 0.2
+    // A test's client sends its request as soon as it connects, but a loaded machine (the
+    // container suite) can stall it for seconds: 10 s would close connections under it.
+    // Tests of the head timeout set their own.
+    config.http.requestHeadTimeout = 60
     try root.serve(as: kind).configure(&config)
     configure(&config)
-    let server = TileServer(configuration: config, log: log?.logger ?? Logger(label: "tiler-test") { _ in SwiftLogNoOpLogHandler() })
+    // Without a log of its own, a test still shows what would break every test after it
+    // (an event loop that stopped) on standard error.
+    let server = TileServer(configuration: config, log: log?.logger ?? criticalOnly)
     try server.start()
     defer {
         server.stop()
