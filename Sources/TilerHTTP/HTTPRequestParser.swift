@@ -214,6 +214,14 @@ public struct HTTPRequestParser: Sendable {
         if state == .complete { reset() }
         if state == .failed { return ParseResult(consumed: 0, status: .failed(.bad("the connection has already failed"))) }
         var i = 0
+        if state == .start && requestLineBytes == 0 {
+            if let end = parseWholeHead(bytes) {
+                if state == .complete { return ParseResult(consumed: end, status: .complete) }
+                i = end  // a body follows
+            } else {
+                reset()
+            }
+        }
         let n = bytes.count
         while i < n {
             let b = bytes[i]
@@ -395,6 +403,75 @@ public struct HTTPRequestParser: Sendable {
         return ParseResult(consumed: n, status: .needMore)
     }
 
+    /// The common case in one pass: a whole head at the start of `bytes` (clients send one
+    /// at once), well inside every limit. Returns the index just past it, leaving `head`
+    /// and `state` as the byte-by-byte machine below would. Returns nil for anything else
+    /// (part of a head, leading empty lines, a bare line feed, an absolute-form target, a
+    /// version other than 1.0 and 1.1, a limit reached, any error): the caller then resets
+    /// and the machine takes the same bytes one state at a time, refusing at the byte the
+    /// rules name. Taking a head this way costs a third of the machine's instructions:
+    /// no state per byte, no copy of a header value before it is kept.
+    private mutating func parseWholeHead(_ bytes: UnsafeRawBufferPointer) -> Int? {
+        guard let base = bytes.baseAddress else { return nil }
+        let n = bytes.count
+        // The method (at most 32 token bytes), a space, an origin-form target, a space.
+        var i = 0
+        while i < n, isToken(bytes[i]) { i += 1 }
+        guard i > 0, i <= ShortBytes.capacity, i + 1 < n, bytes[i] == sp, bytes[i + 1] == slash else { return nil }
+        let targetStart = i + 1
+        let targetEnd = endOfRun(bytes, from: targetStart + 1, whole: isTargetWord, isTargetByte)
+        // The version, then CR LF; the line's bytes as the machine counts them (up to CR).
+        let versionStart = targetEnd + 1
+        guard n - versionStart >= 10, bytes[targetEnd] == sp else { return nil }
+        let version: HTTPVersion
+        switch UInt64(littleEndian: base.loadUnaligned(fromByteOffset: versionStart, as: UInt64.self)) {
+        case 0x312E_312F_5054_5448: version = .http11  // "HTTP/1.1"
+        case 0x302E_312F_5054_5448: version = .http10  // "HTTP/1.0"
+        default: return nil
+        }
+        let lineBytes = versionStart + 9
+        guard bytes[versionStart + 8] == cr, bytes[versionStart + 9] == lf, lineBytes <= limits.maximumRequestLineBytes
+        else { return nil }
+        head.method = HTTPMethod(UnsafeRawBufferPointer(rebasing: bytes[0..<i]))
+        head.version = version
+        head.target.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[targetStart..<targetEnd]))
+        // Header lines `name: value CR LF`, then CR LF.
+        var p = versionStart + 10
+        var headerBytes = 0
+        var headerCount = 0
+        while p < n {
+            if bytes[p] == cr {
+                headerBytes += 1
+                guard p + 1 < n, bytes[p + 1] == lf, headerBytes <= limits.maximumHeaderBytes else { return nil }
+                requestLineBytes = lineBytes
+                self.headerBytes = headerBytes
+                self.headerCount = headerCount
+                guard finishHead() == nil else { return nil }
+                return p + 2
+            }
+            var j = p
+            while j < n, isToken(bytes[j]) { j += 1 }
+            headerCount += 1
+            guard j > p, j < n, bytes[j] == colon, headerCount <= limits.maximumHeaderCount else { return nil }
+            name.removeAll()
+            name.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[p..<j]), lowercasing: true)
+            let field = classify()
+            j += 1
+            while j < n, bytes[j] == sp || bytes[j] == ht { j += 1 }
+            let valueStart = j
+            j = endOfRun(bytes, from: j, whole: isValueWord, isValueByte)
+            guard n - j >= 2, bytes[j] == cr, bytes[j + 1] == lf else { return nil }
+            headerBytes += j + 2 - p  // checked at the head's end: the count only grows
+            if field != .other {
+                guard j - valueStart <= Self.maximumKeptValueBytes,
+                    Self.apply(field, trimmed(UnsafeRawBufferPointer(rebasing: bytes[valueStart..<j])), to: &head) == nil
+                else { return nil }
+            }
+            p = j + 2
+        }
+        return nil
+    }
+
     private mutating func fail(_ error: HTTPParseError, _ at: Int) -> ParseResult {
         state = .failed
         return ParseResult(consumed: at + 1, status: .failed(error))
@@ -457,7 +534,16 @@ public struct HTTPRequestParser: Sendable {
 
     private mutating func finishField() -> HTTPParseError? {
         state = .lineStart
-        while let last = value.last, last == sp || last == ht { value.removeLast() }
+        defer { field = .other }
+        guard field != .other else { return nil }
+        let kept = value  // a reference to the bytes, so that `head` can change meanwhile
+        return kept.withUnsafeBytes { Self.apply(field, trimmed($0), to: &head) }
+    }
+
+    /// Records a kept field's value (trailing blanks removed) in `head`.
+    private static func apply(_ field: Field, _ value: UnsafeRawBufferPointer, to head: inout HTTPRequestHead)
+        -> HTTPParseError?
+    {
         switch field {
         case .other: break
         case .host:
@@ -468,11 +554,9 @@ public struct HTTPRequestParser: Sendable {
             // A comma-separated list of tokens, case-insensitive.
             var start = 0
             for end in 0...value.count where end == value.count || value[end] == UInt8(ascii: ",") {
-                var a = start, b = end
-                while a < b, value[a] == sp || value[a] == ht { a += 1 }
-                while b > a, value[b - 1] == sp || value[b - 1] == ht { b -= 1 }
-                if equalsLowercased(value[a..<b], "close") { head.connectionClose = true }
-                if equalsLowercased(value[a..<b], "keep-alive") { head.connectionKeepAlive = true }
+                let token = trimmed(UnsafeRawBufferPointer(rebasing: value[start..<end]), leading: true)
+                if equalsLowercased(token, "close") { head.connectionClose = true }
+                if equalsLowercased(token, "keep-alive") { head.connectionKeepAlive = true }
                 start = end + 1
             }
         case .contentLength:
@@ -490,16 +574,15 @@ public struct HTTPRequestParser: Sendable {
         case .ifModifiedSince:
             head.ifModifiedSince.removeAll(keepingCapacity: true)
             head.ifModifiedSince.append(contentsOf: value)
-        case .forwarded: appendListValue(&head.forwarded)
-        case .xForwardedProto: appendListValue(&head.xForwardedProto)
-        case .xForwardedHost: appendListValue(&head.xForwardedHost)
+        case .forwarded: appendListValue(value, to: &head.forwarded)
+        case .xForwardedProto: appendListValue(value, to: &head.xForwardedProto)
+        case .xForwardedHost: appendListValue(value, to: &head.xForwardedHost)
         }
-        field = .other
         return nil
     }
 
-    /// Appends the field's value to a list header's value (`a, b` for repeated fields).
-    private func appendListValue(_ list: inout [UInt8]) {
+    /// Appends a field's value to a list header's value (`a, b` for repeated fields).
+    private static func appendListValue(_ value: UnsafeRawBufferPointer, to list: inout [UInt8]) {
         if !list.isEmpty { list.append(UInt8(ascii: ",")) }
         list.append(contentsOf: value)
     }
@@ -620,7 +703,15 @@ private let highs: UInt64 = 0x8080_8080_8080_8080
     }
 }
 
-private func equalsLowercased(_ bytes: ArraySlice<UInt8>, _ word: StaticString) -> Bool {
+/// `bytes` without the spaces and tabs at its end (and at its start, if asked).
+private func trimmed(_ bytes: UnsafeRawBufferPointer, leading: Bool = false) -> UnsafeRawBufferPointer {
+    var a = 0, b = bytes.count
+    if leading { while a < b, bytes[a] == sp || bytes[a] == ht { a += 1 } }
+    while b > a, bytes[b - 1] == sp || bytes[b - 1] == ht { b -= 1 }
+    return UnsafeRawBufferPointer(rebasing: bytes[a..<b])
+}
+
+private func equalsLowercased(_ bytes: UnsafeRawBufferPointer, _ word: StaticString) -> Bool {
     guard bytes.count == word.utf8CodeUnitCount else { return false }
     let w = UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount)
     for (a, b) in zip(bytes, w) where (a | ((a >= 0x41 && a <= 0x5A) ? 0x20 : 0)) != b { return false }
