@@ -220,7 +220,9 @@ final class EventLoop {
         events = .allocate(capacity: 512)
         dateSecond = shared.clock.wallSeconds()
         let now = shared.clock.monotonicMilliseconds()
-        time = ServerTime(milliseconds: now, wallSeconds: dateSecond)
+        time = ServerTime(
+            milliseconds: now,
+            date: shared.settings.serializer.date(wallSeconds: dateSecond))
         lastSweep = now
     }
 
@@ -272,7 +274,7 @@ final class EventLoop {
         let second = shared.clock.wallSeconds()
         if second != dateSecond {
             dateSecond = second
-            time.date = ResponseDate(wallSeconds: second)
+            time.date = shared.settings.serializer.date(wallSeconds: second)
         }
     }
 

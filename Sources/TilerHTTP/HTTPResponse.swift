@@ -59,6 +59,12 @@ extension Array where Element == UInt8 {
         bytes.withUnsafeBytes { append(contentsOf: $0) }
     }
 
+    /// Appends `bytes[from..<(count - dropLast)]` through a pointer to them.
+    @inline(__always)
+    mutating func append(bytesOf bytes: [UInt8], from: Int, dropLast: Int) {
+        bytes.withUnsafeBytes { append(contentsOf: UnsafeRawBufferPointer(rebasing: $0[from..<($0.count - dropLast)])) }
+    }
+
     /// Appends a string's UTF-8 bytes without making an array of them first.
     @inline(__always)
     mutating func append(utf8Of s: String) {
@@ -133,8 +139,9 @@ public final class PreparedResponse: Sendable {
     /// Modification time in seconds since 1970, or nil for none.
     public let lastModified: Int64?
     /// `Content-Type` and `Content-Length` lines, then `ETag`, `Last-Modified` and
-    /// `Cache-Control` lines from `validatorsStart` (those alone are sent with 304). One
-    /// array: a hit appends one, and touches one object fewer that may be cold.
+    /// `Cache-Control` lines from `validatorsStart` (those alone are sent with 304), then
+    /// the empty line that ends a head when no `Connection` line is due. One array: a hit
+    /// appends one, and touches one object fewer that may be cold.
     let headerLines: [UInt8]
     let validatorsStart: Int
 
@@ -171,7 +178,7 @@ public final class PreparedResponse: Sendable {
         if let etag { lines += Array("ETag: \(etag)\r\n".utf8) }
         if let lastModified { lines += Array("Last-Modified: ".utf8) + HTTPDate.format(lastModified) + [0x0D, 0x0A] }
         if let cacheControl, !cacheControl.isEmpty { lines += Array("Cache-Control: \(cacheControl)\r\n".utf8) }
-        headerLines = lines
+        headerLines = lines + [0x0D, 0x0A]
     }
 
     /// The body's bytes; empty when the body is a file range (see `content`).
@@ -311,6 +318,13 @@ struct ResponseSerializer {
         optionsHeaders = options
     }
 
+    /// The `Date` of this serializer's answers in the second `wallSeconds`, its 200 heads'
+    /// first lines (status, `Date`, common headers) made once for the second. For this
+    /// serializer's answers only: another's common headers may differ.
+    func date(wallSeconds: Int64) -> ResponseDate {
+        ResponseDate(wallSeconds: wallSeconds, then: commonHeaders)
+    }
+
     /// What a response amounted to, for the access log.
     struct Written: Sendable, Hashable {
         var status: Int
@@ -332,21 +346,18 @@ struct ResponseSerializer {
             for f in fields { lines += Array("\(f.name): \(f.value)\r\n".utf8) }
             return write(inner, for: head, keepAlive: keepAlive, date: date, extra: lines, into: &out)
         case .prepared(let p):
-            if p.isNotModified(for: head) {
-                out.appendStaged { o in
-                    begin(304, date: date, into: &o)
-                    if !extra.isEmpty { o += extra }
-                    o += p.headerLines[p.validatorsStart...]
-                    end(keepAlive: keepAlive, version: head.version, into: &o)
-                }
-                return Written(status: 304, bytes: 0)
-            }
+            let status = p.isNotModified(for: head) ? 304 : 200
+            let from = status == 304 ? p.validatorsStart : 0
+            // The lines end with the head's end, unless a `Connection` line is due first.
+            let ended = keepAlive && head.version == .http11
+            let lines = p.headerLines
             out.appendStaged { o in
-                begin(200, date: date, into: &o)
+                begin(status, date: date, into: &o)
                 if !extra.isEmpty { o += extra }
-                o.append(bytesOf: p.headerLines)
-                end(keepAlive: keepAlive, version: head.version, into: &o)
+                o.append(bytesOf: lines, from: from, dropLast: ended ? 0 : 2)
+                if !ended { end(keepAlive: keepAlive, version: head.version, into: &o) }
             }
+            if status == 304 { return Written(status: 304, bytes: 0) }
             if !isHead {
                 switch p.content {
                 case .bytes(let body): out.append(body: body)
@@ -424,18 +435,18 @@ struct ResponseSerializer {
 
     @inline(__always)
     private func begin(_ status: Int, date: ResponseDate, into out: inout [UInt8]) {
-        if status == 200 {
+        if status == 200 && date.includesCommonHeaders {
             out.append(bytesOf: date.okHeadStart)
-        } else {
-            if let line = HTTPStatus.staticStatusLine(status) {
-                out.append(line)
-            } else {
-                out += Array("HTTP/1.1 \(status) \(HTTPStatus.reason(status))\r\n".utf8)
-            }
-            out.append("Date: ")
-            out += date.imfFixdate
-            out.append("\r\n")
+            return
         }
+        if let line = HTTPStatus.staticStatusLine(status) {
+            out.append(line)
+        } else {
+            out += Array("HTTP/1.1 \(status) \(HTTPStatus.reason(status))\r\n".utf8)
+        }
+        out.append("Date: ")
+        out += date.imfFixdate
+        out.append("\r\n")
         if !commonHeaders.isEmpty { out.append(bytesOf: commonHeaders) }
     }
 

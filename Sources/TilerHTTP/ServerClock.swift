@@ -59,11 +59,16 @@ struct ServerTime {
 }
 
 /// The `Date` of the answers made within one second: its IMF-fixdate and, made once for
-/// the second rather than per answer, the two lines most answers start with.
-/// One array, so that handing the time to a connection retains one buffer.
+/// the second rather than per answer, the lines most answers start with.
 struct ResponseDate {
-    /// `HTTP/1.1 200 OK`, then the `Date` line.
+    /// `HTTP/1.1 200 OK`, the `Date` line, then the serializer's common headers if
+    /// `includesCommonHeaders`.
     let okHeadStart: [UInt8]
+    /// Whether `okHeadStart` ends with the common headers of the serializer that made
+    /// this date (`ResponseSerializer.date(wallSeconds:)`), for its answers only. One
+    /// array and a flag: a connection is handed the time with every event, and each array
+    /// in it is a retain and a release.
+    let includesCommonHeaders: Bool
     private static let beforeDate: [UInt8] = {
         var bytes: [UInt8] = []
         bytes.append(HTTPStatus.staticStatusLine(200)!)
@@ -72,10 +77,18 @@ struct ResponseDate {
     }()
     private static let dateStart = beforeDate.count
 
+    /// A date whose head start ends with the `Date` line.
     init(wallSeconds: Int64) {
         okHeadStart = Self.beforeDate + HTTPDate.format(wallSeconds) + Array("\r\n".utf8)
+        includesCommonHeaders = false
+    }
+
+    /// A date whose head start also holds `commonHeaders` (see `includesCommonHeaders`).
+    init(wallSeconds: Int64, then commonHeaders: [UInt8]) {
+        okHeadStart = Self.beforeDate + HTTPDate.format(wallSeconds) + Array("\r\n".utf8) + commonHeaders
+        includesCommonHeaders = true
     }
 
     /// The 29 bytes of an IMF-fixdate.
-    var imfFixdate: ArraySlice<UInt8> { okHeadStart[Self.dateStart..<(okHeadStart.count - 2)] }
+    var imfFixdate: ArraySlice<UInt8> { okHeadStart[Self.dateStart..<(Self.dateStart + 29)] }
 }
