@@ -95,7 +95,25 @@ func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: 
         return withUnsafeTemporaryAllocation(of: Int.self, capacity: 6) { cut -> HTTPResponse? in
             cut[0] = prefix.count - 1
             var found = 0
-            for i in prefix.count..<t.count {
+            // Eight bytes at a time: the refused bytes, then each slash in order.
+            var i = prefix.count
+            let base = UnsafeRawPointer(t.baseAddress!)
+            while t.count - i >= 8 {
+                let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+                let refused =
+                    bytes(of: word, equalTo: UInt8(ascii: "%")) | bytes(of: word, equalTo: UInt8(ascii: "?"))
+                    | bytes(of: word, equalTo: UInt8(ascii: "#")) | bytes(of: word, equalTo: UInt8(ascii: "\\"))
+                guard refused == 0 else { return nil }
+                var slashes = bytes(of: word, equalTo: UInt8(ascii: "/"))
+                while slashes != 0 {
+                    guard found < 4 else { return nil }
+                    found += 1
+                    cut[found] = i + slashes.trailingZeroBitCount / 8
+                    slashes &= slashes &- 1
+                }
+                i += 8
+            }
+            for i in i..<t.count {
                 switch t[i] {
                 case UInt8(ascii: "/"):
                     guard found < 4 else { return nil }
@@ -112,7 +130,7 @@ func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: 
                 cut[k + 1] - cut[k] > 1 ? UnsafeBufferPointer(rebasing: t[(cut[k] + 1)..<cut[k + 1]]) : nil
             }
             guard let id = segment(0), !id.allSatisfy({ $0 == UInt8(ascii: ".") }),
-                let tilesSegment = segment(1), tilesSegment.elementsEqual(tiles),
+                let tilesSegment = segment(1), same(tilesSegment, tiles),
                 let levelText = segment(2), let rowText = segment(3), let last = segment(4),
                 let dot = last.lastIndex(of: UInt8(ascii: ".")),
                 let level = parseIndex(utf8: levelText), let row = parseIndex(utf8: rowText),
@@ -128,6 +146,21 @@ func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: 
             }
         }
     }
+}
+
+/// The bytes of `word` equal to `byte`: the high bit of each set, every other bit clear.
+/// Exact for every byte (the "has zero byte" test with no carry between bytes).
+@inline(__always) private func bytes(of word: UInt64, equalTo byte: UInt8) -> UInt64 {
+    let low7: UInt64 = 0x7F7F_7F7F_7F7F_7F7F
+    let x = word ^ (0x0101_0101_0101_0101 &* UInt64(byte))
+    return ~(((x & low7) &+ low7) | x | low7)
+}
+
+/// Whether `a` and `b` hold the same bytes (`elementsEqual`, without its iterators).
+@inline(__always) private func same(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
+    guard a.count == b.count else { return false }
+    for i in 0..<a.count where a[i] != b[i] { return false }
+    return true
 }
 
 /// A static string's UTF-8 bytes, to compare request bytes with.
