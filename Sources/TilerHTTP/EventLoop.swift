@@ -523,8 +523,12 @@ final class EventLoop {
     }
 
     @inline(__always)
+    /// Brings epoll's interest in `c` in line with its machine's. `c` must be open: every
+    /// caller of `perform` passes an open connection, and `perform` returns as soon as it
+    /// closes one. (Not checking saves reading the connection table, an access the
+    /// run-time exclusivity check must watch, on every request.)
     private func updateInterest(_ c: Connection) {
-        guard isOpen(c) else { return }
+        assert(isOpen(c), "interest updated for a closed connection")
         let wanted = c.machine.interest
         guard wanted != c.registered else { return }
         do {
@@ -552,8 +556,14 @@ final class EventLoop {
         shared.connectionCount.subtract(1, ordering: .relaxed)
     }
 
+    /// Logs the answers `c` has made since the last call, if there is an access log.
+    @inline(__always)
     private func logAnswers(_ c: Connection) {
-        guard logsAnswers, let log = shared.accessLog else { return }
+        if logsAnswers { writeAccessLog(c) }
+    }
+
+    private func writeAccessLog(_ c: Connection) {
+        guard let log = shared.accessLog else { return }
         for answer in c.machine.takeAnswers() {
             guard let head = answer.head else {
                 log.info(
