@@ -93,9 +93,9 @@ struct ConnectionStateMachine {
         /// Reading a request head. `since` is when its first byte (an empty line counts)
         /// arrived; nil between requests. Earlier answers may still be being written.
         case readingHead(since: Int64?)
-        /// An answer is being made on the pool. Nothing more is read: input that came
-        /// behind the request is held, so answers keep their order.
-        case waitingOnPool(PendingAnswer)
+        /// An answer is being made on the pool (`pending` says for what). Nothing more is
+        /// read: input that came behind the request is held, so answers keep their order.
+        case waitingOnPool
         /// Output reached `maximumQueuedOutputBytes`: nothing is read or parsed until the
         /// client has read it (held input waits). `headSince` as in `readingHead`.
         case writing(headSince: Int64?)
@@ -122,7 +122,10 @@ struct ConnectionStateMachine {
     }
 
     let settings: ConnectionSettings
+    /// (Every payload is a number: setting the state, twice a request, releases nothing.)
     private(set) var state: State = .readingHead(since: nil)
+    /// The request whose answer the pool is making, while `waitingOnPool`.
+    private var pending: PendingAnswer?
     private(set) var parser: HTTPRequestParser
     /// What is still to be sent.
     private(set) var output = OutputQueue()
@@ -157,8 +160,8 @@ struct ConnectionStateMachine {
     var interest: Interest {
         switch state {
         case .readingHead: output.isEmpty ? [.read, .hangUp] : [.read, .hangUp, .write]
-        case .waitingOnPool(let pending):
-            Interest(pending.watchingForHangUp ? [.hangUp] : []).union(output.isEmpty ? [] : [.write])
+        case .waitingOnPool:
+            Interest(pending?.watchingForHangUp == true ? [.hangUp] : []).union(output.isEmpty ? [] : [.write])
         case .writing, .draining: output.isEmpty ? [] : [.write]
         case .lingering: [.read, .hangUp]
         case .closed: []
@@ -235,7 +238,7 @@ struct ConnectionStateMachine {
     /// The client closed its side while its answer waits for the pool (a hang-up seen
     /// without reading).
     mutating func peerClosedInput() -> ConnectionAction {
-        guard case .waitingOnPool(let pending) = state, pending.watchingForHangUp else { return .none }
+        guard case .waitingOnPool = state, pending?.watchingForHangUp == true else { return .none }
         return .cancelWork
     }
 
@@ -243,10 +246,9 @@ struct ConnectionStateMachine {
     /// has left: close (as nginx does for a client that aborts). If not, the work is
     /// running: let it finish and deliver the answer, which a half-closed client may read.
     mutating func workCancelled(_ dropped: Bool) -> ConnectionAction {
-        guard case .waitingOnPool(var pending) = state else { return .none }
+        guard case .waitingOnPool = state else { return .none }
         if dropped { return close() }
-        pending.watchingForHangUp = false
-        state = .waitingOnPool(pending)
+        pending?.watchingForHangUp = false
         return .none
     }
 
@@ -277,7 +279,8 @@ struct ConnectionStateMachine {
     /// The pool took the work `.submit` asked for.
     mutating func submitted() -> ConnectionAction {
         let head = parser.head
-        state = .waitingOnPool(PendingAnswer(head: head, keepAlive: head.keepAlive, watchingForHangUp: true))
+        pending = PendingAnswer(head: head, keepAlive: head.keepAlive, watchingForHangUp: true)
+        state = .waitingOnPool
         return output.isEmpty ? .none : .write  // earlier answers still go out meanwhile
     }
 
@@ -294,7 +297,8 @@ struct ConnectionStateMachine {
 
     /// The pool finished the answer. Then the requests held behind it are answered.
     mutating func workFinished(_ response: HTTPResponse, at time: ServerTime) -> ConnectionAction {
-        guard case .waitingOnPool(let pending) = state else { return .none }
+        guard case .waitingOnPool = state, let pending else { return .none }
+        self.pending = nil
         state = .readingHead(since: nil)
         lastActivity = time.milliseconds
         // An answer finished after a stop began closes its connection.
@@ -527,12 +531,14 @@ struct ConnectionStateMachine {
                     milliseconds: max(0, time.milliseconds - requestStarted)))
         }
         state = .draining(lingerUntil: lingerUntil ?? time.milliseconds + settings.lingerTime)
+        pending = nil  // a request the pool was answering (the stop's 503 answers it)
         dropHeldInput()
         return .write
     }
 
     private mutating func close() -> ConnectionAction {
         state = .closed
+        pending = nil
         dropHeldInput()
         output.reset()
         return .close
