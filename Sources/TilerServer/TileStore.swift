@@ -63,7 +63,7 @@ public final class Pyramid: Sendable {
 }
 
 /// What the cache holds, per pyramid generation.
-public enum CachedItem: Hashable, Sendable {
+public enum CachedItem: ClockCacheKey {
     case tile(generation: UInt64, level: Int32, row: Int32, column: Int32)
     case file(generation: UInt64, name: String)
     case document(generation: UInt64, name: String)
@@ -83,6 +83,21 @@ public enum CachedItem: Hashable, Sendable {
             hasher.combine(2 as UInt8)
             hasher.combine(generation)
             hasher.combine(name)
+        }
+    }
+
+    /// The fields of a tile in one word (the cache's index mixes it): the generation
+    /// spread by a multiplier, the level, row and column laid beside it. Files and
+    /// documents are rare and add their name's hash.
+    public var cacheKeyBits: UInt64 {
+        switch self {
+        case let .tile(generation, level, row, column):
+            generation &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(UInt32(bitPattern: level)) << 58
+                ^ UInt64(UInt32(bitPattern: row)) << 29 ^ UInt64(UInt32(bitPattern: column))
+        case let .file(generation, name):
+            (generation &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(bitPattern: Int64(name.hashValue))) &+ 1
+        case let .document(generation, name):
+            (generation &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(bitPattern: Int64(name.hashValue))) &+ 2
         }
     }
 }

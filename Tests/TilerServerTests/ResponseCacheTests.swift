@@ -2,6 +2,20 @@ import Testing
 import TilerHTTP
 @testable import TilerServer
 
+extension Int: ClockCacheKey {
+    public var cacheKeyBits: UInt64 { UInt64(bitPattern: Int64(self)) }
+}
+
+extension String: ClockCacheKey {
+    public var cacheKeyBits: UInt64 { UInt64(bitPattern: Int64(hashValue)) }
+}
+
+/// A key whose index bits collide on purpose: a third of all keys share each.
+private struct CollidingKey: ClockCacheKey {
+    var id: Int
+    var cacheKeyBits: UInt64 { UInt64(id % 3) }
+}
+
 @Suite struct ResponseCacheTests {
     func response(_ size: Int) -> PreparedResponse {
         PreparedResponse(body: [UInt8](repeating: 1, count: size), contentType: "x", etag: nil, lastModified: nil, cacheControl: nil)
@@ -37,5 +51,54 @@ import TilerHTTP
         cache.insert(response(10_000), for: "huge")
         #expect(cache.value(for: "huge") == nil)
         #expect(cache.totalBytes == 200 + 256)
+    }
+
+    /// Inserts, replacements, removals and lookups against a dictionary, with keys that
+    /// collide in the index (long probes, removals from the middle of them) and a
+    /// capacity that never evicts: the cache must hold exactly what the model holds.
+    @Test func theIndexFindsWhatWasStoredAndNothingElse() {
+        var rng = SystemRandomNumberGenerator()
+        for collide in [true, false] {
+            let cache = ClockCache<CollidingKey, Int>(capacity: .max)
+            var model: [Int: Int] = [:]
+            for step in 0..<20_000 {
+                let id = Int.random(in: 0..<(collide ? 60 : 3000), using: &rng)
+                let key = CollidingKey(id: collide ? id : id * 3 + 1)
+                switch Int.random(in: 0..<3, using: &rng) {
+                case 0:
+                    cache.insert(step, cost: 1, for: key)
+                    model[key.id] = step
+                case 1:
+                    cache.remove(key) { _ in true }
+                    model[key.id] = nil
+                default:
+                    #expect(cache.value(for: key) == model[key.id], "step \(step)")
+                }
+                #expect(cache.count == model.count)
+            }
+            for id in 0..<(collide ? 60 : 9000) {
+                #expect(cache.value(for: CollidingKey(id: id)) == model[id], "\(id)")
+            }
+        }
+    }
+
+    /// With eviction: every lookup gives nil or the value last stored for that key, and
+    /// the count and cost stay within the capacity.
+    @Test func evictionLeavesTheIndexTrue() {
+        var rng = SystemRandomNumberGenerator()
+        let cache = ClockCache<CollidingKey, Int>(capacity: 50)
+        var last: [Int: Int] = [:]
+        for step in 0..<20_000 {
+            let key = CollidingKey(id: Int.random(in: 0..<200, using: &rng))
+            if Bool.random(using: &rng) {
+                cache.insert(step, cost: Int.random(in: 1...5, using: &rng), for: key)
+                last[key.id] = step
+            } else if let found = cache.value(for: key) {
+                #expect(found == last[key.id])
+            }
+            #expect(cache.totalCost <= 50)
+        }
+        let held = (0..<200).filter { cache.value(for: CollidingKey(id: $0)) != nil }.count
+        #expect(held == cache.count && held > 0)
     }
 }
