@@ -453,9 +453,7 @@ public struct HTTPRequestParser: Sendable {
             while j < n, isToken(bytes[j]) { j += 1 }
             headerCount += 1
             guard j > p, j < n, bytes[j] == colon, headerCount <= limits.maximumHeaderCount else { return nil }
-            name.removeAll()
-            name.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[p..<j]), lowercasing: true)
-            let field = classify()
+            let field = Self.field(named: UnsafeRawBufferPointer(rebasing: bytes[p..<j]))
             j += 1
             while j < n, bytes[j] == sp || bytes[j] == ht { j += 1 }
             let valueStart = j
@@ -515,6 +513,28 @@ public struct HTTPRequestParser: Sendable {
         if lower.starts(with: http) { skip = http.count } else if lower.starts(with: https) { skip = https.count } else { return nil }
         guard let slashIndex = t[skip...].firstIndex(of: slash) else { return t.count }
         return slashIndex
+    }
+
+    /// `classify()` for a name's bytes as sent, in any case. The kept names are lowercase
+    /// letters and hyphens, and a token byte ORed with 0x20 is one of those only if it is
+    /// that byte in either case (0x0D, the other byte that becomes a hyphen, is no token).
+    private static func field(named name: UnsafeRawBufferPointer) -> Field {
+        func `is`(_ word: StaticString) -> Bool {
+            for i in 0..<name.count where name[i] | 0x20 != word.utf8Start[i] { return false }
+            return true
+        }
+        return switch name.count {
+        case 4 where `is`("host"): .host
+        case 10 where `is`("connection"): .connection
+        case 14 where `is`("content-length"): .contentLength
+        case 17 where `is`("transfer-encoding"): .transferEncoding
+        case 13 where `is`("if-none-match"): .ifNoneMatch
+        case 17 where `is`("if-modified-since"): .ifModifiedSince
+        case 9 where `is`("forwarded"): .forwarded
+        case 17 where `is`("x-forwarded-proto"): .xForwardedProto
+        case 16 where `is`("x-forwarded-host"): .xForwardedHost
+        default: .other
+        }
     }
 
     private func classify() -> Field {

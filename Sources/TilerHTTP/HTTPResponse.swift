@@ -350,11 +350,10 @@ struct ResponseSerializer {
             let from = status == 304 ? p.validatorsStart : 0
             // The lines end with the head's end, unless a `Connection` line is due first.
             let ended = keepAlive && head.version == .http11
-            let lines = p.headerLines
             out.appendStaged { o in
                 begin(status, date: date, into: &o)
                 if !extra.isEmpty { o += extra }
-                o.append(bytesOf: lines, from: from, dropLast: ended ? 0 : 2)
+                o.append(bytesOf: p.headerLines, from: from, dropLast: ended ? 0 : 2)
                 if !ended { end(keepAlive: keepAlive, version: head.version, into: &o) }
             }
             if status == 304 { return Written(status: 304, bytes: 0) }
