@@ -126,6 +126,9 @@ func generatedSizes(count: Int, seed: UInt64) -> [(w: Int, h: Int, t: Int)] {
                 #expect(!g.contains(TileCoordinate(level: z, row: l.rows, column: 0)))
                 #expect(!g.contains(TileCoordinate(level: z, row: 0, column: l.columns)))
                 #expect(!g.contains(TileCoordinate(level: z, row: -1, column: 0)))
+                #expect(!g.contains(TileCoordinate(level: z, row: 0, column: -1)))
+                #expect(!g.contains(TileCoordinate(level: z, row: l.rows - 1, column: l.columns)))
+                #expect(!g.contains(TileCoordinate(level: z, row: l.rows, column: l.columns - 1)))
             }
             #expect(!g.contains(TileCoordinate(level: g.maxLevel + 1, row: 0, column: 0)))
             #expect(!g.contains(TileCoordinate(level: -1, row: 0, column: 0)))
