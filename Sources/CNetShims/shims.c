@@ -39,3 +39,11 @@ int cns_cached_pages(int fd, unsigned long long offset, unsigned long long lengt
     if (r == 0) *cached = stat.nr_cache;
     return (int)r;
 }
+
+ssize_t cns_read(int fd, void *buf, size_t len) {
+    return (ssize_t)syscall(SYS_read, fd, buf, len);
+}
+
+ssize_t cns_sendmsg(int fd, const struct msghdr *msg, int flags) {
+    return (ssize_t)syscall(SYS_sendmsg, fd, msg, flags);
+}

@@ -38,7 +38,7 @@ public struct FileDescriptor: Sendable, Hashable {
     /// Reads up to `buffer.count` bytes: `.done(0)` at the end of the file or stream.
     @inline(__always)
     public func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemCallError) -> IOResult<Int> {
-        try nonBlockingCall("read") { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }
+        try nonBlockingCall("read") { cns_read(rawValue, buffer.baseAddress, buffer.count) }
     }
 
     /// Reads up to `buffer.count` bytes at `offset`, without moving the file position.

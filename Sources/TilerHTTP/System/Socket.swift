@@ -122,7 +122,7 @@ public struct Socket: Sendable, Hashable {
         message.msg_iov = vectors.baseAddress
         message.msg_iovlen = vectors.count
         let flags = Int32(MSG_NOSIGNAL) | (more ? Int32(MSG_MORE) : 0)
-        return try nonBlockingCall("sendmsg") { sendmsg(descriptor.rawValue, &message, flags) }
+        return try nonBlockingCall("sendmsg") { cns_sendmsg(descriptor.rawValue, &message, flags) }
     }
 
     /// Sends up to `count` bytes of `file` from `offset` with `sendfile(2)` (the kernel
