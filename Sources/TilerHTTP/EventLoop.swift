@@ -522,11 +522,11 @@ final class EventLoop {
         }
     }
 
-    @inline(__always)
     /// Brings epoll's interest in `c` in line with its machine's. `c` must be open: every
     /// caller of `perform` passes an open connection, and `perform` returns as soon as it
     /// closes one. (Not checking saves reading the connection table, an access the
     /// run-time exclusivity check must watch, on every request.)
+    @inline(__always)
     private func updateInterest(_ c: Connection) {
         assert(isOpen(c), "interest updated for a closed connection")
         let wanted = c.machine.interest
