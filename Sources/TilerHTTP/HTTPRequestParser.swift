@@ -66,6 +66,8 @@ public struct HTTPRequestHead: Sendable {
         }
     }
 
+    /// Empties everything but `target`, which the parser replaces where the next target
+    /// starts (one range replacement rather than an emptying and an append).
     mutating func clear() {
         method = .other
         version = .http11
@@ -76,7 +78,6 @@ public struct HTTPRequestHead: Sendable {
         hasHost = false
         // `removeAll(keepingCapacity:)` only where there is something to remove: it is a
         // generic range replacement, and most of these are empty for most requests.
-        Self.empty(&target)
         Self.empty(&ifNoneMatch)
         Self.empty(&ifModifiedSince)
         Self.empty(&host)
@@ -255,6 +256,8 @@ public struct HTTPRequestParser: Sendable {
                 if b == sp {
                     guard !method.isEmpty else { return fail(.bad("missing method"), i) }
                     state = .target
+                    // The target is emptied where a new one starts (`clear()` leaves it).
+                    if !head.target.isEmpty { head.target.removeAll(keepingCapacity: true) }
                 } else {
                     return fail(.bad("malformed request line"), i)
                 }
@@ -434,7 +437,8 @@ public struct HTTPRequestParser: Sendable {
         else { return nil }
         head.method = HTTPMethod(UnsafeRawBufferPointer(rebasing: bytes[0..<i]))
         head.version = version
-        head.target.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[targetStart..<targetEnd]))
+        head.target.replaceSubrange(
+            0..<head.target.count, with: UnsafeRawBufferPointer(rebasing: bytes[targetStart..<targetEnd]))
         // Header lines `name: value CR LF`, then CR LF.
         var p = versionStart + 10
         var headerBytes = 0

@@ -126,7 +126,7 @@ func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: 
             guard found == 4 else { return nil }
             cut[5] = t.count
             /// Segment k, between two cuts; nil when empty.
-            func segment(_ k: Int) -> UnsafeBufferPointer<UInt8>? {
+            @inline(__always) func segment(_ k: Int) -> UnsafeBufferPointer<UInt8>? {
                 cut[k + 1] - cut[k] > 1 ? UnsafeBufferPointer(rebasing: t[(cut[k] + 1)..<cut[k + 1]]) : nil
             }
             guard let id = segment(0), !id.allSatisfy({ $0 == UInt8(ascii: ".") }),
