@@ -66,8 +66,9 @@ public struct HTTPRequestHead: Sendable {
         }
     }
 
-    /// Empties everything but `target`, which the parser replaces where the next target
-    /// starts (one range replacement rather than an emptying and an append).
+    /// Empties everything but `target` and `host`, which every request has: the parser
+    /// replaces them where the next ones start (one range replacement rather than an
+    /// emptying and an append), and empties `host` at the end of a head without one.
     mutating func clear() {
         method = .other
         version = .http11
@@ -80,7 +81,6 @@ public struct HTTPRequestHead: Sendable {
         // generic range replacement, and most of these are empty for most requests.
         Self.empty(&ifNoneMatch)
         Self.empty(&ifModifiedSince)
-        Self.empty(&host)
         Self.empty(&forwarded)
         Self.empty(&xForwardedProto)
         Self.empty(&xForwardedHost)
@@ -573,7 +573,7 @@ public struct HTTPRequestParser: Sendable {
         case .host:
             if head.hasHost { return .bad("more than one Host header") }
             head.hasHost = true
-            head.host.append(contentsOf: value)
+            head.host.replaceSubrange(0..<head.host.count, with: value)
         case .connection:
             // A comma-separated list of tokens, case-insensitive.
             var start = 0
@@ -612,6 +612,7 @@ public struct HTTPRequestParser: Sendable {
     }
 
     private mutating func finishHead() -> HTTPParseError? {
+        if !head.hasHost && !head.host.isEmpty { head.host.removeAll(keepingCapacity: true) }  // see `clear()`
         if head.hasTransferEncoding {
             if head.contentLength != nil { return .bad("Content-Length and Transfer-Encoding together are not accepted") }
             return .bodyTooLarge

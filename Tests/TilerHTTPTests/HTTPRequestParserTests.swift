@@ -69,6 +69,19 @@ private func status(of text: String, limits: HTTPRequestParser.Limits = .init())
         }
     }
 
+    /// Target and `Host` are replaced, not emptied, between requests: a request never
+    /// keeps the one before's (an HTTP/1.0 request may have no `Host` at all).
+    @Test func nothingOfTheRequestBeforeIsKept() {
+        let text =
+            "GET /a/long/target HTTP/1.1\r\nHost: example.org:8080\r\n\r\nGET /b HTTP/1.0\r\n\r\n"
+            + "GET /c HTTP/1.1\r\nHost: h\r\n\r\n"
+        for byteByByte in [false, true] {
+            let r = parseAll(Array(text.utf8), byteByByte: byteByByte)
+            #expect(r.heads.map { String(decoding: $0.target, as: UTF8.self) } == ["/a/long/target", "/b", "/c"])
+            #expect(r.heads.map { String(decoding: $0.host, as: UTF8.self) } == ["example.org:8080", "", "h"])
+        }
+    }
+
     @Test func methodsAndVersions() {
         #expect(parseAll(Array("HEAD / HTTP/1.1\r\nHost: h\r\n\r\n".utf8)).heads.first?.method == .head)
         #expect(parseAll(Array("OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n".utf8)).heads.first?.method == .options)
