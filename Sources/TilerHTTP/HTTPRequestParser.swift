@@ -169,6 +169,8 @@ public struct HTTPRequestParser: Sendable {
     /// longer one is 431.
     static let maximumKeptValueBytes = 1024
     /// The head of the request most recently completed (valid until the next `parse`).
+    /// Read it only after `.complete`: while a head is being parsed, and after a failure,
+    /// it may still hold the previous request's target and `Host` (see `clear()`).
     public private(set) var head = HTTPRequestHead()
 
     private var state: State = .start
