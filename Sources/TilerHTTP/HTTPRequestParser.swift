@@ -343,7 +343,7 @@ public struct HTTPRequestParser: Sendable {
                 if headerBytes > limits.maximumHeaderBytes { return fail(.headersTooLarge, i) }
                 if b == colon {
                     guard !name.isEmpty else { return fail(.bad("empty header name"), i) }
-                    field = classify()
+                    field = name.withUnsafeBytes { Self.field(named: $0) }
                     if !value.isEmpty { value.removeAll(keepingCapacity: true) }
                     state = .valueSpace
                 } else {
@@ -521,9 +521,11 @@ public struct HTTPRequestParser: Sendable {
         return slashIndex
     }
 
-    /// `classify()` for a name's bytes as sent, in any case. The kept names are lowercase
-    /// letters and hyphens, and a token byte ORed with 0x20 is one of those only if it is
-    /// that byte in either case (0x0D, the other byte that becomes a hyphen, is no token).
+    /// The field a header name names, from its bytes in any case (as sent, or lowercased
+    /// by the state machine; a name past 32 bytes, of which it keeps 32, names none). The
+    /// kept names are lowercase letters and hyphens, and a token byte ORed with 0x20 is one
+    /// of those only if it is that byte in either case (0x0D, the other byte that becomes a
+    /// hyphen, is no token).
     private static func field(named name: UnsafeRawBufferPointer) -> Field {
         func `is`(_ word: StaticString) -> Bool {
             for i in 0..<name.count where name[i] | 0x20 != word.utf8Start[i] { return false }
@@ -539,21 +541,6 @@ public struct HTTPRequestParser: Sendable {
         case 9 where `is`("forwarded"): .forwarded
         case 17 where `is`("x-forwarded-proto"): .xForwardedProto
         case 16 where `is`("x-forwarded-host"): .xForwardedHost
-        default: .other
-        }
-    }
-
-    private func classify() -> Field {
-        switch name.count {
-        case 4 where name == "host": .host
-        case 10 where name == "connection": .connection
-        case 14 where name == "content-length": .contentLength
-        case 17 where name == "transfer-encoding": .transferEncoding
-        case 13 where name == "if-none-match": .ifNoneMatch
-        case 17 where name == "if-modified-since": .ifModifiedSince
-        case 9 where name == "forwarded": .forwarded
-        case 17 where name == "x-forwarded-proto": .xForwardedProto
-        case 16 where name == "x-forwarded-host": .xForwardedHost
         default: .other
         }
     }
@@ -669,16 +656,6 @@ private struct ShortBytes {
 
     /// Byte `i`, which must be below `min(count, 32)`.
     subscript(i: Int) -> UInt8 { withUnsafeBytes { $0[i] } }
-
-    static func == (bytes: ShortBytes, word: StaticString) -> Bool {
-        let count = word.utf8CodeUnitCount
-        guard bytes.count == count, count <= capacity else { return false }
-        return Swift.withUnsafeBytes(of: bytes.storage) { kept in
-            var i = 0
-            while i < count, kept[i] == word.utf8Start[i] { i += 1 }
-            return i == count
-        }
-    }
 }
 
 @inline(__always) private func isDigit(_ b: UInt8) -> Bool { b >= 0x30 && b <= 0x39 }

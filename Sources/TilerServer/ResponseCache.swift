@@ -76,12 +76,10 @@ public final class ClockCache<Key: ClockCacheKey, Value: Sendable>: Sendable {
     /// The most cost held at once.
     public let capacity: Int
     private let contents: Mutex<Contents>
-    private let seed: UInt64
 
     public init(capacity: Int) {
         self.capacity = capacity
-        seed = UInt64.random(in: .min ... .max)
-        contents = Mutex(Contents(seed: seed))
+        contents = Mutex(Contents(seed: UInt64.random(in: .min ... .max)))
     }
 
     /// The cost of the entries held now.
@@ -129,7 +127,7 @@ public final class ClockCache<Key: ClockCacheKey, Value: Sendable>: Sendable {
 
     /// Drops everything.
     public func removeAll() {
-        contents.withLock { c in c = Contents(seed: seed) }
+        contents.withLock { c in c = Contents(seed: c.index.seed) }
     }
 }
 
@@ -146,7 +144,7 @@ struct SlotIndex {
 
     private var entries: [Entry]
     private var mask: Int
-    private let seed: UInt64
+    let seed: UInt64
     private(set) var count = 0
 
     init(seed: UInt64) {

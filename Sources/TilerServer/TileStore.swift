@@ -68,24 +68,6 @@ public enum CachedItem: ClockCacheKey {
     case file(generation: UInt64, name: String)
     case document(generation: UInt64, name: String)
 
-    /// A tile's fields in two words (the level folded into the generation's word): half
-    /// the hashing of one each, on every cache lookup. Equality still compares them all.
-    public func hash(into hasher: inout Hasher) {
-        switch self {
-        case let .tile(generation, level, row, column):
-            hasher.combine(generation &* 64 &+ UInt64(UInt32(bitPattern: level)))
-            hasher.combine(UInt64(UInt32(bitPattern: row)) << 32 | UInt64(UInt32(bitPattern: column)))
-        case let .file(generation, name):
-            hasher.combine(1 as UInt8)
-            hasher.combine(generation)
-            hasher.combine(name)
-        case let .document(generation, name):
-            hasher.combine(2 as UInt8)
-            hasher.combine(generation)
-            hasher.combine(name)
-        }
-    }
-
     /// The fields of a tile in one word (the cache's index mixes it): the generation
     /// spread by a multiplier, the level, row and column laid beside it. Files and
     /// documents are rare and add their name's hash.
