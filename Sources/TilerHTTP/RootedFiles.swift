@@ -13,8 +13,13 @@ public enum RootedFiles {
     /// Opens the directory holding `components.last`, walking `components.dropLast()` from
     /// `root` without following links; nil if any step is missing, a link or not a folder.
     private static func openParent(root: String, _ components: [String]) -> FileDescriptor? {
+        openFolder(root: root, components.dropLast())
+    }
+
+    /// Opens the folder `root/components…` (the root itself for none) the same way.
+    private static func openFolder(root: String, _ components: ArraySlice<String>) -> FileDescriptor? {
         guard var dir = try? FileDescriptor.open(root, O_RDONLY | O_DIRECTORY) else { return nil }
-        for name in components.dropLast() {
+        for name in components {
             let next = isPlainName(name) ? try? dir.open(at: name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW) : nil
             dir.close()
             guard let next else { return nil }
@@ -37,6 +42,14 @@ public enum RootedFiles {
         }
         defer { dir.close() }
         return try? dir.info(at: last)
+    }
+
+    /// `fstat` of the folder `root/components…` (the root itself for none), reached as
+    /// `open` reaches a file's folder; nil if a step is missing, a link or not a folder.
+    public static func folderInfo(root: String, _ components: ArraySlice<String>) -> FileInfo? {
+        guard let dir = openFolder(root: root, components) else { return nil }
+        defer { dir.close() }
+        return try? dir.info()
     }
 
     /// The bytes and metadata of the regular file `root/components…`, or nil if it is
@@ -99,7 +112,7 @@ public enum RootedFiles {
 
     private static func read(root: String, _ components: [String], maximumBytes: Int, onlyIfCached: Bool) -> CachedRead {
         switch open(root: root, components, maximumBytes: maximumBytes) {
-        case let .file(fd, info):
+        case let .file(fd, info, _):
             defer { fd.close() }
             return read(fd, info, onlyIfCached: onlyIfCached)
         case .unavailable: return .unavailable
@@ -109,8 +122,9 @@ public enum RootedFiles {
 
     /// What `open` found.
     public enum Opened {
-        /// The open file and its `fstat`; the caller owns the descriptor.
-        case file(FileDescriptor, FileInfo)
+        /// The open file and its `fstat`; the caller owns the descriptor. `folder` is the
+        /// `fstat` of the folder it was opened in, when `open` was asked for it.
+        case file(FileDescriptor, FileInfo, folder: FileInfo?)
         /// Missing, a link, not a regular file, or not readable.
         case unavailable
         /// A regular file larger than allowed (closed again).
@@ -118,12 +132,16 @@ public enum RootedFiles {
     }
 
     /// Opens the regular file `root/components…` as `read` does (no link followed, at
-    /// most `maximumBytes`) without reading it.
-    public static func open(root: String, _ components: [String], maximumBytes: Int) -> Opened {
+    /// most `maximumBytes`) without reading it; with `describingFolder`, also says what
+    /// the folder it was found in was at that moment (one more `fstat`).
+    public static func open(
+        root: String, _ components: [String], maximumBytes: Int, describingFolder: Bool = false
+    ) -> Opened {
         guard let last = components.last, isPlainName(last), let dir = openParent(root: root, components) else {
             return .unavailable
         }
         let opened = try? dir.open(at: last, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+        let folder = describingFolder ? try? dir.info() : nil
         dir.close()
         guard let fd = opened else { return .unavailable }
         guard let info = try? fd.info(), info.isRegularFile else {
@@ -134,7 +152,7 @@ public enum RootedFiles {
             fd.close()
             return .tooLarge(info)
         }
-        return .file(fd, info)
+        return .file(fd, info, folder: folder)
     }
 
     /// The bytes of an open file whose `fstat` is `info`: only what the page cache holds

@@ -43,13 +43,25 @@ final class FolderSource: PyramidSource {
         return "\(root)/\(path.joined(separator: "/"))"
     }
 
-    /// Opens the tile `t`'s file as `read` would (no read yet): its descriptor (the
-    /// caller's to close), `fstat` and path below ROOT; nil where `read` finds nothing,
-    /// `.damaged` where it finds a file larger than `maximumBytes`.
-    func openTile(_ t: TileCoordinate, maximumBytes: Int) throws(SourceError) -> (FileDescriptor, FileInfo, [String])? {
+    /// A tile file opened by `openTile`; the caller closes `descriptor`.
+    struct OpenedTile {
+        let descriptor: FileDescriptor
+        let info: FileInfo
+        /// Its path below ROOT.
+        let path: [String]
+        /// The `fstat` of the folder it was opened in, taken in the same walk.
+        let folder: FileInfo
+    }
+
+    /// Opens the tile `t`'s file as `read` would (no read yet); nil where `read` finds
+    /// nothing, `.damaged` where it finds a file larger than `maximumBytes`.
+    func openTile(_ t: TileCoordinate, maximumBytes: Int) throws(SourceError) -> OpenedTile? {
         guard let path = components(.tile(t)) else { return nil }
-        switch RootedFiles.open(root: root, path, maximumBytes: maximumBytes) {
-        case let .file(fd, info): return (fd, info, path)
+        switch RootedFiles.open(root: root, path, maximumBytes: maximumBytes, describingFolder: true) {
+        case let .file(fd, info, folder?): return OpenedTile(descriptor: fd, info: info, path: path, folder: folder)
+        case let .file(fd, _, nil):  // the folder's fstat failed: read it as if missing
+            fd.close()
+            return nil
         case .unavailable: return nil
         case let .tooLarge(info): throw tooLarge(path, info, maximumBytes)
         }

@@ -14,8 +14,12 @@ import TilerHTTP
 /// times, and a link count above 0). So a tile rewritten in place, truncated, deleted, or
 /// replaced by a rename over its name (the old inode loses its name) is dropped at its
 /// next request and read again by name. A folder above it renamed away (its files keep
-/// their names) is caught by checking, once per `revalidateAfter`, that the tile's path
-/// still leads to the same inode.
+/// their names) is caught by checking, once per `revalidateAfter`, that the tile's folder
+/// path still leads to the same folder (`Folder`). The check is shared by every open
+/// tile of that folder: one walk per folder and interval, not one per tile (a folder holds
+/// up to a level's row of tiles, and a walk is five system calls). A tile renamed within
+/// its folder needs no walk: a rename moves the file's change time, which the `fstat`
+/// sees.
 ///
 /// **Never blocks an event loop.** `sendfile` would wait for the disk on pages not in the
 /// page cache, so each use checks residency first: `cachestat(2)` (one system call) on
@@ -29,24 +33,17 @@ final class OpenTiles: Sendable {
         let response: PreparedResponse
         let file: OpenFile
         let info: FileInfo
-        let root: String
-        let components: [String]
+        /// The folder it was opened in.
+        let folder: Folder
         /// Whether `cachestat` sees this file's pages (else `mincore` is asked).
         let countsPages: Bool
-        /// When its path was last found to lead to this file (monotonic milliseconds).
-        let checked: Atomic<Int64>
 
-        init(
-            response: PreparedResponse, file: OpenFile, info: FileInfo, root: String, components: [String],
-            countsPages: Bool, checked: Int64
-        ) {
+        init(response: PreparedResponse, file: OpenFile, info: FileInfo, folder: Folder, countsPages: Bool) {
             self.response = response
             self.file = file
             self.info = info
-            self.root = root
-            self.components = components
+            self.folder = folder
             self.countsPages = countsPages
-            self.checked = Atomic(checked)
         }
 
         /// Whether every page of the file is in the page cache.
@@ -55,6 +52,42 @@ final class OpenTiles: Sendable {
                 return (try? file.descriptor.cachedPages(count: info.size)) == FileDescriptor.pages(info.size)
             }
             return (try? file.descriptor.isResident(count: info.size)) == true
+        }
+    }
+
+    /// A folder holding open tiles (its file system and inode, from the `fstat` taken in
+    /// the walk that opened the first of them): found again at its path once per
+    /// `revalidateAfter`, for all of its tiles.
+    final class Folder: Sendable {
+        let root: String
+        /// Its path below `root`.
+        let components: ArraySlice<String>
+        let device: UInt64
+        let inode: UInt64
+        /// When its path was last found to lead to it (monotonic milliseconds).
+        let checked: Atomic<Int64>
+        /// Set for good once its path led elsewhere: its tiles are dropped.
+        let isReplaced = Atomic<Bool>(false)
+
+        init(root: String, components: ArraySlice<String>, identity: FileInfo, checked: Int64) {
+            self.root = root
+            self.components = components
+            device = identity.device
+            inode = identity.inode
+            self.checked = Atomic(checked)
+        }
+
+        /// Whether it is still the folder at its path, checked at most once per `interval`
+        /// milliseconds (two loops may both check at the interval's end; both agree).
+        func isCurrent(now: Int64, interval: Int64) -> Bool {
+            if now - checked.load(ordering: .relaxed) >= interval && !isReplaced.load(ordering: .relaxed) {
+                if let found = RootedFiles.folderInfo(root: root, components), found.device == device, found.inode == inode {
+                    checked.store(now, ordering: .relaxed)
+                } else {
+                    isReplaced.store(true, ordering: .relaxed)
+                }
+            }
+            return !isReplaced.load(ordering: .relaxed)
         }
     }
 
@@ -69,43 +102,67 @@ final class OpenTiles: Sendable {
     }
 
     private let entries: ClockCache<CachedItem, Entry>
-    /// Milliseconds after which an entry's path is checked again.
+    /// The folders of open tiles, by path, so that the tiles of one folder share one
+    /// check; folders no tile refers to any more are dropped when this holds twice the
+    /// descriptors' capacity (each tile refers to one folder, so at most `capacity` stay).
+    private let folders = Mutex<[String: Folder]>([:])
+    private let folderLimit: Int
+    /// Milliseconds after which a folder's path is checked again.
     let revalidateAfter: Int64
 
     /// `capacity` descriptors at most; paths checked again after `revalidateAfter`
     /// seconds (the catalog's rescan interval: the same promise as for pyramids).
     init(capacity: Int, revalidateAfter: Double) {
         entries = ClockCache(capacity: capacity)
+        folderLimit = 2 * max(capacity, 16)
         self.revalidateAfter = Int64((revalidateAfter * 1000).rounded())
     }
 
     /// Descriptors held now.
     var count: Int { entries.count }
 
+    /// Folders known now (those of open tiles, and some no tile refers to any more).
+    var folderCount: Int { folders.withLock { $0.count } }
+
     /// The open tile for `key`, checked (see the type's notes). No I/O but `fstat`, the
-    /// residency check and, once per `revalidateAfter`, a walk of its path.
+    /// residency check and, once per `revalidateAfter` for its whole folder, a walk of
+    /// the folder's path.
     func answer(for key: CachedItem, now: Int64 = SystemClock.monotonicMilliseconds()) -> Answer {
         guard let entry = entries.value(for: key) else { return .notOpen }
-        guard let current = try? entry.file.descriptor.info(), entry.info.stillDescribes(current) else {
+        guard let current = try? entry.file.descriptor.info(), entry.info.stillDescribes(current),
+            entry.folder.isCurrent(now: now, interval: revalidateAfter)
+        else {
             drop(entry, for: key)
             return .notOpen
-        }
-        if now - entry.checked.load(ordering: .relaxed) >= revalidateAfter {
-            guard let named = RootedFiles.info(root: entry.root, entry.components), named.inode == entry.info.inode,
-                named.device == entry.info.device
-            else {
-                drop(entry, for: key)
-                return .notOpen
-            }
-            entry.checked.store(now, ordering: .relaxed)
         }
         return entry.isResident ? .ready(entry.response) : .notResident
     }
 
+    /// Folders shared, by path, with tiles opened before, or a new one.
+    private func folder(root: String, _ components: ArraySlice<String>, identity: FileInfo, now: Int64) -> Folder {
+        let path = ([root] + components).joined(separator: "/")  // plain names: no "/" in any
+        return folders.withLock { folders in
+            if let known = folders[path], known.device == identity.device, known.inode == identity.inode,
+                !known.isReplaced.load(ordering: .relaxed)
+            {
+                return known
+            }
+            if folders.count >= folderLimit {
+                for known in Array(folders.keys) where isKnownUniquelyReferenced(&folders[known]!) {
+                    folders[known] = nil
+                }
+            }
+            let made = Folder(root: root, components: components, identity: identity, checked: now)
+            folders[path] = made
+            return made
+        }
+    }
+
     /// Keeps `fd` (which the cache now owns), a file whose bytes were just read whole and
-    /// checked, as the tile `key`, sent with these headers.
+    /// checked, opened at `path` below `root` in a folder that was then `folder`, as the
+    /// tile `key`, sent with these headers.
     func keep(
-        _ fd: FileDescriptor, _ info: FileInfo, root: String, components: [String], contentType: String,
+        _ fd: FileDescriptor, _ info: FileInfo, in folder: FileInfo, root: String, path: [String], contentType: String,
         validators: Validators, cacheControl: String, for key: CachedItem,
         now: Int64 = SystemClock.monotonicMilliseconds()
     ) {
@@ -116,9 +173,8 @@ final class OpenTiles: Sendable {
         let sent = PreparedResponse(
             file: FileRange(file: file, count: info.size), contentType: contentType,
             etag: validators.etag, lastModified: validators.lastModified, cacheControl: cacheControl)
-        let entry = Entry(
-            response: sent, file: file, info: info, root: root, components: components,
-            countsPages: countsPages, checked: now)
+        let shared = self.folder(root: root, path.dropLast(), identity: folder, now: now)
+        let entry = Entry(response: sent, file: file, info: info, folder: shared, countsPages: countsPages)
         entries.insert(entry, cost: 1, for: key)
     }
 

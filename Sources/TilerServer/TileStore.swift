@@ -248,14 +248,15 @@ public final class TileStore: Sendable {
         _ t: TileCoordinate, of pyramid: Pyramid, _ folder: FolderSource, in openTiles: OpenTiles,
         key: CachedItem, contentType: String
     ) throws(HTTPError) -> SourceRead {
-        let opened: (FileDescriptor, FileInfo, [String])?
+        let opened: FolderSource.OpenedTile?
         do throws(SourceError) {
             opened = try folder.openTile(t, maximumBytes: pyramid.maximumTileBytes)
         } catch {
             throw httpError(error, .tile(t), of: pyramid)
         }
-        guard let (fd, info, path) = opened else { return .absent }
-        switch RootedFiles.read(fd, info, onlyIfCached: true) {
+        guard let opened else { return .absent }
+        let fd = opened.descriptor
+        switch RootedFiles.read(fd, opened.info, onlyIfCached: true) {
         case let .read(bytes, info):
             let stored = StoredBytes(bytes: bytes, validators: Validators(info))
             guard pyramid.manifest.format.looksComplete(bytes) else {
@@ -263,7 +264,7 @@ public final class TileStore: Sendable {
                 return .read(stored)  // `keep` answers 500 and logs it
             }
             openTiles.keep(
-                fd, info, root: folder.root, components: path, contentType: contentType,
+                fd, info, in: opened.folder, root: folder.root, path: opened.path, contentType: contentType,
                 validators: stored.validators, cacheControl: configuration.cacheControl, for: key)
             return .read(stored)
         case .unavailable, .tooLarge:  // it shrank or failed since it was opened and checked

@@ -54,11 +54,37 @@ import TilerTestSupport
                 Issue.record("open: a file one byte over the limit was not .tooLarge")
                 return
             }
-            guard case let .file(fd, _) = RootedFiles.open(root: root, ["a", "b", "file"], maximumBytes: bytes.count) else {
+            guard case let .file(fd, _, folder) = RootedFiles.open(root: root, ["a", "b", "file"], maximumBytes: bytes.count) else {
                 Issue.record("open: a file at the limit was not opened")
                 return
             }
             fd.close()
+            #expect(folder == nil, "the folder is described only when asked")
+        }
+    }
+
+    /// Asked to, `open` says which folder it found the file in: the one `folderInfo`
+    /// finds at that path (the root itself for none), and another one once it is replaced.
+    @Test func openDescribesTheFolderItFoundTheFileIn() throws {
+        try withTree { root, bytes in
+            guard
+                case let .file(fd, _, folder?) = RootedFiles.open(
+                    root: root, ["a", "b", "file"], maximumBytes: bytes.count, describingFolder: true)
+            else {
+                Issue.record("open did not describe the folder")
+                return
+            }
+            fd.close()
+            let found = try #require(RootedFiles.folderInfo(root: root, ["a", "b"]))
+            #expect(found.isDirectory && found.inode == folder.inode && found.device == folder.device)
+            #expect(RootedFiles.folderInfo(root: root, [])?.isDirectory == true)
+            #expect(RootedFiles.folderInfo(root: root, ["a", "b", "file"]) == nil, "a file is no folder")
+            #expect(rename(root + "/a/b", root + "/a/b.old") == 0)
+            try FileManager.default.createDirectory(atPath: root + "/a/b", withIntermediateDirectories: false)
+            #expect(RootedFiles.folderInfo(root: root, ["a", "b"])?.inode != folder.inode)
+            #expect(rename(root + "/a/b.old", root + "/a/c") == 0)
+            #expect(symlink(root + "/a/c", root + "/a/d") == 0)
+            #expect(RootedFiles.folderInfo(root: root, ["a", "d"]) == nil, "a link is not followed")
         }
     }
 

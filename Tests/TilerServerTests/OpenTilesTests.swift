@@ -266,6 +266,103 @@ import TilerTestSupport
         }
     }
 
+    /// The tiles of one folder share one check of its path: after the rescan interval, a
+    /// row folder renamed away drops every open tile in it at its next request (on a
+    /// clock passed in, no sleep), and a tile of another folder stays open.
+    @Test func theTilesOfOneFolderShareOneCheckOfItsPath() throws {
+        let root = try PyramidRoot()
+        try root.addPyramid("a", width: 1000, height: 1000)
+        let paths = ["/images/a/tiles/2/1/2.png", "/images/a/tiles/2/1/0.png", "/images/a/tiles/2/0/0.png"]
+        try withRunningTileServer(root, Self.noResponseCache) { server in
+            for path in paths { #expect(try fetch(server.port, path).status == 200) }
+            let openTiles = try #require(server.store.openTiles)
+            #expect(openTiles.count == 3 && openTiles.folderCount == 2)
+            let (pyramid, _) = try Self.key(server)
+            let keys = [(1, 2), (1, 0), (0, 0)].map { row, column in
+                CachedItem.tile(generation: pyramid.generation, level: 2, row: row, column: column)
+            }
+            #expect(rename(root.path + "/a/2/1", root.path + "/a/2/1.old") == 0)
+            // Within the interval nothing is walked: the files are unchanged, still open.
+            let now = SystemClock.monotonicMilliseconds()
+            for key in keys {
+                guard case .ready = openTiles.answer(for: key, now: now) else {
+                    Issue.record("\(key) dropped before the interval ended")
+                    return
+                }
+            }
+            let later = now + openTiles.revalidateAfter
+            guard case .notOpen = openTiles.answer(for: keys[0], now: later),
+                case .notOpen = openTiles.answer(for: keys[1], now: later),
+                case .ready = openTiles.answer(for: keys[2], now: later)
+            else {
+                Issue.record("the renamed folder's tiles are still open, or the other folder's tile is not")
+                return
+            }
+            #expect(openTiles.count == 1)
+            #expect(try fetch(server.port, paths[0]).status == 404)
+        }
+    }
+
+    /// A level folder renamed away and replaced, with a new tile at the old path: the row
+    /// folder's path now leads to another folder, so the new tile is served.
+    @Test func aFolderFurtherUpRenamedAwayIsNoticedToo() throws {
+        let root = try PyramidRoot()
+        try root.addPyramid("a", width: 1000, height: 1000)
+        try withRunningTileServer(root, Self.noResponseCache) { server in
+            #expect(try fetch(server.port, Self.path).body == root.file(Self.file))
+            #expect(rename(root.path + "/a/2", root.path + "/a/2.old") == 0)
+            try FileManager.default.createDirectory(atPath: root.path + "/a/2/1", withIntermediateDirectories: true)
+            let new = Self.version(9)
+            try Data(new).write(to: URL(fileURLWithPath: root.path + "/" + Self.file))
+            let openTiles = try #require(server.store.openTiles)
+            let (_, key) = try Self.key(server)
+            guard case .notOpen = openTiles.answer(for: key, now: SystemClock.monotonicMilliseconds() + openTiles.revalidateAfter)
+            else {
+                Issue.record("a tile whose level folder was replaced is still open")
+                return
+            }
+            #expect(try fetch(server.port, Self.path).body == new)
+        }
+    }
+
+    /// A tile renamed within its folder is noticed at its next request, without waiting
+    /// for the folder's check: the rename moved the file's change time.
+    @Test func aTileRenamedWithinItsFolderIsNoticedAtOnce() throws {
+        let root = try PyramidRoot()
+        try root.addPyramid("a", width: 1000, height: 1000)
+        try withRunningTileServer(root, Self.noResponseCache) { server throws in
+            #expect(try fetch(server.port, Self.path).status == 200)
+            #expect(rename(root.path + "/" + Self.file, root.path + "/" + Self.file + ".old") == 0)
+            #expect(try fetch(server.port, Self.path).status == 404)
+        }
+    }
+
+    /// The folders kept for open tiles stay bounded: with room for 4 descriptors, tiles
+    /// of 100 folders opened in turn leave at most twice the limit's floor of folders.
+    @Test func theFoldersKeptStayBounded() throws {
+        let root = try PyramidRoot()
+        let openTiles = OpenTiles(capacity: 4, revalidateAfter: 60)
+        for i in 0..<100 {
+            let components = ["f\(i)", "t.png"]
+            try FileManager.default.createDirectory(atPath: root.path + "/f\(i)", withIntermediateDirectories: false)
+            let bytes = PyramidRoot.fakeFile(.png, Array("tile \(i)".utf8))
+            try Data(bytes).write(to: URL(fileURLWithPath: root.path + "/f\(i)/t.png"))
+            guard
+                case let .file(fd, info, folder?) = RootedFiles.open(
+                    root: root.path, components, maximumBytes: 1 << 20, describingFolder: true)
+            else {
+                Issue.record("f\(i)/t.png did not open")
+                return
+            }
+            openTiles.keep(
+                fd, info, in: folder, root: root.path, path: components, contentType: "image/png",
+                validators: Validators(info), cacheControl: "no-cache",
+                for: .tile(generation: 1, level: 0, row: 0, column: Int32(i)))
+            #expect(openTiles.count <= 4)
+            #expect(openTiles.folderCount <= 32)
+        }
+    }
+
     @Test func openTilesStayWithinTheFileLimit() {
         var c = ServerConfiguration(root: "/nonexistent")
         #expect(c.openTileLimit(fileLimit: 1 << 20) == 8192)
