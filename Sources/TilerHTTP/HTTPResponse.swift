@@ -59,10 +59,10 @@ extension Array where Element == UInt8 {
         bytes.withUnsafeBytes { append(contentsOf: $0) }
     }
 
-    /// Appends `bytes[from..<(count - dropLast)]` through a pointer to them.
+    /// Appends `bytes[from..<to]` through a pointer to them.
     @inline(__always)
-    mutating func append(bytesOf bytes: [UInt8], from: Int, dropLast: Int) {
-        bytes.withUnsafeBytes { append(contentsOf: UnsafeRawBufferPointer(rebasing: $0[from..<($0.count - dropLast)])) }
+    mutating func append(bytesOf bytes: [UInt8], from: Int, to: Int) {
+        bytes.withUnsafeBytes { append(contentsOf: UnsafeRawBufferPointer(rebasing: $0[from..<to])) }
     }
 
     /// Appends a string's UTF-8 bytes without making an array of them first.
@@ -133,17 +133,21 @@ public final class PreparedResponse: Sendable {
         case file(FileRange)
     }
 
-    public let content: Content
     /// The quoted entity tag, e.g. `"5f2-1a2b3c-42"`, or empty for none.
     public let etag: [UInt8]
     /// Modification time in seconds since 1970, or nil for none.
     public let lastModified: Int64?
     /// `Content-Type` and `Content-Length` lines, then `ETag`, `Last-Modified` and
     /// `Cache-Control` lines from `validatorsStart` (those alone are sent with 304), then
-    /// the empty line that ends a head when no `Connection` line is due. One array: a hit
-    /// appends one, and touches one object fewer that may be cold.
-    let headerLines: [UInt8]
+    /// the empty line that ends a head when no `Connection` line is due; from `bodyStart`,
+    /// the body when it is bytes. One array: a hit sends the head's last lines and the
+    /// body as one shared run of bytes, without copying either, and touches one object
+    /// fewer that may be cold.
+    let wire: [UInt8]
     let validatorsStart: Int
+    let bodyStart: Int
+    /// The body when it is a file range (`wire` then ends with the head).
+    let file: FileRange?
 
     public convenience init(
         body: [UInt8], contentType: String, etag: String?, lastModified: Int64?,
@@ -165,7 +169,6 @@ public final class PreparedResponse: Sendable {
     }
 
     public init(_ content: Content, contentType: String, etag: String?, lastModified: Int64?, cacheControl: String?) {
-        self.content = content
         self.etag = etag.map { Array($0.utf8) } ?? []
         self.lastModified = lastModified
         let length =
@@ -178,22 +181,30 @@ public final class PreparedResponse: Sendable {
         if let etag { lines += Array("ETag: \(etag)\r\n".utf8) }
         if let lastModified { lines += Array("Last-Modified: ".utf8) + HTTPDate.format(lastModified) + [0x0D, 0x0A] }
         if let cacheControl, !cacheControl.isEmpty { lines += Array("Cache-Control: \(cacheControl)\r\n".utf8) }
-        headerLines = lines + [0x0D, 0x0A]
+        lines += [0x0D, 0x0A]
+        bodyStart = lines.count
+        switch content {
+        case .bytes(let bytes):
+            lines.reserveCapacity(lines.count + bytes.count)
+            lines += bytes
+            file = nil
+        case .file(let range):
+            file = range
+        }
+        wire = lines
     }
 
-    /// The body's bytes; empty when the body is a file range (see `content`).
-    public var body: [UInt8] {
-        if case .bytes(let bytes) = content { return bytes }
-        return []
+    /// What the body is (a copy of its bytes when they are bytes).
+    public var content: Content {
+        if let file { return .file(file) }
+        return .bytes(body)
     }
+
+    /// A copy of the body's bytes; empty when the body is a file range (see `content`).
+    public var body: [UInt8] { file == nil ? Array(wire[bodyStart...]) : [] }
 
     /// The body's length in bytes (`Content-Length`).
-    public var contentLength: Int {
-        switch content {
-        case .bytes(let bytes): bytes.count
-        case .file(let range): range.count
-        }
-    }
+    public var contentLength: Int { file?.count ?? wire.count - bodyStart }
 
     /// Whether the request's validators match, so a 304 answers it (RFC 9110 §13.2.2:
     /// `If-None-Match` wins over `If-Modified-Since` when both are present).
@@ -347,21 +358,27 @@ struct ResponseSerializer {
             return write(inner, for: head, keepAlive: keepAlive, date: date, extra: lines, into: &out)
         case .prepared(let p):
             let status = p.isNotModified(for: head) ? 304 : 200
-            let from = status == 304 ? p.validatorsStart : 0
             // The lines end with the head's end, unless a `Connection` line is due first.
             let ended = keepAlive && head.version == .http11
+            if status == 200 && ended && !isHead && p.file == nil {
+                // The usual hit: the header lines and the body go out as they are stored.
+                out.appendStaged { o in
+                    begin(200, date: date, into: &o)
+                    if !extra.isEmpty { o += extra }
+                }
+                out.append(body: p.wire)
+                return Written(status: 200, bytes: p.contentLength)
+            }
+            let from = status == 304 ? p.validatorsStart : 0
             out.appendStaged { o in
                 begin(status, date: date, into: &o)
                 if !extra.isEmpty { o += extra }
-                o.append(bytesOf: p.headerLines, from: from, dropLast: ended ? 0 : 2)
+                o.append(bytesOf: p.wire, from: from, to: ended ? p.bodyStart : p.bodyStart - 2)
                 if !ended { end(keepAlive: keepAlive, version: head.version, into: &o) }
             }
             if status == 304 { return Written(status: 304, bytes: 0) }
             if !isHead {
-                switch p.content {
-                case .bytes(let body): out.append(body: body)
-                case .file(let range): out.append(file: range)
-                }
+                if let file = p.file { out.append(file: file) } else { out.append(body: p.wire, from: p.bodyStart) }
             }
             return Written(status: 200, bytes: p.contentLength)
         case let .bytes(status, contentType, body, cacheControl):

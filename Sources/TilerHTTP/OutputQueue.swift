@@ -28,14 +28,14 @@ struct OutputQueue {
     enum Segment {
         /// `staged[range]`.
         case staged(Range<Int>)
-        /// A body owned elsewhere (a cached response), sent without a copy.
-        case shared([UInt8])
+        /// Bytes owned elsewhere (a cached response's), from `from` on, sent without a copy.
+        case shared([UInt8], from: Int)
         case file(FileRange)
 
         var count: Int {
             switch self {
             case .staged(let range): range.count
-            case .shared(let bytes): bytes.count
+            case .shared(let bytes, let from): bytes.count - from
             case .file(let range): range.count
             }
         }
@@ -73,14 +73,15 @@ struct OutputQueue {
         bytes.withUnsafeBytes { append($0) }
     }
 
-    /// Appends a body: copied when small, else shared.
-    mutating func append(body: [UInt8]) {
-        if body.count <= Self.copyLimit {
-            append(body)
+    /// Appends `body[from...]`: copied when small, else shared.
+    mutating func append(body: [UInt8], from: Int = 0) {
+        let length = body.count - from
+        if length <= Self.copyLimit {
+            body.withUnsafeBytes { append(UnsafeRawBufferPointer(rebasing: $0[from...])) }
         } else {
-            segments.append(.shared(body))
+            segments.append(.shared(body, from: from))
             openStagedStart = nil
-            count += body.count
+            count += length
         }
     }
 
@@ -201,11 +202,11 @@ struct OutputQueue {
                 iov_base: UnsafeMutableRawPointer(mutating: staged.baseAddress! + range.lowerBound + skip),
                 iov_len: range.count - skip)
             return gather(segment: index + 1, into: vectors, filled: filled + 1, staged: staged, body)
-        case .shared(let bytes):
+        case .shared(let bytes, let from):
             return bytes.withUnsafeBytes { b in
                 vectors[filled] = iovec(
-                    iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress! + skip),
-                    iov_len: b.count - skip)
+                    iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress! + from + skip),
+                    iov_len: b.count - from - skip)
                 return gather(segment: index + 1, into: vectors, filled: filled + 1, staged: staged, body)
             }
         case .file:

@@ -245,7 +245,7 @@ public final class ResponseCache<Key: ClockCacheKey>: Sendable {
     /// Stores `value`, evicting entries not used recently to stay within capacity.
     /// Values larger than the whole capacity are not stored.
     public func insert(_ value: PreparedResponse, for key: Key) {
-        entries.insert(value, cost: value.body.count + 256, for: key)
+        entries.insert(value, cost: value.contentLength + 256, for: key)
     }
 
     /// Drops everything.

@@ -426,7 +426,7 @@ public final class TileStore: Sendable {
         let response = PreparedResponse(
             body: stored.bytes, contentType: contentType, etag: stored.validators.etag,
             lastModified: stored.validators.lastModified, cacheControl: configuration.cacheControl)
-        if response.body.count <= cachedUpTo ?? configuration.maximumCachedFileBytes { cache.insert(response, for: key) }
+        if response.contentLength <= cachedUpTo ?? configuration.maximumCachedFileBytes { cache.insert(response, for: key) }
         return response
     }
 
