@@ -20,6 +20,9 @@ public final class Pyramid: Sendable {
     let signature: SourceSignature
     /// The viewport-independent parts of its `/visible` answers.
     let visiblePieces: VisiblePieces
+    /// Each level's tile grid (`geometry.levels`), so that a tile request's check costs
+    /// two compares rather than a level's four divisions.
+    private let grids: [(columns: Int, rows: Int)]
 
     init(
         id: PyramidID, manifest: PyramidManifest, geometry: PyramidGeometry, source: any PyramidSource,
@@ -32,6 +35,14 @@ public final class Pyramid: Sendable {
         self.signature = signature
         self.generation = generation
         visiblePieces = VisiblePieces(id: id, geometry: geometry, format: manifest.format)
+        grids = geometry.levels.map { ($0.columns, $0.rows) }
+    }
+
+    /// Whether the tile exists in this pyramid (`geometry.contains`).
+    func contains(_ tile: TileCoordinate) -> Bool {
+        guard tile.level >= 0 && tile.level < grids.count else { return false }
+        let grid = grids[tile.level]
+        return tile.row >= 0 && tile.row < grid.rows && tile.column >= 0 && tile.column < grid.columns
     }
 
     /// Validators of the manifest and the documents made from it.
@@ -432,7 +443,7 @@ public final class TileStore: Sendable {
 
     /// The cache key of a tile; 404 if the pyramid has no such tile.
     private func tileKey(_ coordinate: TileCoordinate, of pyramid: Pyramid) throws(HTTPError) -> CachedItem {
-        guard pyramid.geometry.contains(coordinate) else {
+        guard pyramid.contains(coordinate) else {
             throw HTTPError(404, "no tile \(coordinate) in image '\(pyramid.id)' (levels 0...\(pyramid.geometry.maxLevel))")
         }
         return .tile(
