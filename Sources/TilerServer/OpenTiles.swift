@@ -32,6 +32,9 @@ final class OpenTiles: Sendable {
     final class Entry: Sendable {
         let response: PreparedResponse
         let file: OpenFile
+        /// `file`'s descriptor, read here rather than through `file` (one object fewer
+        /// to reach per request; `file` keeps it open while this entry lives).
+        let descriptor: FileDescriptor
         let info: FileInfo
         /// The folder it was opened in.
         let folder: Folder
@@ -41,6 +44,7 @@ final class OpenTiles: Sendable {
         init(response: PreparedResponse, file: OpenFile, info: FileInfo, folder: Folder, countsPages: Bool) {
             self.response = response
             self.file = file
+            descriptor = file.descriptor
             self.info = info
             self.folder = folder
             self.countsPages = countsPages
@@ -49,9 +53,9 @@ final class OpenTiles: Sendable {
         /// Whether every page of the file is in the page cache.
         var isResident: Bool {
             if countsPages {
-                return (try? file.descriptor.cachedPages(count: info.size)) == FileDescriptor.pages(info.size)
+                return (try? descriptor.cachedPages(count: info.size)) == FileDescriptor.pages(info.size)
             }
-            return (try? file.descriptor.isResident(count: info.size)) == true
+            return (try? descriptor.isResident(count: info.size)) == true
         }
     }
 
@@ -129,7 +133,7 @@ final class OpenTiles: Sendable {
     /// the folder's path.
     func answer(for key: CachedItem, now: Int64 = SystemClock.monotonicMilliseconds()) -> Answer {
         guard let entry = entries.value(for: key) else { return .notOpen }
-        guard let current = try? entry.file.descriptor.info(), entry.info.stillDescribes(current),
+        guard let current = try? entry.descriptor.info(), entry.info.stillDescribes(current),
             entry.folder.isCurrent(now: now, interval: revalidateAfter)
         else {
             drop(entry, for: key)

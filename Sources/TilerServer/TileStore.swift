@@ -20,6 +20,9 @@ public final class Pyramid: Sendable {
     let signature: SourceSignature
     /// The viewport-independent parts of its `/visible` answers.
     let visiblePieces: VisiblePieces
+    /// `source` when it is a folder (its tiles can be kept open): known once, not cast
+    /// at each request.
+    let folderSource: FolderSource?
     /// Each level's tile grid (`geometry.levels`), so that a tile request's check costs
     /// two compares rather than a level's four divisions.
     private let grids: [(columns: Int, rows: Int)]
@@ -36,6 +39,7 @@ public final class Pyramid: Sendable {
         self.generation = generation
         visiblePieces = VisiblePieces(id: id, geometry: geometry, format: manifest.format)
         grids = geometry.levels.map { ($0.columns, $0.rows) }
+        folderSource = source as? FolderSource
     }
 
     /// Whether the tile exists in this pyramid (`geometry.contains`).
@@ -216,7 +220,7 @@ public final class TileStore: Sendable {
         // The largest body kept in memory. A folder tile goes to `openTiles` (once its pages
         // are resident), and a large one is then sent from its file, not kept in memory too.
         var cachedUpTo = configuration.maximumCachedFileBytes
-        if let openTiles, case let .tile(t) = part, let folder = pyramid.source as? FolderSource {
+        if let openTiles, case let .tile(t) = part, let folder = pyramid.folderSource {
             cachedUpTo = min(cachedUpTo, Self.sendFromFileAbove)
             switch openTiles.answer(for: key) {
             case .ready(let response): return .prepared(response)
