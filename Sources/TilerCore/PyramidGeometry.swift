@@ -110,6 +110,25 @@ public struct PyramidGeometry: Sendable, Hashable, Codable {
     }
 }
 
+/// A geometry's tile grids, one per level, made once: whether a tile exists is then two
+/// comparisons, where `PyramidGeometry.contains` works out the level (four divisions).
+/// For the server, which asks at every tile request.
+public struct TileGrids: Sendable {
+    private let grids: [(columns: Int, rows: Int)]
+
+    public init(_ geometry: PyramidGeometry) {
+        grids = geometry.levels.map { ($0.columns, $0.rows) }
+    }
+
+    /// Whether the tile exists (`PyramidGeometry.contains`).
+    @inline(__always)
+    public func contains(_ tile: TileCoordinate) -> Bool {
+        guard tile.level >= 0 && tile.level < grids.count else { return false }
+        let grid = grids[tile.level]
+        return tile.row >= 0 && tile.row < grid.rows && tile.column >= 0 && tile.column < grid.columns
+    }
+}
+
 /// One level of a pyramid: its size in pixels and its tile grid.
 public struct Level: Sendable, Hashable, Codable {
     public let level: Int

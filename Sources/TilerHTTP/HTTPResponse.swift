@@ -122,9 +122,10 @@ public struct HTTPError: Error, Sendable, Hashable, CustomStringConvertible {
 /// pre-rendered, and the validators that decide a 304.
 ///
 /// `Content-Type`, `Content-Length`, `ETag`, `Last-Modified` and `Cache-Control` are
-/// rendered into bytes at construction, so sending it is two copies and no formatting.
-/// The body is bytes, or a range of an open file that the event loop sends with
-/// `sendfile` (see `FileRange`).
+/// rendered into bytes at construction, so sending it formats nothing: the status line,
+/// `Date` and the common headers are copied, and the rest goes out from where it is
+/// stored (`wire`; copied too when it is short). The body is bytes, or a range of an
+/// open file that the event loop sends with `sendfile` (see `FileRange`).
 public final class PreparedResponse: Sendable {
     /// What the body is.
     public enum Content: Sendable {

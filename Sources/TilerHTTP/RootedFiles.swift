@@ -33,17 +33,6 @@ public enum RootedFiles {
         !name.isEmpty && name != "." && name != ".." && !name.utf8.contains(UInt8(ascii: "/")) && !name.utf8.contains(0)
     }
 
-    /// `lstat` of `root/components…`, or nil if it is missing, unreadable or reached
-    /// through a symbolic link. A link as the last component is reported as itself (not a
-    /// regular file).
-    public static func info(root: String, _ components: [String]) -> FileInfo? {
-        guard let last = components.last, isPlainName(last), let dir = openParent(root: root, components) else {
-            return nil
-        }
-        defer { dir.close() }
-        return try? dir.info(at: last)
-    }
-
     /// `fstat` of the folder `root/components…` (the root itself for none), reached as
     /// `open` reaches a file's folder; nil if a step is missing, a link or not a folder.
     public static func folderInfo(root: String, _ components: ArraySlice<String>) -> FileInfo? {

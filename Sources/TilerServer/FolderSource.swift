@@ -49,8 +49,9 @@ final class FolderSource: PyramidSource {
         let info: FileInfo
         /// Its path below ROOT.
         let path: [String]
-        /// The `fstat` of the folder it was opened in, taken in the same walk.
-        let folder: FileInfo
+        /// The `fstat` of the folder it was opened in, taken in the same walk; nil if that
+        /// failed (the tile is then read, not kept open).
+        let folder: FileInfo?
     }
 
     /// Opens the tile `t`'s file as `read` would (no read yet); nil where `read` finds
@@ -58,10 +59,7 @@ final class FolderSource: PyramidSource {
     func openTile(_ t: TileCoordinate, maximumBytes: Int) throws(SourceError) -> OpenedTile? {
         guard let path = components(.tile(t)) else { return nil }
         switch RootedFiles.open(root: root, path, maximumBytes: maximumBytes, describingFolder: true) {
-        case let .file(fd, info, folder?): return OpenedTile(descriptor: fd, info: info, path: path, folder: folder)
-        case let .file(fd, _, nil):  // the folder's fstat failed: read it as if missing
-            fd.close()
-            return nil
+        case let .file(fd, info, folder): return OpenedTile(descriptor: fd, info: info, path: path, folder: folder)
         case .unavailable: return nil
         case let .tooLarge(info): throw tooLarge(path, info, maximumBytes)
         }

@@ -15,11 +15,13 @@ import TilerHTTP
 /// replaced by a rename over its name (the old inode loses its name) is dropped at its
 /// next request and read again by name. A folder above it renamed away (its files keep
 /// their names) is caught by checking, once per `revalidateAfter`, that the tile's folder
-/// path still leads to the same folder (`Folder`). The check is shared by every open
-/// tile of that folder: one walk per folder and interval, not one per tile (a folder holds
-/// up to a level's row of tiles, and a walk is five system calls). A tile renamed within
-/// its folder needs no walk: a rename moves the file's change time, which the `fstat`
-/// sees.
+/// path still leads to the same folder, unchanged (`Folder`): any name added, removed or
+/// renamed in it moves its modification time, so a tile renamed or replaced where the
+/// file's own `fstat` cannot see it (a file of an overlayfs lower layer replaced by a
+/// rename keeps its link count) is caught too. The check is shared by every open tile of
+/// that folder: one walk per folder and interval, not one per tile (a folder holds up to a
+/// level's row of tiles, and a walk is five system calls). A changed folder has all its
+/// tiles opened again by name at their next request, once.
 ///
 /// **Never blocks an event loop.** `sendfile` would wait for the disk on pages not in the
 /// page cache, so each use checks residency first: `cachestat(2)` (one system call) on
@@ -59,39 +61,38 @@ final class OpenTiles: Sendable {
         }
     }
 
-    /// A folder holding open tiles (its file system and inode, from the `fstat` taken in
-    /// the walk that opened the first of them): found again at its path once per
-    /// `revalidateAfter`, for all of its tiles.
+    /// A folder holding open tiles, as the `fstat` taken in the walk that opened the
+    /// first of them found it: found again at its path, the same folder and unchanged
+    /// (same inode, modification and change times), once per `revalidateAfter` for all of
+    /// its tiles.
     final class Folder: Sendable {
         let root: String
         /// Its path below `root`.
         let components: ArraySlice<String>
-        let device: UInt64
-        let inode: UInt64
-        /// When its path was last found to lead to it (monotonic milliseconds).
+        let identity: FileInfo
+        /// When its path was last found to lead to it, unchanged (monotonic milliseconds).
         let checked: Atomic<Int64>
-        /// Set for good once its path led elsewhere: its tiles are dropped.
+        /// Set for good once its path led elsewhere or it changed: its tiles are dropped.
         let isReplaced = Atomic<Bool>(false)
 
         init(root: String, components: ArraySlice<String>, identity: FileInfo, checked: Int64) {
             self.root = root
             self.components = components
-            device = identity.device
-            inode = identity.inode
+            self.identity = identity
             self.checked = Atomic(checked)
         }
 
         /// Whether it is still the folder at its path, checked at most once per `interval`
         /// milliseconds (two loops may both check at the interval's end; both agree).
         func isCurrent(now: Int64, interval: Int64) -> Bool {
-            if now - checked.load(ordering: .relaxed) >= interval && !isReplaced.load(ordering: .relaxed) {
-                if let found = RootedFiles.folderInfo(root: root, components), found.device == device, found.inode == inode {
-                    checked.store(now, ordering: .relaxed)
-                } else {
-                    isReplaced.store(true, ordering: .relaxed)
-                }
+            guard !isReplaced.load(ordering: .relaxed) else { return false }
+            guard now - checked.load(ordering: .relaxed) >= interval else { return true }
+            guard RootedFiles.folderInfo(root: root, components) == identity else {
+                isReplaced.store(true, ordering: .relaxed)
+                return false
             }
-            return !isReplaced.load(ordering: .relaxed)
+            checked.store(now, ordering: .relaxed)
+            return true
         }
     }
 
@@ -128,6 +129,9 @@ final class OpenTiles: Sendable {
     /// Folders known now (those of open tiles, and some no tile refers to any more).
     var folderCount: Int { folders.withLock { $0.count } }
 
+    /// The folder the open tile `key` was opened in (for tests).
+    func folder(of key: CachedItem) -> Folder? { entries.value(for: key)?.folder }
+
     /// The open tile for `key`, checked (see the type's notes). No I/O but `fstat`, the
     /// residency check and, once per `revalidateAfter` for its whole folder, a walk of
     /// the folder's path.
@@ -146,9 +150,7 @@ final class OpenTiles: Sendable {
     private func folder(root: String, _ components: ArraySlice<String>, identity: FileInfo, now: Int64) -> Folder {
         let path = ([root] + components).joined(separator: "/")  // plain names: no "/" in any
         return folders.withLock { folders in
-            if let known = folders[path], known.device == identity.device, known.inode == identity.inode,
-                !known.isReplaced.load(ordering: .relaxed)
-            {
+            if let known = folders[path], known.identity == identity, !known.isReplaced.load(ordering: .relaxed) {
                 return known
             }
             if folders.count >= folderLimit {

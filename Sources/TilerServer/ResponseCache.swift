@@ -45,19 +45,6 @@ public final class ClockCache<Key: ClockCacheKey, Value: Sendable>: Sendable {
         var cost = 0
         /// The clock hand: the next position eviction looks at.
         var hand = 0
-        let seed: UInt64
-
-        init(seed: UInt64) { self.seed = seed }
-
-        /// A key's bits mixed with the seed: every bit of the key moves about half of
-        /// the hash's.
-        @inline(__always)
-        func hash(_ key: Key) -> UInt64 {
-            var x = key.cacheKeyBits ^ seed
-            x = (x ^ (x >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            x = (x ^ (x >> 27)) &* 0x94D0_49BB_1331_11EB
-            return x ^ (x >> 31)
-        }
 
         /// The position holding `key` (whose hash is `hash`), if any.
         @inline(__always)
@@ -141,11 +128,21 @@ public final class ClockCache<Key: ClockCacheKey, Value: Sendable>: Sendable {
 
     /// The most cost held at once.
     public let capacity: Int
-    private let table: Mutex<Table>
+    private let table = Mutex(Table())
+    private let seed = UInt64.random(in: .min ... .max)
 
     public init(capacity: Int) {
         self.capacity = capacity
-        table = Mutex(Table(seed: UInt64.random(in: .min ... .max)))
+    }
+
+    /// A key's bits mixed with the seed: every bit of the key moves about half of the
+    /// hash's. Outside the lock: it needs nothing of the table.
+    @inline(__always)
+    private func hash(_ key: Key) -> UInt64 {
+        var x = key.cacheKeyBits ^ seed
+        x = (x ^ (x >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        x = (x ^ (x >> 27)) &* 0x94D0_49BB_1331_11EB
+        return x ^ (x >> 31)
     }
 
     /// The cost of the entries held now.
@@ -155,8 +152,9 @@ public final class ClockCache<Key: ClockCacheKey, Value: Sendable>: Sendable {
 
     /// The cached value, marking it recently used.
     public func value(for key: Key) -> Value? {
-        table.withLock { t in
-            guard let p = t.position(of: key, hash: t.hash(key)) else { return nil }
+        let hash = hash(key)
+        return table.withLock { t in
+            guard let p = t.position(of: key, hash: hash) else { return nil }
             t.entries[p].referenced = true
             return t.entries[p].value
         }
@@ -166,8 +164,8 @@ public final class ClockCache<Key: ClockCacheKey, Value: Sendable>: Sendable {
     /// Values costing more than the whole capacity are not stored.
     public func insert(_ value: Value, cost: Int, for key: Key) {
         guard cost <= capacity else { return }
+        let hash = hash(key)
         table.withLock { t in
-            let hash = t.hash(key)
             if let old = t.position(of: key, hash: hash) { t.remove(at: old) }
             while t.cost + cost > capacity, t.count > 0 { t.evictOne() }
             t.add(value, cost: cost, key: key, hash: hash)
@@ -176,8 +174,9 @@ public final class ClockCache<Key: ClockCacheKey, Value: Sendable>: Sendable {
 
     /// Drops the entry for `key` if it is still `isIt` (a newer one stored meanwhile stays).
     public func remove(_ key: Key, if isIt: (Value) -> Bool) {
+        let hash = hash(key)
         table.withLock { t in
-            guard let p = t.position(of: key, hash: t.hash(key)), let value = t.entries[p].value, isIt(value) else {
+            guard let p = t.position(of: key, hash: hash), let value = t.entries[p].value, isIt(value) else {
                 return
             }
             t.remove(at: p)
@@ -186,7 +185,7 @@ public final class ClockCache<Key: ClockCacheKey, Value: Sendable>: Sendable {
 
     /// Drops everything.
     public func removeAll() {
-        table.withLock { t in t = Table(seed: t.seed) }
+        table.withLock { t in t = Table() }
     }
 }
 

@@ -23,9 +23,8 @@ public final class Pyramid: Sendable {
     /// `source` when it is a folder (its tiles can be kept open): known once, not cast
     /// at each request.
     let folderSource: FolderSource?
-    /// Each level's tile grid (`geometry.levels`), so that a tile request's check costs
-    /// two compares rather than a level's four divisions.
-    private let grids: [(columns: Int, rows: Int)]
+    /// Its tile grids, so that a tile request's check costs two compares.
+    let grids: TileGrids
 
     init(
         id: PyramidID, manifest: PyramidManifest, geometry: PyramidGeometry, source: any PyramidSource,
@@ -38,15 +37,8 @@ public final class Pyramid: Sendable {
         self.signature = signature
         self.generation = generation
         visiblePieces = VisiblePieces(id: id, geometry: geometry, format: manifest.format)
-        grids = geometry.levels.map { ($0.columns, $0.rows) }
+        grids = TileGrids(geometry)
         folderSource = source as? FolderSource
-    }
-
-    /// Whether the tile exists in this pyramid (`geometry.contains`).
-    func contains(_ tile: TileCoordinate) -> Bool {
-        guard tile.level >= 0 && tile.level < grids.count else { return false }
-        let grid = grids[tile.level]
-        return tile.row >= 0 && tile.row < grid.rows && tile.column >= 0 && tile.column < grid.columns
     }
 
     /// Validators of the manifest and the documents made from it.
@@ -274,12 +266,12 @@ public final class TileStore: Sendable {
         switch RootedFiles.read(fd, opened.info, onlyIfCached: true) {
         case let .read(bytes, info):
             let stored = StoredBytes(bytes: bytes, validators: Validators(info))
-            guard pyramid.manifest.format.looksComplete(bytes) else {
+            guard pyramid.manifest.format.looksComplete(bytes), let folderInfo = opened.folder else {
                 fd.close()
-                return .read(stored)  // `keep` answers 500 and logs it
+                return .read(stored)  // `keep` answers 500 and logs a damaged one
             }
             openTiles.keep(
-                fd, info, in: opened.folder, root: folder.root, path: opened.path, contentType: contentType,
+                fd, info, in: folderInfo, root: folder.root, path: opened.path, contentType: contentType,
                 validators: stored.validators, cacheControl: configuration.cacheControl, for: key)
             return .read(stored)
         case .unavailable, .tooLarge:  // it shrank or failed since it was opened and checked
@@ -447,7 +439,7 @@ public final class TileStore: Sendable {
 
     /// The cache key of a tile; 404 if the pyramid has no such tile.
     private func tileKey(_ coordinate: TileCoordinate, of pyramid: Pyramid) throws(HTTPError) -> CachedItem {
-        guard pyramid.contains(coordinate) else {
+        guard pyramid.grids.contains(coordinate) else {
             throw HTTPError(404, "no tile \(coordinate) in image '\(pyramid.id)' (levels 0...\(pyramid.geometry.maxLevel))")
         }
         return .tile(

@@ -25,6 +25,27 @@ func generatedSizes(count: Int, seed: UInt64) -> [(w: Int, h: Int, t: Int)] {
 }
 
 @Suite struct PyramidGeometryTests {
+    /// The grids made once say what the geometry says, for every level and edge: rows and
+    /// columns just inside and just past each level, negative ones, and levels past
+    /// either end.
+    @Test func tileGridsHoldTheTilesTheGeometryHolds() throws {
+        for (w, h, t) in generatedSizes(count: 400, seed: 12) {
+            let g = try PyramidGeometry(width: w, height: h, tileSize: t)
+            let grids = TileGrids(g)
+            for level in -1...(g.maxLevel + 1) {
+                let l = g.contains(level: level) ? g.level(level) : nil
+                let rows = [-1, 0, 1] + (l.map { [$0.rows - 1, $0.rows, $0.rows + 1] } ?? [])
+                let columns = [-1, 0, 1] + (l.map { [$0.columns - 1, $0.columns, $0.columns + 1] } ?? [])
+                for row in rows {
+                    for column in columns {
+                        let tile = TileCoordinate(level: level, row: row, column: column)
+                        #expect(grids.contains(tile) == g.contains(tile), "\(w)x\(h)/\(t) \(tile)")
+                    }
+                }
+            }
+        }
+    }
+
     @Test func contractExample() throws {
         let g = try PyramidGeometry(width: 20000, height: 20000, tileSize: 256)
         #expect(g.maxLevel == 7)

@@ -96,7 +96,9 @@ import TilerTestSupport
         let large = PyramidRoot.fakeFile(.png, (0..<(TileStore.sendFromFileAbove + 4096)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
         try Self.replace(root, Self.file, with: large)
         let small = "/images/a/tiles/2/0/0.png"
-        try withRunningTileServer(root) { server in
+        // Writing the cold tile below changes the folder: no folder check may fall within
+        // the test, or the open tile would be dropped rather than found not resident.
+        try withRunningTileServer(root, { $0.rescanInterval = 600 }) { server in
             for _ in 0..<3 {
                 let big = try fetch(server.port, Self.path)
                 #expect(big.status == 200 && big.body == large)
@@ -273,7 +275,12 @@ import TilerTestSupport
         let root = try PyramidRoot()
         try root.addPyramid("a", width: 1000, height: 1000)
         let paths = ["/images/a/tiles/2/1/2.png", "/images/a/tiles/2/1/0.png", "/images/a/tiles/2/0/0.png"]
-        try withRunningTileServer(root, Self.noResponseCache) { server in
+        // An interval no slow run reaches: the clock passed in says when it ends.
+        let configure: (inout ServerConfiguration) -> Void = {
+            $0.cacheBytes = 0
+            $0.rescanInterval = 600
+        }
+        try withRunningTileServer(root, configure) { server in
             for path in paths { #expect(try fetch(server.port, path).status == 200) }
             let openTiles = try #require(server.store.openTiles)
             #expect(openTiles.count == 3 && openTiles.folderCount == 2)
@@ -325,6 +332,30 @@ import TilerTestSupport
         }
     }
 
+    /// A folder changed under its open tiles (a name added to it) counts as replaced at
+    /// its next check: its tiles are opened again by name, once, and served as they are.
+    /// That is what catches a tile replaced where its own `fstat` cannot tell (a file of
+    /// an overlayfs lower layer replaced by a rename keeps its link count and times).
+    @Test func aFolderChangedUnderItsOpenTilesHasThemOpenedAgain() throws {
+        let root = try PyramidRoot()
+        try root.addPyramid("a", width: 1000, height: 1000)
+        try withRunningTileServer(root, Self.noResponseCache) { server throws in
+            #expect(try fetch(server.port, Self.path).body == root.file(Self.file))
+            let openTiles = try #require(server.store.openTiles)
+            let (_, key) = try Self.key(server)
+            let before = try #require(openTiles.folder(of: key))
+            try Data("x".utf8).write(to: URL(fileURLWithPath: root.path + "/a/2/1/notes.txt"))
+            let later = SystemClock.monotonicMilliseconds() + openTiles.revalidateAfter
+            guard case .notOpen = openTiles.answer(for: key, now: later) else {
+                Issue.record("a tile of a changed folder is still open")
+                return
+            }
+            #expect(try fetch(server.port, Self.path).body == root.file(Self.file))
+            let after = try #require(openTiles.folder(of: key))
+            #expect(after !== before && !after.isReplaced.load(ordering: .relaxed))
+        }
+    }
+
     /// A tile renamed within its folder is noticed at its next request, without waiting
     /// for the folder's check: the rename moved the file's change time.
     @Test func aTileRenamedWithinItsFolderIsNoticedAtOnce() throws {
@@ -338,30 +369,50 @@ import TilerTestSupport
     }
 
     /// The folders kept for open tiles stay bounded: with room for 4 descriptors, tiles
-    /// of 100 folders opened in turn leave at most twice the limit's floor of folders.
+    /// of 140 folders opened in turn leave at most twice the limit's floor of folders,
+    /// and a folder whose tile stays open (asked for between the others) survives every
+    /// pruning: a second tile opened in it shares it.
     @Test func theFoldersKeptStayBounded() throws {
         let root = try PyramidRoot()
         let openTiles = OpenTiles(capacity: 4, revalidateAfter: 60)
-        for i in 0..<100 {
-            let components = ["f\(i)", "t.png"]
-            try FileManager.default.createDirectory(atPath: root.path + "/f\(i)", withIntermediateDirectories: false)
-            let bytes = PyramidRoot.fakeFile(.png, Array("tile \(i)".utf8))
-            try Data(bytes).write(to: URL(fileURLWithPath: root.path + "/f\(i)/t.png"))
+        func write(_ folder: String, _ name: String) throws {
+            try FileManager.default.createDirectory(
+                atPath: root.path + "/" + folder, withIntermediateDirectories: true)
+            let bytes = PyramidRoot.fakeFile(.png, Array("\(folder)/\(name)".utf8))
+            try Data(bytes).write(to: URL(fileURLWithPath: root.path + "/\(folder)/\(name)"))
+        }
+        func keep(_ folder: String, _ name: String, as column: Int) throws {
+            if !FileManager.default.fileExists(atPath: root.path + "/\(folder)/\(name)") { try write(folder, name) }
             guard
-                case let .file(fd, info, folder?) = RootedFiles.open(
-                    root: root.path, components, maximumBytes: 1 << 20, describingFolder: true)
+                case let .file(fd, info, folderInfo?) = RootedFiles.open(
+                    root: root.path, [folder, name], maximumBytes: 1 << 20, describingFolder: true)
             else {
-                Issue.record("f\(i)/t.png did not open")
+                Issue.record("\(folder)/\(name) did not open")
                 return
             }
             openTiles.keep(
-                fd, info, in: folder, root: root.path, path: components, contentType: "image/png",
-                validators: Validators(info), cacheControl: "no-cache",
-                for: .tile(generation: 1, level: 0, row: 0, column: Int32(i)))
+                fd, info, in: folderInfo, root: root.path, path: [folder, name], contentType: "image/png",
+                validators: Validators(info), cacheControl: "no-cache", for: Self.key(column))
+        }
+        // Both tiles of the folder written first: a name added to it later changes it.
+        try write("kept", "t.png")
+        try write("kept", "u.png")
+        try keep("kept", "t.png", as: 1000)
+        let kept = try #require(openTiles.folder(of: Self.key(1000)))
+        for i in 0..<140 {
+            guard case .ready = openTiles.answer(for: Self.key(1000)) else {
+                Issue.record("the tile asked for between the others was dropped at \(i)")
+                return
+            }
+            try keep("f\(i)", "t.png", as: i)
             #expect(openTiles.count <= 4)
             #expect(openTiles.folderCount <= 32)
         }
+        try keep("kept", "u.png", as: 1001)
+        #expect(openTiles.folder(of: Self.key(1001)) === kept)
     }
+
+    static func key(_ column: Int) -> CachedItem { .tile(generation: 1, level: 0, row: 0, column: Int32(column)) }
 
     @Test func openTilesStayWithinTheFileLimit() {
         var c = ServerConfiguration(root: "/nonexistent")

@@ -10,10 +10,12 @@ extension String: ClockCacheKey {
     public var cacheKeyBits: UInt64 { UInt64(bitPattern: Int64(hashValue)) }
 }
 
-/// A key whose index bits collide on purpose: a third of all keys share each.
+/// A key whose index bits collide on purpose (a third of all keys share each), or, with
+/// `collides` false, are its id.
 private struct CollidingKey: ClockCacheKey {
     var id: Int
-    var cacheKeyBits: UInt64 { UInt64(id % 3) }
+    var collides = true
+    var cacheKeyBits: UInt64 { collides ? UInt64(id % 3) : UInt64(id) }
 }
 
 @Suite struct ResponseCacheTests {
@@ -54,30 +56,33 @@ private struct CollidingKey: ClockCacheKey {
     }
 
     /// Inserts, replacements, removals and lookups against a dictionary, with keys that
-    /// collide in the index (long probes, removals from the middle of them) and a
-    /// capacity that never evicts: the cache must hold exactly what the model holds.
+    /// collide in the index (long probes, removals from the middle of them; 30 caches,
+    /// each with a seed of its own, so that some probe runs wrap past the table's end) and
+    /// keys that do not, and a capacity that never evicts: the cache must hold exactly
+    /// what the model holds.
     @Test func theIndexFindsWhatWasStoredAndNothingElse() {
         var rng = SystemRandomNumberGenerator()
-        for collide in [true, false] {
-            let cache = ClockCache<CollidingKey, Int>(capacity: .max)
-            var model: [Int: Int] = [:]
-            for step in 0..<20_000 {
-                let id = Int.random(in: 0..<(collide ? 60 : 3000), using: &rng)
-                let key = CollidingKey(id: collide ? id : id * 3 + 1)
-                switch Int.random(in: 0..<3, using: &rng) {
-                case 0:
-                    cache.insert(step, cost: 1, for: key)
-                    model[key.id] = step
-                case 1:
-                    cache.remove(key) { _ in true }
-                    model[key.id] = nil
-                default:
-                    #expect(cache.value(for: key) == model[key.id], "step \(step)")
+        for (collides, caches, steps, ids) in [(true, 30, 2_000, 60), (false, 1, 20_000, 3000)] {
+            for _ in 0..<caches {
+                let cache = ClockCache<CollidingKey, Int>(capacity: .max)
+                var model: [Int: Int] = [:]
+                for step in 0..<steps {
+                    let key = CollidingKey(id: Int.random(in: 0..<ids, using: &rng), collides: collides)
+                    switch Int.random(in: 0..<3, using: &rng) {
+                    case 0:
+                        cache.insert(step, cost: 1, for: key)
+                        model[key.id] = step
+                    case 1:
+                        cache.remove(key) { _ in true }
+                        model[key.id] = nil
+                    default:
+                        #expect(cache.value(for: key) == model[key.id], "step \(step)")
+                    }
+                    #expect(cache.count == model.count)
                 }
-                #expect(cache.count == model.count)
-            }
-            for id in 0..<(collide ? 60 : 9000) {
-                #expect(cache.value(for: CollidingKey(id: id)) == model[id], "\(id)")
+                for id in 0..<(2 * ids) {
+                    #expect(cache.value(for: CollidingKey(id: id, collides: collides)) == model[id], "\(id)")
+                }
             }
         }
     }

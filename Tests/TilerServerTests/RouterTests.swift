@@ -1,6 +1,5 @@
 import Synchronization
 import Testing
-import TilerCore
 import TilerHTTP
 @testable import TilerServer
 
@@ -47,34 +46,6 @@ import TilerHTTP
     }
 
     /// The standard routes, dispatched by first segment, still answer every kind of path.
-    /// A pyramid's table of tile grids says what its geometry says, for every level and
-    /// edge: rows and columns just inside and just past each level, negative ones, and
-    /// levels past either end, for sizes that are and are not multiples of the tile.
-    @Test func aPyramidHoldsTheTilesItsGeometryHolds() throws {
-        let root = try PyramidRoot()
-        let sizes = [(900, 700, 256), (1, 1, 256), (256, 512, 256), (20000, 333, 256), (1000, 999, 100)]
-        for (i, (width, height, tileSize)) in sizes.enumerated() {
-            try root.addPyramid("p\(i)", width: width, height: height, tileSize: tileSize, tilesThrough: 0)
-        }
-        let store = TileStore(configuration: ServerConfiguration(root: root.path))
-        defer { store.stopRescanning() }
-        #expect(store.pyramids.count == sizes.count)
-        for pyramid in store.pyramids {
-            let g = pyramid.geometry
-            for level in -1...(g.maxLevel + 1) {
-                let grid = g.contains(level: level) ? g.level(level) : nil
-                let rows = [-1, 0, 1] + (grid.map { [$0.rows - 1, $0.rows, $0.rows + 1] } ?? [])
-                let columns = [-1, 0, 1] + (grid.map { [$0.columns - 1, $0.columns, $0.columns + 1] } ?? [])
-                for row in rows {
-                    for column in columns {
-                        let t = TileCoordinate(level: level, row: row, column: column)
-                        #expect(pyramid.contains(t) == g.contains(t), "\(pyramid.id) \(t)")
-                    }
-                }
-            }
-        }
-    }
-
     @Test func standardRoutesNameTheirFirstSegments() throws {
         let root = try PyramidRoot()
         let store = TileStore(configuration: ServerConfiguration(root: root.path))
