@@ -114,14 +114,15 @@ public struct PyramidGeometry: Sendable, Hashable, Codable {
 /// comparisons, where `PyramidGeometry.contains` works out the level (four divisions).
 /// For the server, which asks at every tile request.
 public struct TileGrids: Sendable {
-    private let grids: [(columns: Int, rows: Int)]
+    @usableFromInline let grids: [(columns: Int, rows: Int)]
 
     public init(_ geometry: PyramidGeometry) {
         grids = geometry.levels.map { ($0.columns, $0.rows) }
     }
 
-    /// Whether the tile exists (`PyramidGeometry.contains`).
-    @inline(__always)
+    /// Whether the tile exists (`PyramidGeometry.contains`). Inlinable: the server's
+    /// tile requests call it from another module.
+    @inlinable
     public func contains(_ tile: TileCoordinate) -> Bool {
         guard tile.level >= 0 && tile.level < grids.count else { return false }
         let grid = grids[tile.level]
