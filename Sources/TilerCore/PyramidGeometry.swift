@@ -71,9 +71,7 @@ public struct PyramidGeometry: Sendable, Hashable, Codable {
 
     /// Whether the tile exists in this pyramid.
     public func contains(_ tile: TileCoordinate) -> Bool {
-        guard contains(level: tile.level) else { return false }
-        let l = level(tile.level)
-        return tile.row >= 0 && tile.row < l.rows && tile.column >= 0 && tile.column < l.columns
+        contains(level: tile.level) && level(tile.level).contains(row: tile.row, column: tile.column)
     }
 
     /// The pixels of `level` that a tile holds, clipped at the level's edges.
@@ -114,19 +112,17 @@ public struct PyramidGeometry: Sendable, Hashable, Codable {
 /// comparisons, where `PyramidGeometry.contains` works out the level (four divisions).
 /// For the server, which asks at every tile request.
 public struct TileGrids: Sendable {
-    @usableFromInline let grids: [(columns: Int, rows: Int)]
+    @usableFromInline let levels: [Level]
 
     public init(_ geometry: PyramidGeometry) {
-        grids = geometry.levels.map { ($0.columns, $0.rows) }
+        levels = geometry.levels
     }
 
     /// Whether the tile exists (`PyramidGeometry.contains`). Inlinable: the server's
     /// tile requests call it from another module.
     @inlinable
     public func contains(_ tile: TileCoordinate) -> Bool {
-        guard tile.level >= 0 && tile.level < grids.count else { return false }
-        let grid = grids[tile.level]
-        return tile.row >= 0 && tile.row < grid.rows && tile.column >= 0 && tile.column < grid.columns
+        levels.indices.contains(tile.level) && levels[tile.level].contains(row: tile.row, column: tile.column)
     }
 }
 
@@ -151,6 +147,12 @@ public struct Level: Sendable, Hashable, Codable {
 
     /// Number of tiles in the level.
     public var tileCount: Int { columns * rows }
+
+    /// Whether the level's grid has the tile at `row`, `column`.
+    @inlinable
+    public func contains(row: Int, column: Int) -> Bool {
+        row >= 0 && row < rows && column >= 0 && column < columns
+    }
 }
 
 /// A tile's address: resolution level, row and column.

@@ -40,11 +40,14 @@ public final class ClockCache<Key: ClockCacheKey, Value: Sendable>: Sendable {
     private struct Table {
         /// Empty until the first entry, whose key fills the free positions.
         var entries: [Entry] = []
-        var mask = 0
         var count = 0
         var cost = 0
         /// The clock hand: the next position eviction looks at.
         var hand = 0
+
+        /// Positions wrap with this (the table's size is a power of two).
+        @inline(__always)
+        var mask: Int { entries.count - 1 }
 
         /// The position holding `key` (whose hash is `hash`), if any.
         @inline(__always)
@@ -63,12 +66,10 @@ public final class ClockCache<Key: ClockCacheKey, Value: Sendable>: Sendable {
             if entries.isEmpty {
                 entries = Array(
                     repeating: Entry(hash: 0, key: key, value: nil, cost: 0, isUsed: false, referenced: false), count: 16)
-                mask = 15
             } else if (count + 1) * 2 > entries.count {
                 grow()
             }
-            var p = Int(truncatingIfNeeded: hash) & mask
-            while entries[p].isUsed { p = (p + 1) & mask }
+            let p = freePosition(for: hash)
             entries[p] = Entry(hash: hash, key: key, value: value, cost: cost, isUsed: true, referenced: false)
             count += 1
             self.cost += cost
@@ -96,6 +97,13 @@ public final class ClockCache<Key: ClockCacheKey, Value: Sendable>: Sendable {
             }
         }
 
+        /// The first free position of `hash`'s probe run.
+        private func freePosition(for hash: UInt64) -> Int {
+            var p = Int(truncatingIfNeeded: hash) & mask
+            while entries[p].isUsed { p = (p + 1) & mask }
+            return p
+        }
+
         mutating func evictOne() {
             while true {
                 if hand > mask { hand = 0 }
@@ -116,11 +124,9 @@ public final class ClockCache<Key: ClockCacheKey, Value: Sendable>: Sendable {
             var old = entries
             entries = old.map { Entry(hash: 0, key: $0.key, value: nil, cost: 0, isUsed: false, referenced: false) }
             entries += entries
-            mask = entries.count - 1
             hand = 0
             for i in old.indices where old[i].isUsed {
-                var p = Int(truncatingIfNeeded: old[i].hash) & mask
-                while entries[p].isUsed { p = (p + 1) & mask }
+                let p = freePosition(for: old[i].hash)
                 swap(&entries[p], &old[i])
             }
         }
