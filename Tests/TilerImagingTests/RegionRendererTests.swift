@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TilerCore
+import TilerTestSupport
 @testable import TilerImaging
 
 /// The IIIF validator's test image: 1000 × 1000, a 10 × 10 grid of 100 px squares of
@@ -67,6 +68,7 @@ enum ValidatorFixture {
 private let fixturePyramid: Result<(dir: String, manifest: PyramidManifest), Error> = Result {
     let root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("tiler-render-\(getpid())")
     try? FileManager.default.removeItem(at: root)
+    ProcessFolders.removeAtExit(root.path)
     try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
     let result = try PyramidCutter(root: root, options: CutOptions(force: true))
         .cut(ValidatorFixture.path, id: PyramidID(ValidatorFixture.id)!)

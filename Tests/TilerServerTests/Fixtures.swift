@@ -18,6 +18,8 @@ final class PyramidRoot: @unchecked Sendable {
     init(in parent: String = NSTemporaryDirectory()) throws {
         path = parent + (parent.hasSuffix("/") ? "" : "/") + "tiler-serve-tests-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        // A root held by a `static let` (a suite's long-lived server) is never deinitialised.
+        ProcessFolders.removeAtExit(path)
     }
 
     deinit { try? FileManager.default.removeItem(atPath: path) }

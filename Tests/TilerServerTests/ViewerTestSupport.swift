@@ -29,6 +29,7 @@ enum ViewerPyramids {
     static let root: Result<String, Error> = Result {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("tiler-viewer-tests-\(getpid())")
         try? FileManager.default.removeItem(at: root)
+        ProcessFolders.removeAtExit(root.path)
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         let sources = root.appendingPathComponent("sources")
         try FileManager.default.createDirectory(at: sources, withIntermediateDirectories: true)

@@ -11,6 +11,9 @@ final class WebDriver {
     let port: Int
     let session: String
     private let process: Process
+    /// The browser's profile folder, removed by `quit()` (and at the latest when the
+    /// process exits).
+    private let profile: String
 
     /// The key codes WebDriver uses for special keys.
     enum Key {
@@ -42,7 +45,8 @@ final class WebDriver {
             }
             usleep(100_000)
         }
-        let profile = FileManager.default.temporaryDirectory.appendingPathComponent("tiler-chromium-\(getpid())-\(port)").path
+        profile = FileManager.default.temporaryDirectory.appendingPathComponent("tiler-chromium-\(getpid())-\(port)").path
+        ProcessFolders.removeAtExit(profile)
         let capabilities: [String: Any] = [
             "capabilities": [
                 "alwaysMatch": [
@@ -80,6 +84,7 @@ final class WebDriver {
         for _ in 0..<20 where process.isRunning { usleep(50_000) }
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: profile)
     }
 
     /// One command: the response's `value`, or an error carrying WebDriver's message.
