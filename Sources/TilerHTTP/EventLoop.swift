@@ -59,6 +59,8 @@ final class EventLoop {
         let gracePeriod: Int64
         /// `SO_SNDBUF` for accepted sockets, or nil for the kernel's.
         let sendBufferBytes: Int?
+        /// `HTTPConfiguration.yieldsAfterEachBatch`.
+        let yieldsAfterEachBatch: Bool
 
         init(
             configuration: HTTPConfiguration, accessLog: Logger?, log: Logger, maximumConnections: Int,
@@ -73,6 +75,7 @@ final class EventLoop {
             self.clock = clock
             gracePeriod = HTTPConfiguration.milliseconds(configuration.shutdownGracePeriod)
             self.sendBufferBytes = sendBufferBytes
+            yieldsAfterEachBatch = configuration.yieldsAfterEachBatch
         }
     }
 
@@ -255,6 +258,9 @@ final class EventLoop {
                     handle(c, ready)
                 }
             }
+            // Take turns with the other threads on these cores (see
+            // `HTTPConfiguration.yieldsAfterEachBatch`).
+            if n > 0 && shared.yieldsAfterEachBatch { yieldTheCore() }
             if time.milliseconds - lastSweep >= Self.sweepInterval {
                 lastSweep = time.milliseconds
                 sweep()

@@ -30,6 +30,13 @@ func nameThisThread(_ name: String) {
     _ = cns_name_thread(name)  // cosmetic: a refusal changes nothing else
 }
 
+/// Offers the calling thread's core to another thread that is ready to run; returns at
+/// once if there is none (`sched_yield`, which cannot fail on Linux).
+@inline(__always)
+func yieldTheCore() {
+    _ = sched_yield()
+}
+
 /// Clocks the server reads, without Foundation.
 public enum SystemClock {
     /// Milliseconds from a cheap monotonic clock (`CLOCK_MONOTONIC_COARSE`, a few ms of
