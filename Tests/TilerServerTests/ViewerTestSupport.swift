@@ -82,6 +82,7 @@ enum ViewerPyramids {
         served.configure(&configuration)
         let server = TileServer(configuration: configuration)
         try server.start()
+        ProcessFolders.beforeRemoving { server.stop() }
         return Served(server: server, root: served)
     }
 

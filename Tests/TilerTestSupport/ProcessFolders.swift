@@ -7,21 +7,30 @@ import Synchronization
 /// them as it exits, and a machine that runs the tests every day does not fill its
 /// temporary folder. A process that is killed leaves them behind.
 public enum ProcessFolders {
-    private static let registered = Mutex<[String]>([])
+    private static let registered = Mutex<(paths: [String], actions: [@Sendable () -> Void])>(([], []))
     private static let hook: Void = { atexit { ProcessFolders.removeAll() } }()
 
     /// Removes `path` (a folder or a file) when the process exits.
     public static func removeAtExit(_ path: String) {
         _ = hook
-        registered.withLock { $0.append(path) }
+        registered.withLock { $0.paths.append(path) }
     }
 
-    /// Removes every registered path that is still there.
+    /// Runs `action` when the process exits, before the folders are removed: a
+    /// long-lived server stops rescanning the folder it serves, rather than log that it
+    /// has gone.
+    public static func beforeRemoving(_ action: @escaping @Sendable () -> Void) {
+        _ = hook
+        registered.withLock { $0.actions.append(action) }
+    }
+
+    /// Runs the actions, then removes every registered path that is still there.
     static func removeAll() {
-        let paths = registered.withLock { paths in
-            defer { paths.removeAll() }
-            return paths
+        let (paths, actions) = registered.withLock { registered in
+            defer { registered = ([], []) }
+            return registered
         }
+        for action in actions { action() }
         for path in paths { try? FileManager.default.removeItem(atPath: path) }
     }
 }
