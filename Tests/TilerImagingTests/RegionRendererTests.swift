@@ -66,10 +66,7 @@ enum ValidatorFixture {
 
 /// Cuts the fixture once (PNG tiles) into a temporary root shared by this suite.
 private let fixturePyramid: Result<(dir: String, manifest: PyramidManifest), Error> = Result {
-    let root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("tiler-render-\(getpid())")
-    try? FileManager.default.removeItem(at: root)
-    ProcessFolders.removeAtExit(root.path)
-    try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+    let root = try ProcessFolders.fresh(named: "render")
     let result = try PyramidCutter(root: root, options: CutOptions(force: true))
         .cut(ValidatorFixture.path, id: PyramidID(ValidatorFixture.id)!)
     return (result.output.path, result.manifest)

@@ -27,10 +27,7 @@ enum ValidatorImage {
 /// - `film.dzi`: a pyramid whose id itself ends in `.dzi`.
 enum ViewerPyramids {
     static let root: Result<String, Error> = Result {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("tiler-viewer-tests-\(getpid())")
-        try? FileManager.default.removeItem(at: root)
-        ProcessFolders.removeAtExit(root.path)
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        let root = try ProcessFolders.fresh(named: "viewer-tests")
         let sources = root.appendingPathComponent("sources")
         try FileManager.default.createDirectory(at: sources, withIntermediateDirectories: true)
         func cut(_ input: String, _ id: String, _ format: TileFormat) throws {

@@ -10,6 +10,17 @@ public enum ProcessFolders {
     private static let registered = Mutex<(paths: [String], actions: [@Sendable () -> Void])>(([], []))
     private static let hook: Void = { atexit { ProcessFolders.removeAll() } }()
 
+    /// A new, empty folder `tiler-NAME-PID` in the temporary folder (whatever an earlier
+    /// process with the same id left there is removed first), removed when this process
+    /// exits: for a fixture a suite makes once and keeps.
+    public static func fresh(named name: String) throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("tiler-\(name)-\(getpid())")
+        try? FileManager.default.removeItem(at: url)
+        removeAtExit(url.path)
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
     /// Removes `path` (a folder or a file) when the process exits.
     public static func removeAtExit(_ path: String) {
         _ = hook
