@@ -1,6 +1,7 @@
 /* The calls declared in include/CNetShims.h. This file can define _GNU_SOURCE, which
- * accept4 and preadv2 need. */
+ * accept4, preadv2 and sched_getaffinity need. */
 #define _GNU_SOURCE 1
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -15,6 +16,13 @@ int cns_accept(int fd) {
 ssize_t cns_pread_nowait(int fd, void *buf, size_t len, long offset) {
     struct iovec v = { buf, len };
     return preadv2(fd, &v, 1, (off_t)offset, RWF_NOWAIT);
+}
+
+int cns_allowed_cpus(void) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return -1;
+    return CPU_COUNT(&set);
 }
 
 int cns_name_thread(const char *name) {

@@ -1,3 +1,5 @@
+import CNetShims
+
 /// Every limit and knob of the HTTP layer, with its default. `tiler serve` exposes the
 /// useful ones as flags and `TILER_*` environment variables.
 public struct HTTPConfiguration: Sendable, Hashable {
@@ -200,9 +202,13 @@ public struct HTTPConfiguration: Sendable, Hashable {
         !text.utf8.contains { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }
     }
 
-    /// Online processors.
+    /// The processors this process may run on: its CPU affinity (`sched_getaffinity`), so
+    /// a server started under `taskset`, or in a container given some of the machine's
+    /// cores (`--cpuset-cpus`), runs one loop per core it has, not per core the machine
+    /// has. The online processors when the affinity cannot be read.
     public static var coreCount: Int {
-        max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        let allowed = cns_allowed_cpus()
+        return allowed > 0 ? Int(allowed) : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
     }
 }
 

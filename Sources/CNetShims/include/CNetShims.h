@@ -37,6 +37,10 @@ ssize_t cns_read(int fd, void *buf, size_t len);
 struct msghdr;
 ssize_t cns_sendmsg(int fd, const struct msghdr *msg, int flags);
 
+/* How many processors the calling thread may run on (sched_getaffinity and CPU_COUNT,
+ * which are behind _GNU_SOURCE and a macro); -1 with errno set on failure. */
+int cns_allowed_cpus(void);
+
 /* prctl(PR_SET_NAME, name): names the calling thread (15 bytes are kept). */
 int cns_name_thread(const char *name);
 

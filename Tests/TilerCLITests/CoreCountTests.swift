@@ -1,0 +1,55 @@
+import Foundation
+import Testing
+import TilerTestSupport
+
+/// `tiler serve` runs one event loop per core the process may run on: its CPU affinity,
+/// as `taskset` or a container's `--cpuset-cpus` sets it, not the machine's core count.
+@Suite struct CoreCountTests {
+    /// Each event loop listens on a socket of its own (`SO_REUSEPORT`), all bound before
+    /// the server announces its port, so the listening sockets on that port count the loops.
+    static func listeningSockets(port: Int) throws -> Int {
+        let table = try String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)
+        let hexPort = String(format: ":%04X", port)
+        return table.split(separator: "\n").dropFirst().filter { line in
+            let fields = line.split(separator: " ")
+            return fields.count > 3 && fields[1].hasSuffix(hexPort) && fields[3] == "0A"
+        }.count
+    }
+
+    /// The processors this test may run on, from `/proc/self/status` (`Cpus_allowed_list`,
+    /// such as `0-1,4`).
+    static func allowedProcessors() throws -> [Int] {
+        let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+        let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("Cpus_allowed_list:") })
+        return line.dropFirst("Cpus_allowed_list:".count).split(separator: ",").flatMap { part -> [Int] in
+            let bounds = part.trimmingCharacters(in: .whitespaces).split(separator: "-").compactMap { Int($0) }
+            return bounds.count == 2 ? Array(bounds[0]...bounds[1]) : bounds
+        }
+    }
+
+    @Test func oneEventLoopPerAllowedCore() throws {
+        let taskset = "/usr/bin/taskset"
+        try #require(FileManager.default.isExecutableFile(atPath: taskset), "taskset (util-linux) is missing")
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let tiler = try tilerBinary()
+        try FileManager.default.createDirectory(atPath: scratch.path("root"), withIntermediateDirectories: true)
+        let allowed = try Self.allowedProcessors()
+        try #require(!allowed.isEmpty)
+
+        let (all, allPort) = try startServer(tiler, ["serve", scratch.path("root"), "--port", "0"])
+        defer { all.terminate(); all.waitUntilExit() }
+        #expect(try Self.listeningSockets(port: allPort) == allowed.count)
+
+        let (one, onePort) = try startServer(
+            taskset, ["-c", String(allowed[0]), tiler, "serve", scratch.path("root"), "--port", "0"])
+        defer { one.terminate(); one.waitUntilExit() }
+        #expect(try Self.listeningSockets(port: onePort) == 1)
+
+        // An explicit count still wins.
+        let (three, threePort) = try startServer(
+            taskset, ["-c", String(allowed[0]), tiler, "serve", scratch.path("root"), "--port", "0", "--threads", "3"])
+        defer { three.terminate(); three.waitUntilExit() }
+        #expect(try Self.listeningSockets(port: threePort) == 3)
+    }
+}
