@@ -28,6 +28,10 @@ Run it through scripts/bench, which installs the peers first. Sections:
            from the archive in the local S3 server (moto) with a warm cache, alternating;
            cold-cache latency of a fresh server reading from S3.
 
+`--server-cpus LIST` and `--client-cpus LIST` (taskset CPU lists) run the servers under
+test and wrk on cores of their own, on a machine with cores to spare; by default they
+share every core, and on 2 cores wrk's own CPU caps what any server can show.
+
 Tools are alternated within each round (tiler first in even rounds, last in odd ones)
 so that a drift in the machine's load hits both. No pyramid is deleted before the end
 of the run (see Tools.discard: on this machine's journal-less ext4, deleting thousands
@@ -816,14 +820,40 @@ def cpu_seconds(pids):
     return total / tick
 
 
+# Where the servers under test and wrk run (`--server-cpus`, `--client-cpus`): taskset
+# CPU lists, or None for anywhere. On this project's 2-core machines wrk shares the
+# servers' cores; on a larger one, apart, wrk's own CPU no longer caps the servers.
+PINNING = {"server": None, "client": None}
+
+
+def pinned(role, argv):
+    """argv under `taskset -c CPUS` when `role` ("server" or "client") is pinned."""
+    cpus = PINNING[role]
+    return ["taskset", "-c", cpus] + argv if cpus else argv
+
+
+def cpu_list_count(cpus):
+    """How many CPUs a taskset list such as `0-1,4` names."""
+    n = 0
+    for part in cpus.split(","):
+        a, _, b = part.strip().partition("-")
+        n += int(b) - int(a) + 1 if b else 1
+    return n
+
+
+def server_cores():
+    """The cores the servers under test may use: their pinned CPUs, or every core."""
+    return cpu_list_count(PINNING["server"]) if PINNING["server"] else (os.cpu_count() or 2)
+
+
 def wrk(port, script, seconds, threads=2, conns=32, pid=None):
     """wrk's figures; with pid, also the server's CPU time per response (pid and its
     children, every thread: user + system), in microseconds."""
     pids = process_tree(pid) if pid else []
     cpu0 = cpu_seconds(pids)
     own0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    p = run(["wrk", "-t", str(threads), "-c", str(conns), "-d", f"{seconds}s", "--latency", "-s", script,
-             f"http://127.0.0.1:{port}"], capture_output=True, check=False)
+    p = run(pinned("client", ["wrk", "-t", str(threads), "-c", str(conns), "-d", f"{seconds}s", "--latency", "-s",
+                              script, f"http://127.0.0.1:{port}"]), capture_output=True, check=False)
     line = next((l for l in p.stdout.splitlines() if l.startswith("BENCHJSON ")), None)
     if not line:
         raise TilerError(f"wrk gave no result: {p.stdout[-300:]} {p.stderr[-300:]}")
@@ -946,7 +976,7 @@ def start_floor_server(sdir, root, ports, procs, out):
         log("  " + out["floor_error"])
         return False
     ports["floor"] = free_port()
-    procs["floor"] = subprocess.Popen([exe, root, str(ports["floor"]), str(os.cpu_count() or 2)],
+    procs["floor"] = subprocess.Popen(pinned("server", [exe, root, str(ports["floor"]), str(server_cores())]),
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return True
 
@@ -1014,15 +1044,15 @@ def section_serve(t, res, args):
                    VERBOSITY="0", LOGFILE=os.path.join(sdir, "iipsrv.log"), JPEG_QUALITY="85")
         for i, p in enumerate(iip_ports):
             procs[f"iipsrv{i}"] = subprocess.Popen(
-                ["/usr/lib/iipimage-server/iipsrv.fcgi", "--bind", f"127.0.0.1:{p}", "--backlog", "1024"],
-                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                pinned("server", ["/usr/lib/iipimage-server/iipsrv.fcgi", "--bind", f"127.0.0.1:{p}", "--backlog",
+                                  "1024"]), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         ndir = os.path.join(sdir, "nginx")
         os.makedirs(ndir)
         locations = "\n".join(f"    location /images/{i}/tiles/ {{ alias {root}/{i}/; }}" for i in ids.values())
         with open(os.path.join(ndir, "nginx.conf"), "w") as f:
             f.write(NGINX_CONF.format(d=ndir, port=ports["nginx"], iip_port=ports["iipsrv"], locations=locations,
                                       upstreams=" ".join(f"server 127.0.0.1:{p};" for p in iip_ports)))
-        procs["nginx"] = subprocess.Popen(["nginx", "-p", ndir, "-c", os.path.join(ndir, "nginx.conf")],
+        procs["nginx"] = subprocess.Popen(pinned("server", ["nginx", "-p", ndir, "-c", os.path.join(ndir, "nginx.conf")]),
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # ---- the floor: scripts/floor-server.c, the least a server can do per response
         # (tiles in memory, one read and one write each), on the same files and URLs
@@ -1037,7 +1067,8 @@ def section_serve(t, res, args):
                     t0 = time.perf_counter()
                     # Its messages go to a file: a pipe nobody reads would stop the server when full.
                     tiler_log = open(os.path.join(sdir, "tiler-serve.log"), "w")
-                    pr = subprocess.Popen([t.tiler, "serve", root, "--host", "127.0.0.1", "--port", str(ports["tiler"])],
+                    pr = subprocess.Popen(pinned("server", [t.tiler, "serve", root, "--host", "127.0.0.1", "--port",
+                                                           str(ports["tiler"])]),
                                           stdout=subprocess.DEVNULL, stderr=tiler_log)
                     tiler_log.close()
                     procs["tiler"] = pr
@@ -1197,14 +1228,14 @@ def start_iipsrv(sdir, tif, nprocs):
                VERBOSITY="0", LOGFILE=os.path.join(sdir, "iipsrv.log"), JPEG_QUALITY="85")
     for i, p in enumerate(iip_ports):
         procs[f"iipsrv{i}"] = subprocess.Popen(
-            ["/usr/lib/iipimage-server/iipsrv.fcgi", "--bind", f"127.0.0.1:{p}", "--backlog", "1024"],
+            pinned("server", ["/usr/lib/iipimage-server/iipsrv.fcgi", "--bind", f"127.0.0.1:{p}", "--backlog", "1024"]),
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ndir = os.path.join(sdir, "nginx-" + str(port))
     os.makedirs(ndir)
     with open(os.path.join(ndir, "nginx.conf"), "w") as f:
         f.write(NGINX_CONF.format(d=ndir, port=free_port(), iip_port=port, locations="",
                                   upstreams=" ".join(f"server 127.0.0.1:{p};" for p in iip_ports)))
-    procs["nginx"] = subprocess.Popen(["nginx", "-p", ndir, "-c", os.path.join(ndir, "nginx.conf")],
+    procs["nginx"] = subprocess.Popen(pinned("server", ["nginx", "-p", ndir, "-c", os.path.join(ndir, "nginx.conf")]),
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return port, procs
 
@@ -1260,9 +1291,9 @@ def section_serve_sources(t, res, args):
             wait_http(port, f"{dz_iip}/{offset}/0_0.jpg")
             return port, procs
         port = free_port()
-        pr = subprocess.Popen([t.tiler, "serve", root, "--sources", sources, "--sources-format", "jpeg",
-                               "--sources-quality", "85", "--host", "127.0.0.1", "--port", str(port)]
-                              + (small_cache if name == "tiler-small-cache" else []),
+        pr = subprocess.Popen(pinned("server", [t.tiler, "serve", root, "--sources", sources, "--sources-format", "jpeg",
+                                                "--sources-quality", "85", "--host", "127.0.0.1", "--port", str(port)]
+                                     + (small_cache if name == "tiler-small-cache" else [])),
                               stdout=subprocess.DEVNULL, stderr=open(os.path.join(sdir, "stderr"), "w"))
         wait_http(port, f"/images/{image_id}", proc=pr)
         return port, {"tiler": pr}
@@ -1463,7 +1494,8 @@ def section_serve_archives(t, res, args):
         ports = {}
         for name, (root, flags) in servers.items():
             ports[name] = free_port()
-            procs[name] = subprocess.Popen([t.tiler, "serve", root, "--port", str(ports[name])] + flags, env=env,
+            procs[name] = subprocess.Popen(pinned("server", [t.tiler, "serve", root, "--port", str(ports[name])] + flags),
+                                           env=env,
                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             wait_http(ports[name], f"/images/{image_id}", proc=procs[name], timeout=120)
         # Correct bytes from every server before anything is timed.
@@ -1766,10 +1798,15 @@ def cut_rows(get):
 
 def serve_ceiling(g, machine):
     """The req/s at which a server and wrk, at their measured CPU per response, would
-    fill every core: cores × 10⁶ / (server µs + wrk µs). None when either is missing."""
+    fill every core: cores × 10⁶ / (server µs + wrk µs) when they share the cores; with
+    each pinned to its own (`pinning` in the machine's record), the lower of server
+    cores × 10⁶ / server µs and client cores × 10⁶ / wrk µs. None when either is missing."""
     cpu, wcpu = g.get("cpu_us_per_response"), g.get("wrk_cpu_us_per_response")
     if not cpu or not wcpu:
         return None
+    pin = machine.get("pinning") or {}
+    if pin.get("server") and pin.get("client"):
+        return min(cpu_list_count(pin["server"]) * 1e6 / cpu, cpu_list_count(pin["client"]) * 1e6 / wcpu)
     return (machine.get("nproc") or os.cpu_count() or 2) * 1e6 / (cpu + wcpu)
 
 
@@ -1893,9 +1930,18 @@ def report_md(res):
                      f"{v['errors']} | {v['bytes_per_response']} | {v.get('cpu_us_per_response') or ''} | "
                      f"{v.get('wrk_cpu_us_per_response') or ''} | {f'{ceiling:.0f}' if ceiling else ''} |")
         L.append("")
-        L += [f"CPU µs/response: the server's processes (every thread, user + system) over the run; wrk CPU: "
-              f"wrk's own, which shares the {m['nproc']} cores; ceiling = cores × 10⁶ / (server + wrk µs per "
-              f"response), the req/s at which the two together fill every core.", ""]
+        pin = m.get("pinning") or {}
+        if pin.get("server") and pin.get("client"):
+            L += [f"Pinned with taskset: the servers to CPUs {pin['server']}, wrk to CPUs {pin['client']}. "
+                  f"CPU µs/response: the server's processes (every thread, user + system) over the run; wrk CPU: "
+                  f"wrk's own; ceiling = the lower of server CPUs × 10⁶ / server µs and wrk CPUs × 10⁶ / wrk µs "
+                  f"per response.", ""]
+        else:
+            L += [(f"Pinned with taskset: servers to CPUs {pin.get('server') or 'any'}, wrk to CPUs "
+                   f"{pin.get('client') or 'any'}. " if pin else "")
+                  + f"CPU µs/response: the server's processes (every thread, user + system) over the run; wrk CPU: "
+                  f"wrk's own, which shares the {m['nproc']} cores; ceiling = cores × 10⁶ / (server + wrk µs per "
+                  f"response), the req/s at which the two together fill every core.", ""]
         for fmt in ("png", "jpeg"):
             ng, fl = s["legs"].get(f"nginx/{fmt}"), s["legs"].get(f"floor/{fmt}")
             if ng and fl:
@@ -1980,7 +2026,19 @@ def main():
                     help="the legs of --cut-big, TOOL/FORMAT comma separated (default: tiler and dzsave 8.18, folders)")
     ap.add_argument("--iip-compression", default="jpeg", choices=["jpeg", "deflate"])
     ap.add_argument("--iip-procs", type=int, default=os.cpu_count() or 2, help="iipsrv processes (default nproc)")
+    ap.add_argument("--server-cpus", help="run the servers under test on these CPUs only (a taskset list, e.g. 0-1; "
+                    "default: any). tiler and the floor then run one event loop per CPU given; nginx keeps its one worker")
+    ap.add_argument("--client-cpus", help="run wrk on these CPUs only (e.g. 2-3; default: any): apart from "
+                    "--server-cpus, wrk's own CPU no longer caps the servers' req/s")
     args = ap.parse_args()
+    for role in ("server", "client"):
+        cpus = getattr(args, f"{role}_cpus")
+        if cpus is not None:
+            if not re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", cpus):
+                ap.error(f"--{role}-cpus {cpus!r}: a CPU list such as 0-1 or 0,2")
+            if not shutil.which("taskset"):
+                ap.error(f"--{role}-cpus needs taskset (util-linux)")
+            PINNING[role] = cpus
     args.cut_big = [int(x) for x in args.cut_big.split(",") if x.strip()]
     args.cut_big_legs = [x.strip() for x in args.cut_big_legs.split(",") if x.strip()]
     args.cut_legs = [tuple(x.strip().split("/")) for x in args.cut_legs.split(",") if x.strip()]
@@ -2017,6 +2075,8 @@ def main():
         log(f"ignoring {', '.join(scrubbed)}: tiler runs with its defaults")
     t0 = time.time()
     res = {"command": "scripts/bench " + " ".join(sys.argv[1:]), "machine": machine_info(), "quick": q}
+    if PINNING["server"] or PINNING["client"]:
+        res["machine"]["pinning"] = dict(PINNING)
     log(f"machine: {res['machine']['nproc']} × {res['machine']['cpu']}, {res['machine']['memory_gb']} GB; "
         f"{res['machine']['uptime_start']}")
     t = Tools(args, out)
