@@ -299,7 +299,7 @@ public final class TileStore: Sendable {
         }
         if let refusal = health.admit() { return Self.retryLater(refusal) }
         let deadline = StorageDeadline(seconds: configuration.storageTimeout)
-        return .blocking(.storage) { [self] in
+        return .blocking(.storage) {
             guard !deadline.hasPassed else {
                 return Self.retryLater(
                     HTTPError(503, "object storage is too busy to answer within \(Self.seconds(deadline.seconds)) s; retry later"))
