@@ -832,13 +832,22 @@ def pinned(role, argv):
     return ["taskset", "-c", cpus] + argv if cpus else argv
 
 
-def cpu_list_count(cpus):
-    """How many CPUs a taskset list such as `0-1,4` names."""
-    n = 0
+def cpu_list(cpus):
+    """The CPUs a taskset list such as `0-1,4` names; ValueError for a range that runs
+    backwards."""
+    named = set()
     for part in cpus.split(","):
         a, _, b = part.strip().partition("-")
-        n += int(b) - int(a) + 1 if b else 1
-    return n
+        lo, hi = int(a), int(b) if b else int(a)
+        if hi < lo:
+            raise ValueError(f"the range {part} runs backwards")
+        named.update(range(lo, hi + 1))
+    return named
+
+
+def cpu_list_count(cpus):
+    """How many CPUs a taskset list such as `0-1,4` names."""
+    return len(cpu_list(cpus))
 
 
 def server_cores():
@@ -2036,6 +2045,13 @@ def main():
         if cpus is not None:
             if not re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", cpus):
                 ap.error(f"--{role}-cpus {cpus!r}: a CPU list such as 0-1 or 0,2")
+            try:
+                outside = cpu_list(cpus) - os.sched_getaffinity(0)
+            except ValueError as e:
+                ap.error(f"--{role}-cpus {cpus!r}: {e}")
+            if outside:
+                ap.error(f"--{role}-cpus {cpus!r}: CPU {min(outside)} is not one this machine lets the bench use "
+                         f"({sorted(os.sched_getaffinity(0))})")
             if not shutil.which("taskset"):
                 ap.error(f"--{role}-cpus needs taskset (util-linux)")
             PINNING[role] = cpus
