@@ -205,11 +205,12 @@ public struct HTTPConfiguration: Sendable, Hashable {
     /// The processors this process may run on: its CPU affinity (`sched_getaffinity`), so
     /// a server started under `taskset`, or in a container given some of the machine's
     /// cores (`--cpuset-cpus`), runs one loop per core it has, not per core the machine
-    /// has. The online processors when the affinity cannot be read.
-    public static var coreCount: Int {
+    /// has. The online processors when the affinity cannot be read. Read once, when the
+    /// first configuration is made (each of three defaults asked for it).
+    public static let coreCount: Int = {
         let allowed = cns_allowed_cpus()
         return allowed > 0 ? Int(allowed) : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
-    }
+    }()
 }
 
 #if canImport(Glibc)
