@@ -122,11 +122,11 @@ extension VisibleTilesQuery {
             switch name.count {
             case 1 where name.first == UInt8(ascii: "x"): bit = 1
             case 1 where name.first == UInt8(ascii: "y"): bit = 2
-            case 5 where name.elementsEqual("width".utf8): bit = 4
-            case 6 where name.elementsEqual("height".utf8): bit = 8
-            case 5 where name.elementsEqual("scale".utf8): bit = 16
-            case 6 where name.elementsEqual("margin".utf8): bit = 32
-            case 4 where name.elementsEqual("wrap".utf8): bit = 64
+            case 5 where name.matches("width"): bit = 4
+            case 6 where name.matches("height"): bit = 8
+            case 5 where name.matches("scale"): bit = 16
+            case 6 where name.matches("margin"): bit = 32
+            case 4 where name.matches("wrap"): bit = 64
             default: return nil
             }
             guard seen & bit == 0 else { return nil }
@@ -157,6 +157,21 @@ extension VisibleTilesQuery {
         return try VisibleTilesQuery(
             viewport: Viewport(x: numbers.x, y: numbers.y, width: numbers.width, height: numbers.height),
             scale: numbers.scale, margin: margin, wrapX: wrapX)
+    }
+}
+
+extension ArraySlice<UInt8> {
+    /// Whether these are `name`'s bytes (`elementsEqual`, without the generic iterators,
+    /// which cost hundreds of instructions per query name).
+    @inline(__always)
+    fileprivate func matches(_ name: StaticString) -> Bool {
+        guard count == name.utf8CodeUnitCount else { return false }
+        var p = name.utf8Start
+        for byte in self {
+            guard byte == p.pointee else { return false }
+            p += 1
+        }
+        return true
     }
 }
 

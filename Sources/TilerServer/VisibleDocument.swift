@@ -8,11 +8,17 @@ import TilerHTTP
 /// hundred tiles, so it is written in a single pass into an array sized up front from the
 /// largest each tile can take. A tile's numbers depend only on its row or only on its
 /// column, so each row's and each column's pieces are formatted once (into a temporary
-/// buffer) and a tile is eight copies of them. The tiles come nearest first straight from
+/// buffer) and a tile is seven copies of them. The tiles come nearest first straight from
 /// the plan (`VisibleTilesPlan.forEachOffsetInDistanceOrder`: no list of tiles, no sort),
 /// so the answer's bytes are the only allocation. There is no per-byte capacity or
 /// uniqueness check, and no `String` is created. The bytes are the same as `JSONWriter`
 /// would produce for the same fields in the same order.
+///
+/// A piece is copied 16 bytes at a time (`putPiece`), not with `memcpy`: a piece is 1 to
+/// about 60 bytes (more with a long `linkPrefix`), where a call to `memcpy` cost more than the copy. Each chunk may read
+/// and write up to 15 bytes past the piece's end, so the scratch buffer and the answer
+/// both have `Chunk.slack` bytes to spare after their last byte; what a chunk writes past
+/// a piece's end is overwritten by the next piece, or lies past the answer's end.
 ///
 /// `linkPrefix` is what every tile URL starts with, JSON-escaped: the base URL
 /// (`--base-url`) or nothing, for root-relative URLs (`PublicAddress.linkPrefix`).
@@ -32,36 +38,35 @@ func visibleDocument(_ answer: VisibleTilesPlan, of pyramid: Pyramid, linkPrefix
     // 10 integers per tile (3 in the URL), each at most 20 bytes.
     let perTile = fixed + 10 * 20
     let capacity = head.count + answer.count * perTile + 2
+    let allocated = capacity + Chunk.slack
     // The full tile span, which every tile but those on the right and bottom edges has
     // as its size (written from `span`).
     let step = pyramid.geometry.tileSize * answer.level.downscale
 
-    // A tile's bytes are eight pieces, four that depend only on its row and three only on
-    // its column (one used twice), so each row's and each column's are formatted once,
-    // into `scratch`, and a tile is eight copies:
-    //   {"level":L,"row":R,"column":  C  ,"url":"PREFIX/images/ID/tiles/L/R/  C
-    //   .EXT","x":X  ,"y":Y,"width":  W  ,"height":H}
+    // A tile's bytes are seven pieces, four that depend only on its row and three only on
+    // its column, so each row's and each column's are formatted once, into `scratch`, and
+    // a tile is seven copies:
+    //   {"level":L,"row":R,"column":  C  ,"url":"PREFIX/images/ID/tiles/L/R/
+    //   C.EXT","x":X  ,"y":Y,"width":  W  ,"height":H}
     let rowCount = answer.rowCount, columnCount = answer.columnCount
     let rowBytes =
         2 * Piece.level.count + Piece.row.count + Piece.column.count + Piece.url.count + linkPrefix.count
         + urlStart.count + Piece.y.count + Piece.width.count + Piece.height.count + 2 * level.count + 6 * 20 + 4
-    let columnBytes = urlEnd.count + 4 * 20
-    // Where each piece is in `scratch`: (start, end) pairs, four per row, three per column.
+    let columnBytes = urlEnd.count + 5 * 20
+    // Where each piece is in `scratch`, and its length: four per row, three per column.
     let pieceCount = 4 * rowCount + 3 * columnCount
     let scratchBytes = rowCount * rowBytes + columnCount * columnBytes
 
-    return [UInt8](unsafeUninitializedCapacity: capacity) { buffer, initialized in
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: scratchBytes) { scratch in
-            withUnsafeTemporaryAllocation(
-                of: (start: UnsafeMutablePointer<UInt8>, end: UnsafeMutablePointer<UInt8>).self, capacity: pieceCount
-            ) { pieces in
+    return [UInt8](unsafeUninitializedCapacity: allocated) { buffer, initialized in
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: scratchBytes + Chunk.slack) { scratch in
+            withUnsafeTemporaryAllocation(of: ScratchPiece.self, capacity: pieceCount) { pieces in
                 let s = scratch.baseAddress!
                 let at = pieces.baseAddress!
                 var q = s
                 func mark(_ k: Int, _ write: (inout UnsafeMutablePointer<UInt8>) -> Void) {
                     let start = q
                     write(&q)
-                    (at + k).initialize(to: (start, q))
+                    (at + k).initialize(to: ScratchPiece(start: start, count: q - start))
                 }
                 for i in 0..<rowCount {
                     let r = answer.rowSpan(i)
@@ -97,6 +102,7 @@ func visibleDocument(_ answer: VisibleTilesPlan, of pyramid: Pyramid, linkPrefix
                     let c = answer.columnSpan(j)
                     mark(c0 + 3 * j) { q in q.putDecimal(c.column) }
                     mark(c0 + 3 * j + 1) { q in
+                        q.putDecimal(c.column)
                         q.put(urlEnd); q.putDecimal(c.x)
                     }
                     mark(c0 + 3 * j + 2) { q in
@@ -110,11 +116,13 @@ func visibleDocument(_ answer: VisibleTilesPlan, of pyramid: Pyramid, linkPrefix
                 p.put(head)
                 var first = true
                 answer.forEachOffsetInDistanceOrder { i, j in
-                    if !first { p.put(UInt8(ascii: ",")) }
+                    var q = p  // in a register while the tile is written
+                    if !first { q.put(UInt8(ascii: ",")) }
                     first = false
                     let r = at + 4 * i, c = at + c0 + 3 * j
-                    p.put(r[0]); p.put(c[0]); p.put(r[1]); p.put(c[0]); p.put(c[1])
-                    p.put(r[2]); p.put(c[2]); p.put(r[3])
+                    q.putPiece(r[0]); q.putPiece(c[0]); q.putPiece(r[1]); q.putPiece(c[1])
+                    q.putPiece(r[2]); q.putPiece(c[2]); q.putPiece(r[3])
+                    p = q
                 }
                 p.put(UInt8(ascii: "]"))
                 p.put(UInt8(ascii: "}"))
@@ -124,6 +132,12 @@ func visibleDocument(_ answer: VisibleTilesPlan, of pyramid: Pyramid, linkPrefix
             }
         }
     }
+}
+
+/// A piece of a `/visible` answer formatted into the scratch buffer.
+private struct ScratchPiece {
+    let start: UnsafeMutablePointer<UInt8>
+    let count: Int
 }
 
 /// The parts of every `/visible` answer of one pyramid that do not depend on the
@@ -213,12 +227,19 @@ extension UnsafeMutablePointer<UInt8> {
         bytes.withUnsafeBufferPointer { put($0) }
     }
 
-    /// A piece formatted earlier, from its start to its end.
+    /// A piece formatted earlier, copied a `Chunk` at a time: reads and writes up to
+    /// `Chunk.slack` bytes past the piece's end and past `self`'s new position (see
+    /// `visibleDocument`).
     @inline(__always)
-    fileprivate mutating func put(_ piece: (start: UnsafeMutablePointer<UInt8>, end: UnsafeMutablePointer<UInt8>)) {
-        let count = piece.end - piece.start
-        memcpy(self, piece.start, count)
-        self += count
+    fileprivate mutating func putPiece(_ piece: ScratchPiece) {
+        var from = UnsafeRawPointer(piece.start), to = UnsafeMutableRawPointer(self)
+        let end = to + piece.count
+        repeat {
+            to.storeBytes(of: from.loadUnaligned(as: Chunk.self), as: Chunk.self)
+            from += MemoryLayout<Chunk>.size
+            to += MemoryLayout<Chunk>.size
+        } while to < end
+        self += piece.count
     }
 
     /// `v` in decimal (at most 20 bytes), two digits at a time from the last.
@@ -253,6 +274,14 @@ extension UnsafeMutablePointer<UInt8> {
             }
         }
     }
+}
+
+/// What `putPiece` copies at once: 16 bytes, one vector register.
+private typealias Chunk = SIMD16<UInt8>
+
+extension SIMD16<UInt8> {
+    /// The bytes a copy by chunks may read or write past the end of what it copies.
+    fileprivate static var slack: Int { MemoryLayout<Self>.size }
 }
 
 /// "00" "01" … "99": two decimal digits per lookup.
