@@ -15,10 +15,11 @@ import TilerHTTP
 /// would produce for the same fields in the same order.
 ///
 /// A piece is copied 16 bytes at a time (`putPiece`), not with `memcpy`: a piece is 1 to
-/// about 60 bytes (more with a long `linkPrefix`), where a call to `memcpy` cost more than the copy. Each chunk may read
-/// and write up to 15 bytes past the piece's end, so the scratch buffer and the answer
-/// both have `Chunk.slack` bytes to spare after their last byte; what a chunk writes past
-/// a piece's end is overwritten by the next piece, or lies past the answer's end.
+/// about 60 bytes (more with a long `linkPrefix`), and a call to `memcpy` cost more than
+/// the copy. Each chunk may read and write up to 15 bytes past the piece's end, so the
+/// scratch buffer and the answer both have `Chunk.slack` bytes to spare after their last
+/// byte; what a chunk writes past a piece's end is overwritten by the next piece, or lies
+/// past the answer's end.
 ///
 /// `linkPrefix` is what every tile URL starts with, JSON-escaped: the base URL
 /// (`--base-url`) or nothing, for root-relative URLs (`PublicAddress.linkPrefix`).
