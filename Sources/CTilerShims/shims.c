@@ -48,7 +48,7 @@ int tiler_vips_open_descriptor(int fd, int random_access, int allow_vector, cons
         g_object_unref(source);
         return TILER_OPEN_UNKNOWN_FORMAT;
     }
-    VipsObjectClass *class = vips_class_find("VipsForeignLoad", operation);
+    const VipsObjectClass *class = vips_class_find("VipsForeignLoad", operation);
     *loader = class ? class->nickname : operation;
     if (!allow_vector && tiler_is_vector_loader(*loader)) {
         g_object_unref(source);

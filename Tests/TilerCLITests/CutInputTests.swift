@@ -33,7 +33,7 @@ import TilerTestSupport
         process.executableURL = URL(fileURLWithPath: try tilerBinary())
         process.arguments = arguments
         let errPath = FileManager.default.temporaryDirectory.appendingPathComponent("tiler-guarded-\(UUID().uuidString)")
-        FileManager.default.createFile(atPath: errPath.path, contents: nil)
+        try #require(FileManager.default.createFile(atPath: errPath.path, contents: nil))
         defer { try? FileManager.default.removeItem(at: errPath) }
         process.standardError = try FileHandle(forWritingTo: errPath)
         process.standardOutput = FileHandle.nullDevice

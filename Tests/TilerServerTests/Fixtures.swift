@@ -157,11 +157,8 @@ final class CollectedLog: @unchecked Sendable {
             set { metadata[key] = newValue }
         }
 
-        func log(
-            level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
-            file: String, function: String, line: UInt
-        ) {
-            log.lock.withLock { log.lines.append("\(level): \(message)") }
+        func log(event: LogEvent) {
+            log.lock.withLock { log.lines.append("\(event.level): \(event.message)") }
         }
     }
 }

@@ -201,7 +201,7 @@ import TilerTestSupport
         #expect(waitForExit(process))
 
         let log = URL(fileURLWithPath: root.path).appendingPathComponent("stderr.log")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
+        try #require(FileManager.default.createFile(atPath: log.path, contents: nil))
         let (proxied, proxiedPort, _) = try launch(
             [root.path, "--port", "0", "--access-log"],
             environment: ["TILER_TRUST_PROXY": "1", "TILER_ACCESS_LOG": "0"],

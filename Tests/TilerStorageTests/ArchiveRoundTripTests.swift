@@ -245,8 +245,8 @@ import TilerTestSupport
         defer { scratch.cleanUp() }
         let dead = "\(scratch.path)/.sample.pmtiles.partial-1-deadbeef"
         let live = "\(scratch.path)/.sample.pmtiles.partial-2-cafecafe"
-        FileManager.default.createFile(atPath: dead, contents: Data([1]))
-        FileManager.default.createFile(atPath: live, contents: Data([2]))
+        try #require(FileManager.default.createFile(atPath: dead, contents: Data([1])))
+        try #require(FileManager.default.createFile(atPath: live, contents: Data([2])))
         let fd = open(live, O_RDONLY)
         defer { close(fd) }
         #expect(flock(fd, LOCK_EX | LOCK_NB) == 0)
