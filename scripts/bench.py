@@ -845,14 +845,9 @@ def cpu_list(cpus):
     return named
 
 
-def cpu_list_count(cpus):
-    """How many CPUs a taskset list such as `0-1,4` names."""
-    return len(cpu_list(cpus))
-
-
 def server_cores():
     """The cores the servers under test may use: their pinned CPUs, or every core."""
-    return cpu_list_count(PINNING["server"]) if PINNING["server"] else (os.cpu_count() or 2)
+    return len(cpu_list(PINNING["server"])) if PINNING["server"] else (os.cpu_count() or 2)
 
 
 def wrk(port, script, seconds, threads=2, conns=32, pid=None):
@@ -1815,7 +1810,7 @@ def serve_ceiling(g, machine):
         return None
     pin = machine.get("pinning") or {}
     if pin.get("server") and pin.get("client"):
-        return min(cpu_list_count(pin["server"]) * 1e6 / cpu, cpu_list_count(pin["client"]) * 1e6 / wcpu)
+        return min(len(cpu_list(pin["server"])) * 1e6 / cpu, len(cpu_list(pin["client"])) * 1e6 / wcpu)
     return (machine.get("nproc") or os.cpu_count() or 2) * 1e6 / (cpu + wcpu)
 
 
@@ -2045,13 +2040,14 @@ def main():
         if cpus is not None:
             if not re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", cpus):
                 ap.error(f"--{role}-cpus {cpus!r}: a CPU list such as 0-1 or 0,2")
+            allowed = os.sched_getaffinity(0)
             try:
-                outside = cpu_list(cpus) - os.sched_getaffinity(0)
+                outside = cpu_list(cpus) - allowed
             except ValueError as e:
                 ap.error(f"--{role}-cpus {cpus!r}: {e}")
             if outside:
                 ap.error(f"--{role}-cpus {cpus!r}: CPU {min(outside)} is not one this machine lets the bench use "
-                         f"({sorted(os.sched_getaffinity(0))})")
+                         f"({sorted(allowed)})")
             if not shutil.which("taskset"):
                 ap.error(f"--{role}-cpus needs taskset (util-linux)")
             PINNING[role] = cpus

@@ -236,9 +236,9 @@ extension UnsafeMutablePointer<UInt8> {
         var from = UnsafeRawPointer(piece.start), to = UnsafeMutableRawPointer(self)
         let end = to + piece.count
         repeat {
-            to.storeBytes(of: from.loadUnaligned(as: Chunk.self), as: Chunk.self)
-            from += MemoryLayout<Chunk>.size
-            to += MemoryLayout<Chunk>.size
+            to.storeBytes(of: from.loadUnaligned(as: Chunk.Bytes.self), as: Chunk.Bytes.self)
+            from += Chunk.size
+            to += Chunk.size
         } while to < end
         self += piece.count
     }
@@ -278,11 +278,12 @@ extension UnsafeMutablePointer<UInt8> {
 }
 
 /// What `putPiece` copies at once: 16 bytes, one vector register.
-private typealias Chunk = SIMD16<UInt8>
-
-extension SIMD16<UInt8> {
+private enum Chunk {
+    typealias Bytes = SIMD16<UInt8>
+    // Computed, not stored: a constant the compiler folds, with no lazy global to check.
+    static var size: Int { MemoryLayout<Bytes>.size }
     /// The bytes a copy by chunks may read or write past the end of what it copies.
-    fileprivate static var slack: Int { MemoryLayout<Self>.size }
+    static var slack: Int { size }
 }
 
 /// "00" "01" … "99": two decimal digits per lookup.
