@@ -93,6 +93,9 @@ public struct CutResult: Sendable {
     /// manifest), or the archive's size.
     public let bytes: Int
     public let seconds: Double
+    /// The folder of the same id that this cut replaced as an archive (`--force`): no
+    /// longer served, and to be deleted once servers had their grace period.
+    public var retiredFolder: RetiredFolder?
 
     public init(
         id: PyramidID, output: URL, destination: String? = nil, manifest: PyramidManifest, tiles: Int,
@@ -203,15 +206,18 @@ public struct PyramidCutter: Sendable {
         let started = DispatchTime.now()
         let file = try InputFile.open(input)
         let destination = output.destination(of: id, layout: options.layout)
-        var exists = false
         if !options.force {
+            // The id in either layout: an archive cut beside a folder of the same id
+            // would never be served (the folder wins), and a folder cut beside an
+            // archive would hide it.
+            let existing: String?
             do throws(StorageError) {
-                exists = try output.exists(id, layout: options.layout)
+                existing = try output.existing(id, layout: options.layout)
             } catch {
                 throw .output(error.description)
             }
+            if let existing { throw .exists(id: id, path: existing) }
         }
-        if exists { throw .exists(id: id, path: destination) }
 
         // Open and describe; only the header is read.
         let image = try openPixels(file)
@@ -229,6 +235,7 @@ public struct PyramidCutter: Sendable {
             throw .output(error.description)
         }
         var builderInUse: PyramidBuilder?
+        var result: CutResult
         do {
             let encoder = TileEncoder(format: options.format, quality: options.quality, png: options.png)
             var tileEncoder = encoder
@@ -253,7 +260,7 @@ public struct PyramidCutter: Sendable {
             let bytes = try sink.commit(manifest: manifest.fileBytes(), replace: options.force)
             let seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
             let url = destination.hasPrefix("s3://") ? URL(string: destination) : nil
-            return CutResult(
+            result = CutResult(
                 id: id, output: url ?? URL(fileURLWithPath: destination), destination: destination, manifest: manifest,
                 tiles: builder.tilesWritten, bytes: bytes, seconds: seconds)
         } catch {
@@ -268,6 +275,16 @@ public struct PyramidCutter: Sendable {
             default: throw .output(String(describing: error))
             }
         }
+        // Committed: the same id in the other layout goes (after the sink is done with,
+        // so that a failure here cannot discard the new pyramid).
+        if options.force {
+            do throws(StorageError) {
+                result.retiredFolder = try output.removeOtherLayout(of: id, keeping: options.layout)
+            } catch {
+                throw .output("\(destination) is in place, but the same id in the other layout is not removed: \(error)")
+            }
+        }
+        return result
     }
 
     /// The input's pixels as tiles hold them, with only the header read: checked against

@@ -12,11 +12,35 @@ public protocol PyramidOutput: Sendable {
     /// Whether a pyramid `id` is there already (checked before a cut starts, so that a
     /// cut without `--force` fails before the work; the sink checks again at the end).
     func exists(_ id: PyramidID, layout: PyramidLayout) throws(StorageError) -> Bool
+    /// The pyramid `id` that a cut in `layout` would replace, as its path: the same id in
+    /// that layout, or a pyramid of that id in the other layout (which would shadow the
+    /// new one, or be shadowed by it: a folder wins over an archive). Nil when there is
+    /// none.
+    func existing(_ id: PyramidID, layout: PyramidLayout) throws(StorageError) -> String?
+    /// Called once pyramid `id` was committed in `layout` replacing what was there
+    /// (`--force`): the same id in the other layout must not outlive the replacement.
+    /// Returns the folder it retired, if any, to be deleted after a grace period (see
+    /// ``PyramidRemoval``); an archive is unlinked at once.
+    func removeOtherLayout(of id: PyramidID, keeping layout: PyramidLayout) throws(StorageError) -> RetiredFolder?
     /// A new sink for pyramid `id`.
     func makeSink(
         id: PyramidID, layout: PyramidLayout, geometry: PyramidGeometry,
         format: TileFormat
     ) throws(StorageError) -> any PyramidSink
+}
+
+/// A folder pyramid retired (its `pyramid.json` hidden, so servers drop it at their next
+/// scan) because the same id was cut again as an archive with `--force`: deleted after
+/// the grace period that lets every server's scan pass, as `tiler rm` does.
+public struct RetiredFolder: Sendable, Equatable {
+    public let root: String
+    public let id: PyramidID
+    public var path: String { PyramidLayout.folder.path(of: id, in: root) }
+
+    /// Moves the folder out of view and deletes it.
+    public func delete() throws(StorageError) {
+        try PyramidRemoval(root: root, id: id, only: .folder).delete()
+    }
 }
 
 /// Pyramids in a local folder: `ROOT/ID/` or `ROOT/ID.pmtiles`.
@@ -29,6 +53,29 @@ public struct FolderOutput: PyramidOutput {
 
     public func exists(_ id: PyramidID, layout: PyramidLayout) -> Bool {
         FileManager.default.fileExists(atPath: destination(of: id, layout: layout))
+    }
+
+    /// Anything at the layout's own path, or a pyramid in the other layout (a folder
+    /// there that holds no pyramid is not one, and is left alone).
+    public func existing(_ id: PyramidID, layout: PyramidLayout) -> String? {
+        if exists(id, layout: layout) { return destination(of: id, layout: layout) }
+        let other: PyramidLayout = layout == .folder ? .archive : .folder
+        guard let removal = try? PyramidRemoval(root: root, id: id, only: other) else { return nil }
+        return removal.targets.first?.path
+    }
+
+    public func removeOtherLayout(of id: PyramidID, keeping layout: PyramidLayout) throws(StorageError) -> RetiredFolder? {
+        let other: PyramidLayout = layout == .folder ? .archive : .folder
+        let removal: PyramidRemoval
+        do {
+            removal = try PyramidRemoval(root: root, id: id, only: other)
+        } catch .io {
+            return nil  // none there
+        } catch .invalid {
+            return nil  // not a pyramid (a folder without pyramid.json, a link): left alone
+        }
+        try removal.retire()
+        return removal.needsGrace ? RetiredFolder(root: root, id: id) : nil
     }
 
     public func makeSink(
@@ -78,6 +125,14 @@ public struct BucketOutput: PyramidOutput {
             throw .remote(error)
         }
     }
+
+    /// The archive's key, if it exists: a bucket holds archives only.
+    public func existing(_ id: PyramidID, layout: PyramidLayout) throws(StorageError) -> String? {
+        try exists(id, layout: layout) ? destination(of: id, layout: layout) : nil
+    }
+
+    /// A bucket holds no other layout.
+    public func removeOtherLayout(of id: PyramidID, keeping layout: PyramidLayout) -> RetiredFolder? { nil }
 
     /// Lists one key under the prefix: a missing bucket, refused credentials or
     /// unreachable storage are reported before any cutting.

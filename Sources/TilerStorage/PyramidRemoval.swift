@@ -50,7 +50,9 @@ public final class PyramidRemoval {
     /// Finds pyramid `id` in `root`: a folder holding `pyramid.json` (or a retired one),
     /// an archive, or both. Neither is an error; so is a folder that is no pyramid (it is
     /// left alone: it may be something else of the user's).
-    public init(root: String, id: PyramidID) throws(StorageError) {
+    ///
+    /// `only`: that layout alone (the other is neither looked at nor removed).
+    public init(root: String, id: PyramidID, only: PyramidLayout? = nil) throws(StorageError) {
         var root = root
         while root.count > 1, root.hasSuffix("/") { root.removeLast() }
         self.root = root
@@ -64,7 +66,7 @@ public final class PyramidRemoval {
         let folderPath = PyramidLayout.folder.path(of: id, in: root)
         let archivePath = PyramidLayout.archive.path(of: id, in: root)
         var folder: String?
-        if lstat(folderPath, &info) == 0 {
+        if only != .archive, lstat(folderPath, &info) == 0 {
             guard (info.st_mode & S_IFMT) == S_IFDIR else {
                 throw .invalid(path: folderPath, reason: "is not a pyramid folder (a link or a file); left alone")
             }
@@ -77,14 +79,19 @@ public final class PyramidRemoval {
             folder = folderPath
         }
         var archive: String?
-        if lstat(archivePath, &info) == 0 {
+        if only != .folder, lstat(archivePath, &info) == 0 {
             guard (info.st_mode & S_IFMT) == S_IFREG else {
                 throw .invalid(path: archivePath, reason: "is not an archive (not a regular file); left alone")
             }
             archive = archivePath
         }
         guard folder != nil || archive != nil else {
-            throw .io(path: folderPath, reason: "no such pyramid (neither a folder nor \(id).\(PyramidLayout.archiveExtension))")
+            switch only {
+            case .folder: throw .io(path: folderPath, reason: "no such pyramid folder")
+            case .archive: throw .io(path: archivePath, reason: "no such archive")
+            case nil:
+                throw .io(path: folderPath, reason: "no such pyramid (neither a folder nor \(id).\(PyramidLayout.archiveExtension))")
+            }
         }
         self.folder = folder
         self.archive = archive

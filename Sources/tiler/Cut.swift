@@ -191,11 +191,16 @@ extension Tiler {
                 output: try pyramidOutput(environment: environment, isCancelled: { interrupts.isInterrupted }),
                 options: options)
             let batch = CutBatch(cutter: cutter, name: name.flatMap { PyramidID($0) })
-            let summary = batch.run(
+            var retired: [RetiredFolder] = []
+            var summary = batch.run(
                 inputs, progress: quiet ? nil : TerminalProgress.onTerminal(),
                 failed: { input, error in
                     FileHandle.standardError.write(Data("tiler: cut: \(input): \(error)\n".utf8))
+                },
+                made: { result in
+                    if let folder = result.retiredFolder { retired.append(folder) }
                 }, isCancelled: { interrupts.isInterrupted })
+            if !retired.isEmpty { deleteReplaced(retired, summary: &summary, interrupts: interrupts, environment: environment) }
             interrupts.acknowledge()
             if json {
                 let encoder = JSONEncoder()
@@ -205,6 +210,51 @@ extension Tiler {
             if let signal = interrupts.signal { throw ExitCode(128 + signal) }
             if summary.failed > 0 { throw ExitCode(1) }
         }
+
+        /// Deletes the folders that `--force` replaced by archives of the same id. They
+        /// were retired when their archive was committed (servers drop them at their next
+        /// scan, serving the archive); like `tiler rm`, this waits `TILER_RM_GRACE`
+        /// seconds first (default 5), so that no server still reading a folder's tiles by
+        /// path loses them. An interrupt ends the wait early; the folders still go.
+        private func deleteReplaced(
+            _ folders: [RetiredFolder], summary: inout CutSummary, interrupts: InterruptSignals,
+            environment: [String: String]
+        ) {
+            let grace: Double
+            do {
+                grace = try Remove.resolvedGrace(flag: nil, environment: environment)
+            } catch {
+                FileHandle.standardError.write(Data("tiler: cut: \(error); using \(Int(Remove.defaultGrace)) s\n".utf8))
+                grace = Remove.defaultGrace
+            }
+            if !quiet {
+                for folder in folders {
+                    let archive = PyramidLayout.archive.path(of: folder.id, in: folder.root)
+                    let line = "\(folder.path) is replaced by \(archive) and no longer served; deleting it in \(Self.seconds(grace)) s"
+                    FileHandle.standardError.write(Data("tiler: cut: \(line)\n".utf8))
+                }
+            }
+            let deadline = Date().addingTimeInterval(grace)
+            while Date() < deadline, !interrupts.isInterrupted {
+                Thread.sleep(forTimeInterval: min(0.05, max(0, deadline.timeIntervalSinceNow)))
+            }
+            for folder in folders {
+                do throws(StorageError) {
+                    try folder.delete()
+                } catch {
+                    FileHandle.standardError.write(Data("tiler: cut: \(error)\n".utf8))
+                    // The archive is in place, but the cut did not finish what it was asked.
+                    if let i = summary.images.firstIndex(where: { $0.id == folder.id.rawValue && $0.ok }) {
+                        summary.images[i].ok = false
+                        summary.images[i].error = "cut, but the folder it replaces is not deleted: \(error)"
+                        summary.succeeded -= 1
+                        summary.failed += 1
+                    }
+                }
+            }
+        }
+
+        private static func seconds(_ value: Double) -> String { String(format: "%g", value) }
 
         /// The folder ROOT, or the bucket prefix with its client, checked by listing it
         /// once (a missing bucket or refused credentials are reported before any cutting).

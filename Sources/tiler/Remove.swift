@@ -73,8 +73,14 @@ extension Tiler {
         }
 
         func resolvedGrace() throws -> Double {
-            if let grace { return grace }
-            guard let text = ProcessInfo.processInfo.environment["TILER_RM_GRACE"], !text.isEmpty else { return Self.defaultGrace }
+            try Self.resolvedGrace(flag: grace, environment: ProcessInfo.processInfo.environment)
+        }
+
+        /// `--grace`, else `TILER_RM_GRACE`, else the default (`tiler cut --force` waits the
+        /// same before deleting a folder it replaced by an archive).
+        static func resolvedGrace(flag: Double?, environment: [String: String]) throws -> Double {
+            if let flag { return flag }
+            guard let text = environment["TILER_RM_GRACE"], !text.isEmpty else { return Self.defaultGrace }
             guard let value = Double(text), Self.graceRange.contains(value) else {
                 throw ValidationError("TILER_RM_GRACE must be a number of seconds from 0 to 3600, not '\(text)'.")
             }

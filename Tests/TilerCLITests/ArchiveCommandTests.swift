@@ -230,6 +230,52 @@ import TilerTestSupport
         #expect(Self.entries(root) == ["same", "same.pmtiles"])
     }
 
+    /// The id in the other layout counts as existing: without `--force` a cut is refused
+    /// (an archive beside a folder of its id would never be served: the folder wins), and
+    /// with it the other layout goes, so the new pyramid is the one served. A folder that
+    /// holds no pyramid is not one, and is left alone.
+    @Test func anIDInTheOtherLayoutIsReplacedOnlyWithForce() throws {
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let small = scratch.path("small.png"), large = scratch.path("large.png")
+        try CutCommandTests.makeImage(small, width: 300, height: 200, bands: 3, scratch: scratch)
+        try CutCommandTests.makeImage(large, width: 900, height: 200, bands: 3, scratch: scratch)
+        let tiler = try tilerBinary()
+        let root = scratch.path("tiles")
+        let noGrace = ["TILER_RM_GRACE": "0"]
+        func width(_ path: String) throws -> Int? {
+            let info = try run(tiler, ["info", path, "--json"])
+            let object = try JSONSerialization.jsonObject(with: Data(info.stdout.utf8)) as? [String: Any]
+            return (object?["manifest"] as? [String: Any])?["width"] as? Int
+        }
+        #expect(try run(tiler, ["cut", small, "-o", root, "--name", "same", "--quiet"]).status == 0)
+
+        let refused = try run(tiler, ["cut", large, "-o", root, "--name", "same", "--archive", "--quiet"])
+        #expect(
+            refused.status == 1 && refused.stderr.contains("already exists at \(root)/same;") && refused.stderr.contains("--force"),
+            "\(refused.stderr)")
+        #expect(Self.entries(root) == ["same"])
+        let archived = try run(
+            tiler, ["cut", large, "-o", root, "--name", "same", "--archive", "--force"], environment: noGrace)
+        #expect(archived.status == 0, "\(archived.stderr)")
+        #expect(archived.stderr.contains("\(root)/same is replaced by \(root)/same.pmtiles and no longer served"), "\(archived.stderr)")
+        #expect(Self.entries(root) == ["same.pmtiles"])
+        #expect(try width("\(root)/same.pmtiles") == 900)
+
+        let back = try run(tiler, ["cut", small, "-o", root, "--name", "same", "--quiet"])
+        #expect(back.status == 1 && back.stderr.contains("already exists at \(root)/same.pmtiles;"), "\(back.stderr)")
+        #expect(Self.entries(root) == ["same.pmtiles"])
+        let folder = try run(tiler, ["cut", small, "-o", root, "--name", "same", "--force", "--quiet"], environment: noGrace)
+        #expect(folder.status == 0, "\(folder.stderr)")
+        #expect(Self.entries(root) == ["same"])
+        #expect(try width("\(root)/same") == 300)
+
+        try FileManager.default.createDirectory(atPath: "\(root)/notes", withIntermediateDirectories: true)
+        #expect(try run(tiler, ["cut", small, "-o", root, "--name", "notes", "--archive", "--quiet"]).status == 0)
+        #expect(try run(tiler, ["cut", large, "-o", root, "--name", "notes", "--archive", "--force", "--quiet"]).status == 0)
+        #expect(Self.entries(root) == ["notes", "notes.pmtiles", "same"])
+    }
+
     /// An interrupted `cut --archive` leaves nothing; one killed outright leaves only a
     /// hidden partial file, which the next cut of the same id removes.
     @Test(arguments: [SIGINT, SIGKILL])
