@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import TilerCore
 
 /// `tiler`: cut large images into tile pyramids and serve them.
@@ -13,4 +14,32 @@ struct Tiler: ParsableCommand {
             Healthcheck.self,
         ]
     )
+
+    /// As `ParsableCommand.main`, except that a usage error a subcommand finds while it
+    /// runs (a bad environment variable, a ROOT that is no folder) is shown with that
+    /// subcommand's usage line, as errors found while parsing are, not the top level's.
+    static func main() {
+        var command: any ParsableCommand
+        do {
+            command = try parseAsRoot()
+        } catch {
+            exit(withError: error)
+        }
+        do {
+            try command.run()
+        } catch let error as ValidationError {
+            let subcommand = type(of: command)
+            let name = subcommand.configuration.commandName ?? "\(subcommand)".lowercased()
+            let message = """
+                Error: \(error.message)
+                Usage: \(usageString(for: subcommand))
+                  See 'tiler \(name) --help' for more information.
+
+                """
+            FileHandle.standardError.write(Data(message.utf8))
+            exit(withError: ExitCode.validationFailure)
+        } catch {
+            exit(withError: error)
+        }
+    }
 }

@@ -312,6 +312,22 @@ import TilerTestSupport
         #expect(result.stderr.contains("Usage: tiler cut"), "\(result.stderr)")
     }
 
+    /// A usage error a subcommand finds while running (an environment variable, a ROOT
+    /// that is no folder) is shown with that subcommand's usage, not the top level's.
+    @Test(arguments: [
+        (["serve", "/nonexistent/tiler-root", "--port", "0"], [:], "tiler serve"),
+        (["rm", "/tmp", "x"], ["TILER_RM_GRACE": "soon"], "tiler rm"),
+        (["cut", "a.png"], ["TILER_MAX_PIXELS": "lots"], "tiler cut"),
+    ])
+    func usageErrorsFoundWhileRunningNameTheSubcommand(arguments: [String], environment: [String: String], usage: String) throws {
+        let result = try run(try tilerBinary(), arguments, environment: environment)
+        #expect(result.status == 64, "exit \(result.status) for \(arguments)")
+        #expect(result.stderr.hasPrefix("Error: "), "\(result.stderr)")
+        #expect(result.stderr.contains("Usage: \(usage) "), "\(result.stderr)")
+        #expect(result.stderr.contains("See '\(usage) --help'"), "\(result.stderr)")
+        #expect(!result.stderr.contains("<subcommand>"), "\(result.stderr)")
+    }
+
     /// On a terminal (a pseudo-terminal made by util-linux `script`), `tiler cut` draws
     /// its progress line in place and ends it with the result line; `--quiet` draws none.
     @Test func drawsItsProgressOnATerminal() throws {
