@@ -55,7 +55,10 @@ extension Tiler {
                 valueName: "PIXELS"))
         var tileSize: Int = 256
 
-        @Option(help: "Tile format: png (lossless, libpng), jpeg (alpha flattened on --background, white by default) or webp.")
+        @Option(
+            help:
+                "Tile format: png (lossless; libdeflate, or libpng with TILER_PNG_LIBRARY=libpng), jpeg (alpha flattened on --background, white by default) or webp."
+        )
         var format: TileFormat = .png
 
         @Option(
@@ -73,7 +76,7 @@ extension Tiler {
         @Flag(help: "Write each pyramid as one PMTiles v3 archive, ROOT/ID.pmtiles, instead of a folder.")
         var archive = false
 
-        @Flag(help: "Replace an existing pyramid with the same id (atomically).")
+        @Flag(help: "Replace an existing pyramid with the same id (atomically), a folder or an archive.")
         var force = false
 
         @Option(
@@ -88,13 +91,13 @@ extension Tiler {
         )
         var allowVector = false
 
-        @Flag(inversion: .prefixedNo, help: "Turn the image upright as its EXIF orientation says --no-autorotate keeps the stored pixels.")
+        @Flag(inversion: .prefixedNo, help: "Turn the image upright as its EXIF orientation says; --no-autorotate keeps the stored pixels.")
         var autorotate = true
 
         @Flag(
             name: .customLong("icc"), inversion: .prefixedNo,
             help:
-                "Convert an embedded ICC colour profile of RGB or CMYK input to sRGB --no-icc keeps the stored RGB values; CMYK always becomes sRGB."
+                "Convert an embedded ICC colour profile of RGB or CMYK input to sRGB (--no-icc keeps the stored RGB values); CMYK always becomes sRGB."
         )
         var convertProfile = true
 

@@ -22,7 +22,7 @@ extension Tiler {
                 line on stderr, `tiler: verify: PATH: tile LEVEL/ROW/COLUMN: reason`; the exit status \
                 is 0 when every pyramid is sound and 1 otherwise. Tiles are decoded on every core. \
                 With --json, stdout gets {"pyramids": [{"path", "ok", "tiles", "problems": [{"tile", \
-                "path", "reason"}]}], "ok"}.
+                "path", "reason"}]}], "ok", "interrupted"}.
                 """
         )
 
