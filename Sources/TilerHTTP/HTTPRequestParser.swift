@@ -45,6 +45,9 @@ public struct HTTPRequestHead: Sendable {
     public internal(set) var forwarded: [UInt8] = []
     public internal(set) var xForwardedProto: [UInt8] = []
     public internal(set) var xForwardedHost: [UInt8] = []
+    /// The raw value of `Accept`, repeated fields joined with `,`, or empty when absent
+    /// (IIIF's info.json is negotiated: `AcceptHeader`).
+    public internal(set) var accept: [UInt8] = []
 
     public init() {}
 
@@ -84,6 +87,7 @@ public struct HTTPRequestHead: Sendable {
         Self.empty(&forwarded)
         Self.empty(&xForwardedProto)
         Self.empty(&xForwardedHost)
+        Self.empty(&accept)
     }
 
     @inline(__always)
@@ -161,7 +165,7 @@ public struct HTTPRequestParser: Sendable {
     /// Headers whose values the parser keeps.
     private enum Field: Sendable {
         case other, host, connection, contentLength, transferEncoding, ifNoneMatch, ifModifiedSince
-        case forwarded, xForwardedProto, xForwardedHost
+        case forwarded, xForwardedProto, xForwardedHost, accept
     }
 
     public let limits: Limits
@@ -541,6 +545,7 @@ public struct HTTPRequestParser: Sendable {
         case 9 where `is`("forwarded"): .forwarded
         case 17 where `is`("x-forwarded-proto"): .xForwardedProto
         case 16 where `is`("x-forwarded-host"): .xForwardedHost
+        case 6 where `is`("accept"): .accept
         default: .other
         }
     }
@@ -590,6 +595,7 @@ public struct HTTPRequestParser: Sendable {
         case .forwarded: appendListValue(value, to: &head.forwarded)
         case .xForwardedProto: appendListValue(value, to: &head.xForwardedProto)
         case .xForwardedHost: appendListValue(value, to: &head.xForwardedHost)
+        case .accept: appendListValue(value, to: &head.accept)
         }
         return nil
     }

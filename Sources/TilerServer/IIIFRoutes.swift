@@ -48,9 +48,16 @@ func iiifRoutes(store: TileStore, address: PublicAddress) -> [Route] {
                     throw HTTPError(500, "cannot encode info.json for '\(pyramid.id)'")
                 }
                 // Not cached as a document: without --base-url the id depends on the request.
+                // JSON-LD with the IIIF context as profile unless the client prefers plain
+                // JSON (Image API 3.0 §5.1: content negotiation, JSON-LD without `Accept`).
+                let accept = AcceptHeader(request.head.accept)
+                let plain =
+                    accept.quality(type: "application", subtype: "json")
+                    > accept.quality(type: "application", subtype: "ld+json")
                 let response = HTTPResponse.bytes(
-                    status: 200, contentType: IIIF.jsonLDMediaType, body: Array(body), cacheControl: "no-cache")
-                return varyHeader.isEmpty ? response : .withHeaders(varyHeader, response)
+                    status: 200, contentType: plain ? "application/json" : IIIF.jsonLDMediaType, body: Array(body),
+                    cacheControl: "no-cache")
+                return .withHeaders([("Vary", (["Accept"] + (vary.map { [$0] } ?? [])).joined(separator: ", "))], response)
             case let .image(request):
                 let plan = try httpError { () throws(IIIFError) in
                     try IIIFImagePlan(request, geometry: pyramid.geometry, limits: limits)

@@ -73,12 +73,15 @@ private func status(of text: String, limits: HTTPRequestParser.Limits = .init())
     /// keeps the one before's (an HTTP/1.0 request may have no `Host` at all).
     @Test func nothingOfTheRequestBeforeIsKept() {
         let text =
-            "GET /a/long/target HTTP/1.1\r\nHost: example.org:8080\r\n\r\nGET /b HTTP/1.0\r\n\r\n"
-            + "GET /c HTTP/1.1\r\nHost: h\r\n\r\n"
+            "GET /a/long/target HTTP/1.1\r\nHost: example.org:8080\r\nAccept: application/json\r\n"
+            + "accept: text/html;q=0.5\r\n\r\nGET /b HTTP/1.0\r\n\r\n"
+            + "GET /c HTTP/1.1\r\nHost: h\r\nACCEPT:*/* \r\n\r\n"
         for byteByByte in [false, true] {
             let r = parseAll(Array(text.utf8), byteByByte: byteByByte)
             #expect(r.heads.map { String(decoding: $0.target, as: UTF8.self) } == ["/a/long/target", "/b", "/c"])
             #expect(r.heads.map { String(decoding: $0.host, as: UTF8.self) } == ["example.org:8080", "", "h"])
+            #expect(
+                r.heads.map { String(decoding: $0.accept, as: UTF8.self) } == ["application/json,text/html;q=0.5", "", "*/*"])
         }
     }
 
@@ -251,7 +254,7 @@ private func status(of text: String, limits: HTTPRequestParser.Limits = .init())
                         heads.append(
                             "\(h.method) \(h.version) \(h.keepAlive) \(h.connectionClose) \(h.connectionKeepAlive) "
                                 + "\(String(describing: h.contentLength)) \(h.hasTransferEncoding) \(h.hasHost) "
-                                + [h.target, h.host, h.ifNoneMatch, h.ifModifiedSince, h.forwarded, h.xForwardedHost]
+                                + [h.target, h.host, h.ifNoneMatch, h.ifModifiedSince, h.forwarded, h.xForwardedHost, h.accept]
                                 .map { String(decoding: $0, as: UTF8.self) }.joined(separator: "|"))
                     }
                 }
@@ -277,7 +280,7 @@ private func status(of text: String, limits: HTTPRequestParser.Limits = .init())
             if Int.random(in: 0..<10, using: &rng) > 0 { head += "Host: \(text(Int.random(in: 0...20, using: &rng), bad: false))\(end())" }
             for _ in 0..<Int.random(in: 0...3, using: &rng) {
                 let name = [
-                    "If-None-Match", "IF-MODIFIED-SINCE", "Forwarded", "X-Forwarded-Host", "X-Other",
+                    "If-None-Match", "IF-MODIFIED-SINCE", "Forwarded", "X-Forwarded-Host", "X-Other", "Accept",
                     "X-A-Header-Name-Longer-Than-Thirty-Two-Bytes", "Bad Name", "Host", "Connection", "X-Bad\u{01}Name",
                     "Content-Length", "Transfer-Encoding", " Folded", "Name ",
                 ].randomElement(using: &rng)!

@@ -17,6 +17,7 @@ import TilerTestSupport
         let info = try request(port, "GET", "/iiif/3/\(id)/info.json", headers: ["Host: example.org:8123"])
         #expect(info.status == 200)
         #expect(info.header("Content-Type") == #"application/ld+json;profile="http://iiif.io/api/image/3/context.json""#)
+        #expect(info.header("Vary") == "Accept, Host")
         #expect(info.header("Access-Control-Allow-Origin") == "*")
         let json = info.json
         #expect(json["id"] as? String == "http://example.org:8123/iiif/3/\(id)")
@@ -29,6 +30,26 @@ import TilerTestSupport
         let escaped = id.replacingOccurrences(of: "-", with: "%2D")
         let info2 = try request(port, "GET", "/iiif/3/\(escaped)/info.json")
         #expect(info2.status == 200 && info2.json["id"] as? String == "http://127.0.0.1:\(port)/iiif/3/\(escaped)")
+    }
+
+    /// info.json is JSON-LD with the IIIF context as profile unless the client prefers
+    /// plain JSON (Image API 3.0 §5.1); the body is the same either way.
+    @Test(
+        arguments: [
+            (nil, true), ("application/json", false), ("application/ld+json", true), ("*/*", true),
+            ("application/json, application/ld+json;q=0.9", false), ("application/*;q=0.5, application/json", false),
+            ("application/ld+json;profile=\"http://iiif.io/api/image/3/context.json\", application/json;q=0.8", true),
+            ("text/html, application/json;q=0.9, */*;q=0.8", false), ("image/png", true),
+        ] as [(String?, Bool)])
+    func infoIsNegotiated(accept: String?, jsonLD: Bool) throws {
+        let port = try ViewerPyramids.port(.folders)
+        let plain = try request(port, "GET", "/iiif/3/\(id)/info.json")
+        let info = try request(port, "GET", "/iiif/3/\(id)/info.json", headers: accept.map { ["Accept: \($0)"] } ?? [])
+        #expect(info.status == 200)
+        let expected = jsonLD ? #"application/ld+json;profile="http://iiif.io/api/image/3/context.json""# : "application/json"
+        #expect(info.header("Content-Type") == expected, "Accept: \(accept ?? "none")")
+        #expect(info.header("Vary") == "Accept, Host")
+        #expect(info.body == plain.body)
     }
 
     @Test(arguments: RootKind.allCases) func exactTilesAreTheStoredFiles(_ kind: RootKind) throws {
