@@ -276,7 +276,17 @@ func manifestDocument(_ p: Pyramid, _ links: Links) -> [UInt8] {
     json.field("formatVersion", p.manifest.formatVersion)
     if let quality = p.manifest.quality { json.field("quality", quality) }
     if let bands = p.manifest.bands { json.field("bands", bands) }
+    if let background = p.manifest.background { json.field("background", background) }
+    // Provenance, as `pyramid.json` records it.
     if let created = p.manifest.created { json.field("created", created) }
+    if let source = p.manifest.source {
+        json.key("source")
+        json.beginObject()
+        json.field("file", source.file)
+        json.field("bytes", source.bytes)
+        json.endObject()
+    }
+    if let version = p.manifest.tilerVersion { json.field("tilerVersion", version) }
     json.endObject()
     return json.bytes
 }

@@ -124,7 +124,15 @@ import TilerTestSupport
 
     @Test(arguments: RootKind.allCases) func manifestDocument(_ kind: RootKind) throws {
         let root = try PyramidRoot()
-        let m = try root.addPyramid("big", width: 20000, height: 20000, tilesThrough: 0)
+        var m = try root.addPyramid("big", width: 20000, height: 20000, tilesThrough: 0)
+        // Provenance, as a cut records it (a name to escape among it). A source served on
+        // the fly has its own (the `sources` kinds make their pictures from such tiles).
+        if !kind.isSources {
+            m.source = PyramidManifest.Source(file: #"scan "7".tif"#, bytes: 123_456_789)
+            m.tilerVersion = "9.8.7"
+            m.created = "2026-11-28T04:30:00Z"
+            try root.write(m)
+        }
         try withTileServer(root, as: kind) { port throws in
             let r = try fetch(port, "/images/big")
             #expect(r.status == 200)
@@ -146,6 +154,11 @@ import TilerTestSupport
             #expect(levels.first == ["level": 0, "width": 157, "height": 157, "columns": 1, "rows": 1])
             #expect(levels.last == ["level": 7, "width": 20000, "height": 20000, "columns": 79, "rows": 79])
             #expect(levels.map { $0["columns"]! } == m.levels.map(\.columns))
+            if !kind.isSources {
+                #expect(j["created"] as? String == "2026-11-28T04:30:00Z" && j["tilerVersion"] as? String == "9.8.7")
+                let source = j["source"] as? [String: Any]
+                #expect(source?["file"] as? String == #"scan "7".tif"# && source?["bytes"] as? Int == 123_456_789)
+            }
             // Manifests answer conditional requests too.
             let again = try fetch(port, "/images/big", headers: ["If-None-Match: \(r.header("ETag")!)"])
             #expect(again.status == 304)
