@@ -11,6 +11,11 @@ public struct CutOptions: Sendable {
     /// gigapixel scan or panorama fits (2 Gpx is 50000 × 40000), a header that claims
     /// 65500 × 65500 does not.
     public static let defaultMaxPixels = 2_000_000_000
+    /// The thumbnail's longest side, by default and at most. The cut keeps the smallest
+    /// level at least this large in memory to make it from (below twice the size on its
+    /// longest side: at most 4096² RGBA pixels, 64 MiB, at the largest size).
+    public static let defaultThumbnailSize = 256
+    public static let thumbnailSizeRange = 16...2048
 
     public var tileSize: Int
     public var format: TileFormat
@@ -40,7 +45,7 @@ public struct CutOptions: Sendable {
 
     public init(
         tileSize: Int = 256, format: TileFormat = .png, quality: Int? = nil,
-        png: PNGSettings = .tiles, thumbnailSize: Int = 256, force: Bool = false,
+        png: PNGSettings = .tiles, thumbnailSize: Int = CutOptions.defaultThumbnailSize, force: Bool = false,
         maxPixels: Int = CutOptions.defaultMaxPixels, allowVector: Bool = false,
         autorotate: Bool = true, convertProfile: Bool = true, pad: Bool = false,
         background: BackgroundColour? = nil, layout: PyramidLayout = .folder

@@ -76,6 +76,12 @@ extension Tiler {
         @Flag(help: "Write each pyramid as one PMTiles v3 archive, ROOT/ID.pmtiles, instead of a folder.")
         var archive = false
 
+        @Option(
+            help: ArgumentHelp(
+                "Longest side of the thumbnail in pixels, \(CutOptions.thumbnailSizeRange.lowerBound)...\(CutOptions.thumbnailSizeRange.upperBound); a smaller image keeps its size.",
+                valueName: "PIXELS"))
+        var thumbnailSize = CutOptions.defaultThumbnailSize
+
         @Flag(help: "Replace an existing pyramid with the same id (atomically), a folder or an archive.")
         var force = false
 
@@ -145,6 +151,11 @@ extension Tiler {
                 guard format != .png else { throw ValidationError("--quality applies to --format jpeg or webp; PNG tiles are lossless.") }
                 guard (1...100).contains(quality) else { throw ValidationError("--quality must be 1...100, not \(quality).") }
             }
+            guard CutOptions.thumbnailSizeRange.contains(thumbnailSize) else {
+                throw ValidationError(
+                    "--thumbnail-size must be \(CutOptions.thumbnailSizeRange.lowerBound)...\(CutOptions.thumbnailSizeRange.upperBound), not \(thumbnailSize)."
+                )
+            }
             if let maxPixels, maxPixels < 1 {
                 throw ValidationError("--max-pixels must be a positive number of pixels, not \(maxPixels).")
             }
@@ -185,7 +196,7 @@ extension Tiler {
             let interrupts = InterruptSignals.install(program: "tiler: cut")
             let options = CutOptions(
                 tileSize: tileSize, format: format, quality: quality,
-                png: .tiles(environment: environment), force: force,
+                png: .tiles(environment: environment), thumbnailSize: thumbnailSize, force: force,
                 maxPixels: limit, allowVector: allowVector, autorotate: autorotate,
                 convertProfile: convertProfile, pad: pad,
                 background: background.flatMap(BackgroundColour.init(parsing:)),

@@ -37,7 +37,7 @@ import TilerTestSupport
     @discardableResult
     static func checkPyramid(
         root: URL, id: String, width: Int, height: Int, bands: Int,
-        format: TileFormat = .png, tileSize: Int = 256
+        format: TileFormat = .png, tileSize: Int = 256, thumbnailSize: Int = 256
     ) throws -> PyramidManifest {
         let folder = root.appendingPathComponent(id)
         let manifest = try JSONDecoder().decode(PyramidManifest.self, from: Data(contentsOf: folder.appendingPathComponent("pyramid.json")))
@@ -84,7 +84,7 @@ import TilerTestSupport
             #expect(line.contains(": \(tile.rect.width)x\(tile.rect.height) uchar, \(bands) band"), "\(tile.path): \(line)")
         }
         let longest = max(width, height)
-        let thumbLongest = min(256, longest)
+        let thumbLongest = min(thumbnailSize, longest)
         #expect(max(manifest.thumbnail.width, manifest.thumbnail.height) == thumbLongest)
         if let last = lines.last {
             #expect(last.contains(": \(manifest.thumbnail.width)x\(manifest.thumbnail.height) uchar, \(bands) band"), "thumbnail: \(last)")
@@ -165,6 +165,20 @@ import TilerTestSupport
         #expect(result.status == 0, "tiler cut failed: \(result.stderr)")
         let manifest = try Self.checkPyramid(root: root, id: "e", width: width, height: height, bands: 3)
         try Self.checkPixels(manifest, root: root, source: input, scratch: scratch)
+    }
+
+    /// `--thumbnail-size` sets the thumbnail's longest side; a smaller image keeps its own.
+    @Test(arguments: [16, 100, 2048])
+    func thumbnailSizeIsASetting(size: Int) throws {
+        let scratch = try Scratch("thumb\(size)")
+        defer { scratch.cleanUp() }
+        let input = scratch.path("wide.png")
+        try Self.makeImage(input, width: 1500, height: 700, bands: 3, scratch: scratch)
+        let root = scratch.url.appendingPathComponent("tiles")
+        let result = try run(try tilerBinary(), ["cut", input, "-o", root.path, "--thumbnail-size", "\(size)", "--quiet"])
+        #expect(result.status == 0, "tiler cut failed: \(result.stderr)")
+        let manifest = try Self.checkPyramid(root: root, id: "wide", width: 1500, height: 700, bands: 3, thumbnailSize: size)
+        #expect(manifest.thumbnail.width == min(size, 1500))
     }
 
     @Test func cutsJPEGTilesFlatteningAlphaOnWhite() throws {
@@ -304,6 +318,8 @@ import TilerTestSupport
         ["--quality", "90", "a.png"],
         ["--format", "jpeg", "--quality", "0", "a.png"],
         ["--name", "../escape", "a.png"],
+        ["--thumbnail-size", "15", "a.png"],
+        ["--thumbnail-size", "2049", "a.png"],
         [],
     ])
     func badFlagsGetUsage(arguments: [String]) throws {
