@@ -446,25 +446,78 @@ public struct VisibleTilesPlan: Sendable {
                     (w + i).initialize(to: RowWalk(left: split, right: split + 1, next: 0))
                     advance(i)
                 }
-                for _ in 0..<count {
-                    // The nearest of the rows' next tiles; rows are scanned in order, so a
-                    // tie in distance goes to the lower row. Distances are finite, so a row
-                    // not done is always found.
-                    var best = 0
-                    var bestDistance = next[0]
-                    for i in 1..<rowCount where next[i] < bestDistance {
-                        best = i
-                        bestDistance = next[i]
-                    }
+                // Emits row `best`'s next tile and moves the row on.
+                @inline(__always)
+                func emit(_ best: Int) {
                     let j = w[best].next
                     body(best, j)
                     if j == w[best].left { w[best].left -= 1 } else { w[best].right += 1 }
                     advance(best)
                 }
+                if rowCount <= Self.rowsScannedLinearly {
+                    for _ in 0..<count {
+                        // The nearest of the rows' next tiles; rows are scanned in order, so a
+                        // tie in distance goes to the lower row. Distances are finite, so a
+                        // row not done is always found.
+                        var best = 0
+                        var bestDistance = next[0]
+                        for i in 1..<rowCount where next[i] < bestDistance {
+                            best = i
+                            bestDistance = next[i]
+                        }
+                        emit(best)
+                    }
+                } else {
+                    // Many rows (a tall, narrow viewport, or a raised --max-visible-tiles): a
+                    // scan per tile would cost tiles × rows, so the rows not done are kept
+                    // in a binary heap ordered by (next distance, row), the order the scan
+                    // gives.
+                    withUnsafeTemporaryAllocation(of: Int.self, capacity: rowCount) { heapBuffer in
+                        let heap = heapBuffer.baseAddress!
+                        func precedes(_ a: Int, _ b: Int) -> Bool { next[a] < next[b] || (next[a] == next[b] && a < b) }
+                        var size = 0
+                        func siftDown(_ start: Int) {
+                            var k = start
+                            let row = heap[k]
+                            while true {
+                                var child = 2 * k + 1
+                                guard child < size else { break }
+                                if child + 1 < size && precedes(heap[child + 1], heap[child]) { child += 1 }
+                                guard precedes(heap[child], row) else { break }
+                                heap[k] = heap[child]
+                                k = child
+                            }
+                            heap[k] = row
+                        }
+                        for i in 0..<rowCount where next[i] < .infinity {
+                            heap[size] = i
+                            size += 1
+                        }
+                        var k = size / 2 - 1
+                        while k >= 0 {
+                            siftDown(k)
+                            k -= 1
+                        }
+                        for _ in 0..<count {
+                            let best = heap[0]
+                            emit(best)
+                            if next[best] == .infinity {
+                                size -= 1
+                                heap[0] = heap[size]
+                            }
+                            if size > 0 { siftDown(0) }
+                        }
+                    }
+                }
                 w.deinitialize(count: rowCount)
             }
         }
     }
+
+    /// Up to this many rows the nearest next tile is found by scanning every row, which
+    /// is fastest for the few rows of a screen (a tournament tree measured slower at 8
+    /// rows: docs/benchmarks.md, session 15); above it, by a heap.
+    static let rowsScannedLinearly = 32
 
     /// One row's walk outwards: the next column offsets to the left and to the right,
     /// and the nearer of the two.

@@ -252,6 +252,40 @@ enum BruteForceVisible {
     }
 
     /// Hundreds of random viewports, with margin and wrap, against the brute force.
+    /// Viewports of many rows, where the nearest-first order comes from a heap of rows
+    /// rather than a scan (`VisibleTilesPlan.rowsScannedLinearly`): the same order as the
+    /// brute force, ties included (aligned viewports on square tiles tie often).
+    @Test(arguments: [5, 6])
+    func manyRowsAgreeWithBruteForce(seed: UInt64) throws {
+        var rng = SplitMix(seed: seed * 7919)
+        var heapAnswers = 0
+        for _ in 0..<60 {
+            let T = [16, 17].randomElement(using: &rng)!
+            let W = Int.random(in: 1...200, using: &rng), H = Int.random(in: 600...3000, using: &rng)
+            let g = try PyramidGeometry(width: W, height: H, tileSize: T)
+            let aligned = Bool.random(using: &rng)
+            let x = aligned ? Double(T * Int.random(in: -3...3, using: &rng)) : Double.random(in: -100...300, using: &rng)
+            let y = aligned ? Double(T * Int.random(in: -5...10, using: &rng)) : Double.random(in: -500...500, using: &rng)
+            let w = aligned ? Double(T * Int.random(in: 1...6, using: &rng)) : Double.random(in: 0.5...300, using: &rng)
+            // Aligned: the centre on a tile's edge or middle, so rows above and below it tie.
+            let h =
+                aligned
+                ? Double(T * Int.random(in: (H / T / 2)...(2 * H / T), using: &rng))
+                : Double.random(in: Double(H) / 2...Double(2 * H), using: &rng)
+            let margin = Int.random(in: 0...2, using: &rng)
+            let wrap = Bool.random(using: &rng)
+            let q = try VisibleTilesQuery(viewport: Viewport(x: x, y: y, width: w, height: h), scale: 1, margin: margin, wrapX: wrap)
+            let got = try g.visibleTiles(for: q, maximumTiles: 1_000_000)
+            let want = BruteForceVisible.answer(
+                width: W, height: H, tileSize: T, x: x, y: y, w: w, h: h, scale: 1, margin: margin, wrap: wrap)
+            let rows = Set(got.tiles.map(\.coordinate.row)).count
+            if rows > VisibleTilesPlan.rowsScannedLinearly { heapAnswers += 1 }
+            let same = got.tiles == want.tiles
+            #expect(same, "\(W)×\(H)/\(T) viewport \(x),\(y) \(w)×\(h) margin \(margin) wrap \(wrap): \(rows) rows")
+        }
+        #expect(heapAnswers >= 40, "only \(heapAnswers) answers had more than \(VisibleTilesPlan.rowsScannedLinearly) rows")
+    }
+
     @Test(arguments: [1, 2, 3, 4])
     func agreesWithBruteForce(seed: UInt64) throws {
         var rng = SplitMix(seed: seed * 7919)
