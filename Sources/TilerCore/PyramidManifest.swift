@@ -99,6 +99,12 @@ public struct PyramidID: Sendable, Hashable, Codable, Comparable, CustomStringCo
         self.rawValue = text
     }
 
+    /// Whether the id ends in `.dzi`: `/images/ID` would then be the address of the
+    /// DeepZoom descriptor of the id without it, which the server answers with this
+    /// pyramid's manifest instead (a real pyramid keeps its manifest). `tiler cut` refuses
+    /// such ids.
+    public var hidesADeepZoomDescriptor: Bool { rawValue.hasSuffix(".dzi") }
+
     /// The default id for an input file: its name without directory and extension, with
     /// every other character replaced by `_`, a leading non-alphanumeric replaced too, and
     /// cut to the maximum length. Returns nil only when nothing usable is left.

@@ -78,6 +78,13 @@ public struct CutBatch {
                 continue
             }
             report.id = id.rawValue
+            guard !id.hidesADeepZoomDescriptor else {
+                let error = CutError.hidesDeepZoom(id: id)
+                failed(input, error)
+                report.error = error.description
+                reports.append(report)
+                continue
+            }
             guard usedIDs.insert(id).inserted else {
                 let error = CutError.duplicate(id: id)
                 failed(input, error)

@@ -132,6 +132,7 @@ public enum CutError: Error, Sendable, CustomStringConvertible {
     case unsupportedSize(String)
     case exists(id: PyramidID, path: String)
     case duplicate(id: PyramidID)
+    case hidesDeepZoom(id: PyramidID)
     case noUsableName
     case output(String)
     case interrupted
@@ -154,6 +155,8 @@ public enum CutError: Error, Sendable, CustomStringConvertible {
         case let .exists(id, path):
             "a pyramid named '\(id)' already exists at \(path); use --force to replace it or --name to choose another id"
         case let .duplicate(id): "another input of this run already uses the id '\(id)'; cut it separately with --name"
+        case let .hidesDeepZoom(id):
+            "the id '\(id)' ends in .dzi, so /images/\(id) would hide the DeepZoom descriptor of '\(id.rawValue.dropLast(4))'; choose another with --name"
         case .noUsableName: "cannot derive a pyramid id from the file name; use --name"
         case let .output(why): "cannot write the pyramid: \(why)"
         case .interrupted: "interrupted; nothing was kept"

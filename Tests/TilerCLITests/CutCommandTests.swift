@@ -167,6 +167,27 @@ import TilerTestSupport
         try Self.checkPixels(manifest, root: root, source: input, scratch: scratch)
     }
 
+    /// An id ending in `.dzi` would hide the DeepZoom descriptor `/images/ID.dzi` of the
+    /// id without it: refused, named or derived, and the other inputs are still cut.
+    @Test func idsEndingInDziAreRefused() throws {
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let map = scratch.path("map.dzi.png"), other = scratch.path("other.png")
+        try Self.makeImage(map, width: 300, height: 200, bands: 3, scratch: scratch)
+        try Self.makeImage(other, width: 300, height: 200, bands: 3, scratch: scratch)
+        let root = scratch.path("tiles")
+        let derived = try run(try tilerBinary(), ["cut", map, other, "-o", root, "--quiet"])
+        #expect(derived.status == 1)
+        #expect(
+            derived.stderr == "tiler: cut: \(map): the id 'map.dzi' ends in .dzi, so /images/map.dzi would hide the DeepZoom "
+                + "descriptor of 'map'; choose another with --name\n", "\(derived.stderr)")
+        #expect(ArchiveCommandTests.entries(root) == ["other"])
+        let named = try run(try tilerBinary(), ["cut", other, "-o", root, "--name", "x.dzi", "--quiet"])
+        #expect(named.status == 1 && named.stderr.contains("'x.dzi' ends in .dzi"), "\(named.stderr)")
+        #expect(try run(try tilerBinary(), ["cut", map, "-o", root, "--name", "map", "--quiet"]).status == 0)
+        #expect(ArchiveCommandTests.entries(root) == ["map", "other"])
+    }
+
     /// `--thumbnail-size` sets the thumbnail's longest side; a smaller image keeps its own.
     @Test(arguments: [16, 100, 2048])
     func thumbnailSizeIsASetting(size: Int) throws {
