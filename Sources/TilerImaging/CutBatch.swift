@@ -71,25 +71,23 @@ public struct CutBatch {
                 break
             }
             var report = CutReport(path: input, ok: false)
-            guard let id = name ?? PyramidID(deriving: input) else {
-                failed(input, .noUsableName)
-                report.error = CutError.noUsableName.description
+            // Refused before any work: the reason reported and recorded.
+            func refuse(_ error: CutError) {
+                failed(input, error)
+                report.error = error.description
                 reports.append(report)
+            }
+            guard let id = name ?? PyramidID(deriving: input) else {
+                refuse(.noUsableName)
                 continue
             }
             report.id = id.rawValue
             guard !id.hidesADeepZoomDescriptor else {
-                let error = CutError.hidesDeepZoom(id: id)
-                failed(input, error)
-                report.error = error.description
-                reports.append(report)
+                refuse(.hidesDeepZoom(id: id))
                 continue
             }
             guard usedIDs.insert(id).inserted else {
-                let error = CutError.duplicate(id: id)
-                failed(input, error)
-                report.error = error.description
-                reports.append(report)
+                refuse(.duplicate(id: id))
                 continue
             }
             progress?.begin(input)

@@ -11,10 +11,11 @@ public struct CutOptions: Sendable {
     /// gigapixel scan or panorama fits (2 Gpx is 50000 × 40000), a header that claims
     /// 65500 × 65500 does not.
     public static let defaultMaxPixels = 2_000_000_000
-    /// The thumbnail's longest side, by default and at most. The cut keeps the smallest
-    /// level at least this large in memory to make it from (below twice the size on its
-    /// longest side: at most 4096² RGBA pixels, 64 MiB, at the largest size).
+    /// The thumbnail's longest side by default (`--thumbnail-size`).
     public static let defaultThumbnailSize = 256
+    /// The thumbnail sizes accepted. The cut keeps the smallest level at least this large
+    /// in memory to make the thumbnail from (below twice the size on its longest side: at
+    /// most 4096² RGBA pixels, 64 MiB, at the largest size).
     public static let thumbnailSizeRange = 16...2048
 
     public var tileSize: Int

@@ -6,7 +6,8 @@ import TilerImaging
 /// IIIF Image API 3.0 under `/iiif/3/`, compliance level 2:
 /// - `/iiif/3/ID` redirects (303) to `/iiif/3/ID/info.json`;
 /// - `/iiif/3/ID/info.json` is the Image Information document (`application/ld+json`
-///   with the IIIF 3 context as profile; its `id` starts with the base URL, or else is
+///   with the IIIF 3 context as profile, or `application/json` when the request's
+///   `Accept` prefers it; its `id` starts with the base URL, or else is
 ///   built per request from the `Host` header or a trusted proxy's, see `PublicAddress`);
 /// - `/iiif/3/ID/REGION/SIZE/ROTATION/QUALITY.FORMAT` is an image: the stored tile itself
 ///   when the request is exactly a tile, otherwise drawn with libvips from the coarsest

@@ -35,11 +35,32 @@ public protocol PyramidOutput: Sendable {
 public struct RetiredFolder: Sendable, Equatable {
     public let root: String
     public let id: PyramidID
+    /// The folder's device and inode when it was retired.
+    let identity: FileIdentity
     public var path: String { PyramidLayout.folder.path(of: id, in: root) }
 
-    /// Moves the folder out of view and deletes it.
-    public func delete() throws(StorageError) {
+    /// Moves the folder out of view and deletes it, if it is still the folder that was
+    /// retired and still retired: a cut of the id meanwhile (a new folder swapped in, or
+    /// its manifest put back) is left alone. Returns whether it was deleted.
+    @discardableResult
+    public func delete() throws(StorageError) -> Bool {
+        guard FileIdentity(path) == identity, !FileManager.default.fileExists(atPath: "\(path)/\(PyramidManifest.fileName)")
+        else { return false }
         try PyramidRemoval(root: root, id: id, only: .folder).delete()
+        return true
+    }
+}
+
+/// A file's device and inode (`lstat`), to tell whether a path still names it.
+struct FileIdentity: Sendable, Equatable {
+    let device: UInt64
+    let inode: UInt64
+
+    init?(_ path: String) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return nil }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
     }
 }
 
@@ -59,23 +80,23 @@ public struct FolderOutput: PyramidOutput {
     /// there that holds no pyramid is not one, and is left alone).
     public func existing(_ id: PyramidID, layout: PyramidLayout) -> String? {
         if exists(id, layout: layout) { return destination(of: id, layout: layout) }
-        let other: PyramidLayout = layout == .folder ? .archive : .folder
-        guard let removal = try? PyramidRemoval(root: root, id: id, only: other) else { return nil }
+        guard let removal = try? PyramidRemoval(root: root, id: id, only: layout.other) else { return nil }
         return removal.targets.first?.path
     }
 
     public func removeOtherLayout(of id: PyramidID, keeping layout: PyramidLayout) throws(StorageError) -> RetiredFolder? {
-        let other: PyramidLayout = layout == .folder ? .archive : .folder
         let removal: PyramidRemoval
         do {
-            removal = try PyramidRemoval(root: root, id: id, only: other)
+            removal = try PyramidRemoval(root: root, id: id, only: layout.other)
         } catch .io {
             return nil  // none there
         } catch .invalid {
             return nil  // not a pyramid (a folder without pyramid.json, a link): left alone
         }
         try removal.retire()
-        return removal.needsGrace ? RetiredFolder(root: root, id: id) : nil
+        guard removal.needsGrace else { return nil }
+        guard let identity = FileIdentity(PyramidLayout.folder.path(of: id, in: root)) else { return nil }
+        return RetiredFolder(root: root, id: id, identity: identity)
     }
 
     public func makeSink(

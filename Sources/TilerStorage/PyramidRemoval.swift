@@ -18,8 +18,8 @@ import TilerCore
 /// 2. The caller waits the grace period (longer than the servers' rescan interval).
 /// 3. ``delete()``: the folder is renamed to a hidden, locked name,
 ///    `ROOT/.ID.partial-PID-rm-XXXXXXXX` (out of view at once), then deleted. If the
-///    process dies meanwhile, the next cut of `ID` removes the leftover, as it removes
-///    any unlocked partial.
+///    process dies meanwhile, the next cut of `ID` (folder or archive) removes the
+///    leftover, as it removes any unlocked partial.
 ///
 /// An archive `ROOT/ID.pmtiles` is one `unlink` in ``retire()``: a server that has it
 /// open keeps reading the same file until its next scan drops it, so it answers every
@@ -43,8 +43,9 @@ public final class PyramidRemoval {
     private var retired = false
 
     /// The hidden name `pyramid.json` has while a folder is being removed. A folder with
-    /// it and no `pyramid.json` is one whose removal was interrupted; `tiler rm` finishes
-    /// it.
+    /// it and no `pyramid.json` is one whose removal was interrupted: `tiler rm` finishes
+    /// it (with the archive of the id, if any), and so does a `tiler cut --archive
+    /// --force` of the id (which keeps its new archive).
     public static let retiredManifestName = ".\(PyramidManifest.fileName).removed"
 
     /// Finds pyramid `id` in `root`: a folder holding `pyramid.json` (or a retired one),

@@ -44,6 +44,9 @@ public enum PyramidLayout: String, Sendable, CaseIterable {
     public static let archiveExtension = "pmtiles"
 
     /// `ROOT/ID` or `ROOT/ID.pmtiles`.
+    /// The other layout.
+    public var other: PyramidLayout { self == .folder ? .archive : .folder }
+
     public func path(of id: PyramidID, in root: String) -> String {
         switch self {
         case .folder: "\(root)/\(id.rawValue)"

@@ -49,6 +49,12 @@ final class StagedOutput: Sendable {
             throw .io(path: root, reason: Self.reason(error))
         }
         Self.removeAbandonedPartials(of: name, in: root)
+        // An archive's cut also clears what a killed removal of the folder of its id left
+        // (`PyramidRemoval.delete`, or a `cut --archive --force` that replaced it).
+        let archiveSuffix = ".\(PyramidLayout.archiveExtension)"
+        if kind == .file, name.hasSuffix(archiveSuffix) {
+            Self.removeAbandonedPartials(of: String(name.dropLast(archiveSuffix.count)), in: root)
+        }
 
         // Made under a name the clean-up above never matches, locked, then renamed: a
         // partial is locked from the moment another process can take it for abandoned.

@@ -82,7 +82,10 @@ extension Tiler {
                 valueName: "PIXELS"))
         var thumbnailSize = CutOptions.defaultThumbnailSize
 
-        @Flag(help: "Replace an existing pyramid with the same id (atomically), a folder or an archive.")
+        @Flag(
+            help:
+                "Replace an existing pyramid with the same id (atomically), a folder or an archive; a folder replaced by an archive is deleted after TILER_RM_GRACE seconds (default 5), once servers have dropped it."
+        )
         var force = false
 
         @Option(
@@ -193,6 +196,7 @@ extension Tiler {
         func run() throws {
             let environment = ProcessInfo.processInfo.environment
             let limit = try Self.maximumPixels(flag: maxPixels, environment: environment)
+            let grace = force ? try Remove.resolvedGrace(flag: nil, environment: environment) : 0
             let interrupts = InterruptSignals.install(program: "tiler: cut")
             let options = CutOptions(
                 tileSize: tileSize, format: format, quality: quality,
@@ -214,8 +218,10 @@ extension Tiler {
                 made: { result in
                     if let folder = result.retiredFolder { retired.append(folder) }
                 }, isCancelled: { interrupts.isInterrupted })
-            if !retired.isEmpty { deleteReplaced(retired, summary: &summary, interrupts: interrupts, environment: environment) }
+            // The cuts have stopped and cleaned up; an interrupt from here on ends the
+            // grace wait early, and the process finishes normally.
             interrupts.acknowledge()
+            if !retired.isEmpty { deleteReplaced(retired, after: grace, summary: &summary, interrupts: interrupts) }
             if json {
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
@@ -229,18 +235,11 @@ extension Tiler {
         /// were retired when their archive was committed (servers drop them at their next
         /// scan, serving the archive); like `tiler rm`, this waits `TILER_RM_GRACE`
         /// seconds first (default 5), so that no server still reading a folder's tiles by
-        /// path loses them. An interrupt ends the wait early; the folders still go.
+        /// path loses them. An interrupt ends the wait early; the folders still go. A
+        /// folder that a cut of the id replaced meanwhile is left alone.
         private func deleteReplaced(
-            _ folders: [RetiredFolder], summary: inout CutSummary, interrupts: InterruptSignals,
-            environment: [String: String]
+            _ folders: [RetiredFolder], after grace: Double, summary: inout CutSummary, interrupts: InterruptSignals
         ) {
-            let grace: Double
-            do {
-                grace = try Remove.resolvedGrace(flag: nil, environment: environment)
-            } catch {
-                FileHandle.standardError.write(Data("tiler: cut: \(error); using \(Int(Remove.defaultGrace)) s\n".utf8))
-                grace = Remove.defaultGrace
-            }
             if !quiet {
                 for folder in folders {
                     let archive = PyramidLayout.archive.path(of: folder.id, in: folder.root)
@@ -248,13 +247,13 @@ extension Tiler {
                     FileHandle.standardError.write(Data("tiler: cut: \(line)\n".utf8))
                 }
             }
-            let deadline = Date().addingTimeInterval(grace)
-            while Date() < deadline, !interrupts.isInterrupted {
-                Thread.sleep(forTimeInterval: min(0.05, max(0, deadline.timeIntervalSinceNow)))
-            }
+            Remove.wait(grace, unless: interrupts)
             for folder in folders {
                 do throws(StorageError) {
-                    try folder.delete()
+                    if try !folder.delete() {
+                        FileHandle.standardError.write(
+                            Data("tiler: cut: \(folder.path) was cut again meanwhile; left as it is\n".utf8))
+                    }
                 } catch {
                     FileHandle.standardError.write(Data("tiler: cut: \(error)\n".utf8))
                     // The archive is in place, but the cut did not finish what it was asked.

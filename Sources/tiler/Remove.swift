@@ -87,6 +87,14 @@ extension Tiler {
             return value
         }
 
+        /// Waits `seconds`, or until a signal comes.
+        static func wait(_ seconds: Double, unless interrupts: InterruptSignals) {
+            let deadline = Date().addingTimeInterval(seconds)
+            while Date() < deadline, !interrupts.isInterrupted {
+                Thread.sleep(forTimeInterval: min(0.05, max(0, deadline.timeIntervalSinceNow)))
+            }
+        }
+
         func run() throws {
             let grace = try resolvedGrace()
             let interrupts = InterruptSignals.install(program: "tiler: rm")
@@ -106,12 +114,7 @@ extension Tiler {
                     failed(text, error.description)
                 }
             }
-            if removals.contains(where: \.needsGrace) {
-                let deadline = Date().addingTimeInterval(grace)
-                while Date() < deadline, !interrupts.isInterrupted {
-                    Thread.sleep(forTimeInterval: min(0.05, max(0, deadline.timeIntervalSinceNow)))
-                }
-            }
+            if removals.contains(where: \.needsGrace) { Self.wait(grace, unless: interrupts) }
             if interrupts.isInterrupted {
                 for removal in removals { removal.restore() }
                 interrupts.acknowledge()

@@ -353,7 +353,7 @@ import TilerTestSupport
     /// that is no folder) is shown with that subcommand's usage, not the top level's.
     @Test(arguments: [
         (["serve", "/nonexistent/tiler-root", "--port", "0"], [:], "tiler serve"),
-        (["rm", "/tmp", "x"], ["TILER_RM_GRACE": "soon"], "tiler rm"),
+        (["rm", "/nonexistent/tiler-root", "x"], ["TILER_RM_GRACE": "soon"], "tiler rm"),
         (["cut", "a.png"], ["TILER_MAX_PIXELS": "lots"], "tiler cut"),
     ])
     func usageErrorsFoundWhileRunningNameTheSubcommand(arguments: [String], environment: [String: String], usage: String) throws {

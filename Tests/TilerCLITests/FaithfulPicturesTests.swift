@@ -173,6 +173,8 @@ import TilerTestSupport
 
         let listing = try fetch(server.port, "/images/padded")
         #expect(listing.status == 200 && listing.json["padded"] as? Bool == true, "\(listing.text)")
+        #expect(listing.json["background"] as? String == "#ffffffff", "\(listing.text)")
+        #expect(try fetch(server.port, "/images/clipped").json["background"] == nil)
         // The XYZ route serves the stored, padded tile.
         let xyz = try fetch(server.port, "/images/padded/tiles/2/0/2.png")
         let xyzFile = scratch.path("xyz.png")

@@ -251,7 +251,6 @@ enum BruteForceVisible {
         }
     }
 
-    /// Hundreds of random viewports, with margin and wrap, against the brute force.
     /// Viewports of many rows, where the nearest-first order comes from a heap of rows
     /// rather than a scan (`VisibleTilesPlan.rowsScannedLinearly`): the same order as the
     /// brute force, ties included (aligned viewports on square tiles tie often).
@@ -286,6 +285,7 @@ enum BruteForceVisible {
         #expect(heapAnswers >= 40, "only \(heapAnswers) answers had more than \(VisibleTilesPlan.rowsScannedLinearly) rows")
     }
 
+    /// Hundreds of random viewports, with margin and wrap, against the brute force.
     @Test(arguments: [1, 2, 3, 4])
     func agreesWithBruteForce(seed: UInt64) throws {
         var rng = SplitMix(seed: seed * 7919)

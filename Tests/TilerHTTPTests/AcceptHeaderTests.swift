@@ -27,9 +27,21 @@ import TilerHTTP
         #expect(quality("application", "application", "json") == 0)
         #expect(quality("*/json", "application", "json") == 0)
         #expect(quality("/json, application/", "application", "json") == 0)
-        #expect(quality("application/json;q=2", "application", "json") == 0)
-        #expect(quality("application/json;q=x", "application", "json") == 0)
-        #expect(quality("application/json;q=0.12345", "application", "json") == 0)
+        // A weight that is no qvalue drops its range, as if it were not sent.
+        for q in ["2", "x", "0.1234", "1.5", "0x1", "1e0", ".5", "-0", "0.5 5", ""] {
+            #expect(quality("application/json;q=\(q)", "application", "json") == 0, "q=\(q)")
+            #expect(quality("application/json;q=\(q), */*;q=0.3", "application", "json") == 0.3, "q=\(q)")
+        }
+        #expect(quality("application/json;q=1.000", "application", "json") == 1)
+        #expect(quality("application/json;q=0.125", "application", "json") == 0.125)
+    }
+
+    /// Commas and semicolons inside a quoted parameter value are part of it.
+    @Test func quotedValuesDoNotSplit() {
+        let accept = #"application/ld+json;profile="a;q=0,b", application/json;q=0.5"#
+        #expect(quality(accept, "application", "ld+json") == 1)
+        #expect(quality(accept, "application", "json") == 0.5)
+        #expect(quality(#"text/plain;x="\",q=0";q=0.2"#, "text", "plain") == 0.2)
     }
 
     @Test func namesAreCaseInsensitiveAndBlanksIgnored() {
