@@ -276,6 +276,41 @@ import TilerTestSupport
         #expect(Self.entries(root) == ["notes", "notes.pmtiles", "same"])
     }
 
+    /// Ctrl-C during the grace wait before a replaced folder is deleted ends the wait: the
+    /// folder goes at once, the new archive stays, and the cut exits 130 by itself.
+    @Test func anInterruptEndsTheGraceWait() throws {
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let input = scratch.path("photo.png")
+        try CutCommandTests.makeImage(input, width: 300, height: 200, bands: 3, scratch: scratch)
+        let tiler = try tilerBinary()
+        let root = scratch.path("tiles")
+        #expect(try run(tiler, ["cut", input, "-o", root, "--quiet"]).status == 0)
+        let cut = Process()
+        cut.executableURL = URL(fileURLWithPath: tiler)
+        cut.arguments = ["cut", input, "-o", root, "--archive", "--force", "--quiet", "--json"]
+        cut.environment = ProcessInfo.processInfo.environment.merging(["TILER_RM_GRACE": "60"]) { $1 }
+        cut.standardOutput = FileHandle.nullDevice
+        cut.standardError = FileHandle.nullDevice
+        let started = Date()
+        try cut.run()
+        // Retired: the archive in place, the folder's manifest hidden.
+        let retired = {
+            FileManager.default.fileExists(atPath: "\(root)/photo.pmtiles")
+                && !FileManager.default.fileExists(atPath: "\(root)/photo/pyramid.json")
+        }
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline, !retired() { usleep(20_000) }
+        #expect(retired(), "ROOT holds \(Self.entries(root))")
+        kill(cut.processIdentifier, SIGINT)
+        while cut.isRunning, Date() < deadline { usleep(20_000) }
+        #expect(!cut.isRunning && Date().timeIntervalSince(started) < 30, "the 60 s wait was not cut short")
+        if cut.isRunning { kill(cut.processIdentifier, SIGKILL) }
+        cut.waitUntilExit()
+        #expect(cut.terminationReason == .exit && cut.terminationStatus == 128 + SIGINT)
+        #expect(Self.entries(root) == ["photo.pmtiles"])
+    }
+
     /// An interrupted `cut --archive` leaves nothing; one killed outright leaves only a
     /// hidden partial file, which the next cut of the same id removes.
     @Test(arguments: [SIGINT, SIGKILL])
