@@ -468,48 +468,52 @@ public struct VisibleTilesPlan: Sendable {
                         emit(best)
                     }
                 } else {
-                    // Many rows (a tall, narrow viewport, or a raised --max-visible-tiles): a
-                    // scan per tile would cost tiles × rows, so the rows not done are kept
-                    // in a binary heap ordered by (next distance, row), the order the scan
-                    // gives.
-                    withUnsafeTemporaryAllocation(of: Int.self, capacity: rowCount) { heapBuffer in
-                        let heap = heapBuffer.baseAddress!
-                        func precedes(_ a: Int, _ b: Int) -> Bool { next[a] < next[b] || (next[a] == next[b] && a < b) }
-                        var size = 0
-                        func siftDown(_ start: Int) {
-                            var k = start
-                            let row = heap[k]
-                            while true {
-                                var child = 2 * k + 1
-                                guard child < size else { break }
-                                if child + 1 < size && precedes(heap[child + 1], heap[child]) { child += 1 }
-                                guard precedes(heap[child], row) else { break }
-                                heap[k] = heap[child]
-                                k = child
-                            }
-                            heap[k] = row
-                        }
-                        for i in 0..<rowCount where next[i] < .infinity {
-                            heap[size] = i
-                            size += 1
-                        }
-                        var k = size / 2 - 1
-                        while k >= 0 {
-                            siftDown(k)
-                            k -= 1
-                        }
-                        for _ in 0..<count {
-                            let best = heap[0]
-                            emit(best)
-                            if next[best] == .infinity {
-                                size -= 1
-                                heap[0] = heap[size]
-                            }
-                            if size > 0 { siftDown(0) }
-                        }
-                    }
+                    Self.mergeByHeap(rows: rowCount, tiles: count, next: next, emit: emit)
                 }
                 w.deinitialize(count: rowCount)
+            }
+        }
+    }
+
+    /// The merge for many rows (a tall, narrow viewport, or a raised
+    /// `--max-visible-tiles`), where a scan per tile would cost tiles × rows: the rows not
+    /// done are kept in a binary heap ordered by (next distance, row), the order the scan
+    /// gives. `emit(row)` sends that row's next tile and updates `next[row]` (+∞ once the
+    /// row is done).
+    private static func mergeByHeap(
+        rows rowCount: Int, tiles count: Int, next: UnsafeMutablePointer<Double>, emit: (Int) -> Void
+    ) {
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: rowCount) { heapBuffer in
+            let heap = heapBuffer.baseAddress!
+            func precedes(_ a: Int, _ b: Int) -> Bool { next[a] < next[b] || (next[a] == next[b] && a < b) }
+            var size = 0
+            func siftDown(_ start: Int) {
+                var k = start
+                let row = heap[k]
+                while true {
+                    var child = 2 * k + 1
+                    guard child < size else { break }
+                    if child + 1 < size && precedes(heap[child + 1], heap[child]) { child += 1 }
+                    guard precedes(heap[child], row) else { break }
+                    heap[k] = heap[child]
+                    k = child
+                }
+                heap[k] = row
+            }
+            for i in 0..<rowCount where next[i] < .infinity {
+                heap[size] = i
+                size += 1
+            }
+            for k in stride(from: size / 2 - 1, through: 0, by: -1) { siftDown(k) }
+            for _ in 0..<count {
+                // Only the root's key changed (it grew, or the row is done): one sift.
+                let best = heap[0]
+                emit(best)
+                if next[best] == .infinity {
+                    size -= 1
+                    heap[0] = heap[size]
+                }
+                if size > 0 { siftDown(0) }
             }
         }
     }

@@ -58,7 +58,7 @@ func iiifRoutes(store: TileStore, address: PublicAddress) -> [Route] {
                 let response = HTTPResponse.bytes(
                     status: 200, contentType: plain ? "application/json" : IIIF.jsonLDMediaType, body: Array(body),
                     cacheControl: "no-cache")
-                return .withHeaders([("Vary", (["Accept"] + (vary.map { [$0] } ?? [])).joined(separator: ", "))], response)
+                return .withHeaders([("Vary", ["Accept", vary].compactMap { $0 }.joined(separator: ", "))], response)
             case let .image(request):
                 let plan = try httpError { () throws(IIIFError) in
                     try IIIFImagePlan(request, geometry: pyramid.geometry, limits: limits)

@@ -43,10 +43,10 @@ public enum PyramidLayout: String, Sendable, CaseIterable {
     /// The file name extension of archives.
     public static let archiveExtension = "pmtiles"
 
-    /// `ROOT/ID` or `ROOT/ID.pmtiles`.
     /// The other layout.
     public var other: PyramidLayout { self == .folder ? .archive : .folder }
 
+    /// `ROOT/ID` or `ROOT/ID.pmtiles`.
     public func path(of id: PyramidID, in root: String) -> String {
         switch self {
         case .folder: "\(root)/\(id.rawValue)"
@@ -158,7 +158,9 @@ public final class ArchiveSink: PyramidSink, Sendable {
                 path: "\(root)/\(name)",
                 reason: "\(geometry.maxLevel + 1) levels do not fit in a PMTiles archive (at most \(PyramidArchive.maximumLevel + 1))")
         }
-        staged = try StagedOutput(root: root, name: name, kind: .file)
+        // Also what a killed removal of the folder of this id left (`PyramidRemoval.delete`,
+        // or a `cut --archive --force` that replaced the folder).
+        staged = try StagedOutput(root: root, name: name, kind: .file, alsoClearing: id.rawValue)
         writer = try ArchiveWriter(
             output: staged.descriptor, outputPath: staged.path,
             expectedTiles: geometry.levels.reduce(0) { $0 + $1.tileCount }, kernelCopy: kernelCopy)

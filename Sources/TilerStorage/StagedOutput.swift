@@ -39,7 +39,10 @@ final class StagedOutput: Sendable {
     /// need be), after removing partials of `name` left by killed processes. Files and
     /// folders get the usual modes less the umask (0666 and 0777, so 0644 and 0755 under
     /// umask 022): a server running as another user can read them.
-    init(root: String, name: String, kind: Kind) throws(StorageError) {
+    ///
+    /// `alsoClearing`: another name whose abandoned partials go too (an archive's cut
+    /// clears those of the folder of its id, which a killed removal may have left).
+    init(root: String, name: String, kind: Kind, alsoClearing other: String? = nil) throws(StorageError) {
         self.kind = kind
         self.root = root
         destination = root + "/" + name
@@ -49,12 +52,7 @@ final class StagedOutput: Sendable {
             throw .io(path: root, reason: Self.reason(error))
         }
         Self.removeAbandonedPartials(of: name, in: root)
-        // An archive's cut also clears what a killed removal of the folder of its id left
-        // (`PyramidRemoval.delete`, or a `cut --archive --force` that replaced it).
-        let archiveSuffix = ".\(PyramidLayout.archiveExtension)"
-        if kind == .file, name.hasSuffix(archiveSuffix) {
-            Self.removeAbandonedPartials(of: String(name.dropLast(archiveSuffix.count)), in: root)
-        }
+        if let other { Self.removeAbandonedPartials(of: other, in: root) }
 
         // Made under a name the clean-up above never matches, locked, then renamed: a
         // partial is locked from the moment another process can take it for abandoned.

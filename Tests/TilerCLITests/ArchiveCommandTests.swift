@@ -23,6 +23,14 @@ import TilerTestSupport
         ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted()
     }
 
+    /// Two RGB images 200 pixels high, 300 and 900 pixels wide.
+    static func smallAndLarge(_ scratch: Scratch) throws -> (small: String, large: String) {
+        let small = scratch.path("small.png"), large = scratch.path("large.png")
+        try CutCommandTests.makeImage(small, width: 300, height: 200, bands: 3, scratch: scratch)
+        try CutCommandTests.makeImage(large, width: 900, height: 200, bands: 3, scratch: scratch)
+        return (small, large)
+    }
+
     static let formats = ["png", "jpeg", "webp"]
     static let sizes = [(1, 1), (256, 256), (3001, 1999), (2999, 1)]
 
@@ -199,9 +207,7 @@ import TilerTestSupport
     @Test func existingOutputsNeedForce() throws {
         let scratch = try Scratch()
         defer { scratch.cleanUp() }
-        let small = scratch.path("small.png"), large = scratch.path("large.png")
-        try CutCommandTests.makeImage(small, width: 300, height: 200, bands: 3, scratch: scratch)
-        try CutCommandTests.makeImage(large, width: 900, height: 200, bands: 3, scratch: scratch)
+        let (small, large) = try Self.smallAndLarge(scratch)
         let tiler = try tilerBinary()
         let root = scratch.path("tiles")
         #expect(try run(tiler, ["cut", small, "-o", root, "--name", "same", "--archive", "--quiet"]).status == 0)
@@ -237,9 +243,7 @@ import TilerTestSupport
     @Test func anIDInTheOtherLayoutIsReplacedOnlyWithForce() throws {
         let scratch = try Scratch()
         defer { scratch.cleanUp() }
-        let small = scratch.path("small.png"), large = scratch.path("large.png")
-        try CutCommandTests.makeImage(small, width: 300, height: 200, bands: 3, scratch: scratch)
-        try CutCommandTests.makeImage(large, width: 900, height: 200, bands: 3, scratch: scratch)
+        let (small, large) = try Self.smallAndLarge(scratch)
         let tiler = try tilerBinary()
         let root = scratch.path("tiles")
         let noGrace = ["TILER_RM_GRACE": "0"]

@@ -17,10 +17,6 @@ import TilerTestSupport
         try #require(FileManager.default.createFile(atPath: "\(root)/photo/0/0/0.png", contents: Data(marker.utf8)))
     }
 
-    func entries(_ root: String) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).sorted()
-    }
-
     @Test func aRetiredFolderIsDeletedAfterwards() throws {
         let scratch = try Scratch()
         defer { scratch.cleanUp() }
@@ -33,7 +29,7 @@ import TilerTestSupport
         #expect(!FileManager.default.fileExists(atPath: "\(root)/photo/pyramid.json"))
         #expect(FileManager.default.fileExists(atPath: "\(root)/photo/0/0/0.png"))
         #expect(try retired.delete())
-        #expect(entries(root) == ["photo.pmtiles"])
+        #expect(scratch.entries() == ["photo.pmtiles"])
     }
 
     /// A folder cut of the id during the grace period swaps a new folder in (or puts a
@@ -67,12 +63,12 @@ import TilerTestSupport
         #expect(output.existing(id, layout: .folder) == "\(root)/photo.pmtiles")
         try makeFolder(root, marker: "new")
         #expect(try output.removeOtherLayout(of: id, keeping: .folder) == nil)
-        #expect(entries(root) == ["photo"])
+        #expect(scratch.entries() == ["photo"])
 
         try FileManager.default.createDirectory(atPath: "\(root)/notes", withIntermediateDirectories: true)
         let notes = PyramidID("notes")!
         #expect(output.existing(notes, layout: .archive) == nil)
         #expect(try output.removeOtherLayout(of: notes, keeping: .archive) == nil)
-        #expect(entries(root) == ["notes", "photo"])
+        #expect(scratch.entries() == ["notes", "photo"])
     }
 }
