@@ -42,7 +42,7 @@ import TilerTestSupport
         return (process, port, text)
     }
 
-    func waitForExit(_ p: Process, seconds: Double = 10) -> Bool {
+    func waitForExit(_ p: Process, seconds: Double = 30) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while p.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
         return !p.isRunning
