@@ -25,26 +25,7 @@ final class WebDriver {
     /// Starts chromedriver on a free port and opens a headless chromium session of
     /// `width × height` CSS pixels at device scale 1.
     init(chromedriver: String, chromium: String, width: Int, height: Int) throws {
-        port = try freePort()
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: chromedriver)
-        process.arguments = ["--port=\(port)"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let started = Date()
-        while true {
-            if let status = try? request(port, "GET", "/status", timeout: 2), status.status == 200,
-                ((status.json["value"] as? [String: Any])?["ready"] as? Bool) == true
-            {
-                break
-            }
-            guard Date().timeIntervalSince(started) < 20 else {
-                kill(process.processIdentifier, SIGKILL)
-                throw ClientError("chromedriver did not start on port \(port)")
-            }
-            usleep(100_000)
-        }
+        (port, process) = try Self.startChromedriver(chromedriver)
         profile = FileManager.default.temporaryDirectory.appendingPathComponent("tiler-chromium-\(getpid())-\(port)").path
         ProcessFolders.removeAtExit(profile)
         let capabilities: [String: Any] = [
@@ -74,6 +55,45 @@ final class WebDriver {
             throw ClientError("chromedriver gave no session: \(String(describing: answer))")
         }
         session = id
+    }
+
+    /// chromedriver ready on a free port. The port is free when chosen but not held: a
+    /// socket of a test running in parallel can take it before chromedriver binds it, and
+    /// chromedriver then exits. That calls for another port, not a failed test.
+    private static func startChromedriver(_ chromedriver: String) throws -> (Int, Process) {
+        for _ in 0..<5 {
+            let port = try freePort()
+            if let process = try startChromedriver(chromedriver, port: port) { return (port, process) }
+        }
+        throw ClientError("chromedriver exited at start on 5 free ports in a row")
+    }
+
+    /// chromedriver listening on `port` and ready, or nil when it exited (the port was
+    /// taken meanwhile); throws if it neither answers nor exits within 60 s.
+    private static func startChromedriver(_ chromedriver: String, port: Int) throws -> Process? {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: chromedriver)
+        process.arguments = ["--port=\(port)"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let started = Date()
+        while process.isRunning {
+            if let status = try? request(port, "GET", "/status", timeout: 2), status.status == 200,
+                ((status.json["value"] as? [String: Any])?["ready"] as? Bool) == true
+            {
+                // Ours, not another process on the port: ours is still running.
+                if process.isRunning { return process }
+            }
+            guard Date().timeIntervalSince(started) < 60 else {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                throw ClientError("chromedriver did not start on port \(port) in 60 s")
+            }
+            usleep(100_000)
+        }
+        process.waitUntilExit()
+        return nil
     }
 
     /// Ends the session and stops chromedriver.
@@ -192,21 +212,31 @@ final class WebDriver {
     }
 }
 
-/// A TCP port nothing listens on right now.
+/// A TCP port nothing listens on right now, for a process that binds it itself
+/// (chromedriver, nginx). It is chosen below the ephemeral range (32768 and up), from
+/// which the kernel hands out the ports of every client socket and port-0 server of the
+/// tests running in parallel: one of those could otherwise take it before the process
+/// binds it. (TilerHTTPTests choose theirs from 20000..<30000.)
 func freePort() throws -> Int {
+    for _ in 0..<1000 {
+        let port = Int.random(in: 30_000..<32_700)
+        if portIsFree(port) { return port }
+    }
+    throw ClientError("no free port in 30000..<32700")
+}
+
+/// Whether a listening socket could bind `port` on 127.0.0.1 now.
+private func portIsFree(_ port: Int) -> Bool {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw ClientError("socket: errno \(errno)") }
+    guard fd >= 0 else { return false }
     defer { close(fd) }
+    var reuse: Int32 = 1
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
     var addr = sockaddr_in()
     addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_port = 0
+    addr.sin_port = in_port_t(UInt16(port)).bigEndian
     addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { p -> Bool in
-            bind(fd, p, length) == 0 && getsockname(fd, p, &length) == 0
-        }
+    return withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
     }
-    guard bound else { throw ClientError("bind: errno \(errno)") }
-    return Int(UInt16(bigEndian: addr.sin_port))
 }
