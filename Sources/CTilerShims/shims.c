@@ -110,13 +110,21 @@ int tiler_vips_to_tile_pixels(VipsImage *in, const tiler_tile_pixels *options, V
                     (kind == VIPS_INTERPRETATION_MULTIBAND && image->Bands <= 2);
 
     /* An embedded profile on colour input: to sRGB through it (lcms, relative
-       colorimetric, libvips' built-in sRGB profile). 16-bit input stays 16-bit here
-       and is scaled below like any other. Grey input keeps its stored values. */
+       colorimetric, libvips' built-in sRGB profile). CMYK input without one goes
+       through cmyk_profile the same way when there is one (else vips_colourspace
+       below uses libvips' built-in CMYK profile). 16-bit input stays 16-bit here and
+       is scaled below like any other. Grey input keeps its stored values. */
     gboolean colour_kind = kind == VIPS_INTERPRETATION_sRGB || kind == VIPS_INTERPRETATION_RGB ||
                            kind == VIPS_INTERPRETATION_RGB16 || kind == VIPS_INTERPRETATION_CMYK;
-    if (options->convert_profile && colour_kind && vips_image_get_typeof(image, VIPS_META_ICC_NAME)) {
-        int depth = image->BandFmt == VIPS_FORMAT_USHORT ? 16 : 8;
+    gboolean embedded = vips_image_get_typeof(image, VIPS_META_ICC_NAME) != 0;
+    int depth = image->BandFmt == VIPS_FORMAT_USHORT ? 16 : 8;
+    if (options->convert_profile && colour_kind && embedded) {
         if (tiler_step(&image, vips_icc_transform(image, &next, "srgb", "embedded", TRUE,
+                                                  "intent", VIPS_INTENT_RELATIVE, "depth", depth, NULL), next))
+            goto fail;
+        kind = vips_image_guess_interpretation(image);
+    } else if (kind == VIPS_INTERPRETATION_CMYK && !embedded && options->cmyk_profile) {
+        if (tiler_step(&image, vips_icc_transform(image, &next, "srgb", "input_profile", options->cmyk_profile,
                                                   "intent", VIPS_INTENT_RELATIVE, "depth", depth, NULL), next))
             goto fail;
         kind = vips_image_guess_interpretation(image);

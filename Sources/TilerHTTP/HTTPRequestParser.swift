@@ -45,6 +45,9 @@ public struct HTTPRequestHead: Sendable {
     public internal(set) var forwarded: [UInt8] = []
     public internal(set) var xForwardedProto: [UInt8] = []
     public internal(set) var xForwardedHost: [UInt8] = []
+    /// The raw value of `X-Forwarded-Prefix` (repeated fields joined with `,`), or empty:
+    /// never believed, only noticed (a proxy that strips a path prefix says so with it).
+    public internal(set) var xForwardedPrefix: [UInt8] = []
     /// The raw value of `Accept`, repeated fields joined with `,`, or empty when absent
     /// (IIIF's info.json is negotiated: `AcceptHeader`).
     public internal(set) var accept: [UInt8] = []
@@ -87,6 +90,7 @@ public struct HTTPRequestHead: Sendable {
         Self.empty(&forwarded)
         Self.empty(&xForwardedProto)
         Self.empty(&xForwardedHost)
+        Self.empty(&xForwardedPrefix)
         Self.empty(&accept)
     }
 
@@ -165,7 +169,7 @@ public struct HTTPRequestParser: Sendable {
     /// Headers whose values the parser keeps.
     private enum Field: Sendable {
         case other, host, connection, contentLength, transferEncoding, ifNoneMatch, ifModifiedSince
-        case forwarded, xForwardedProto, xForwardedHost, accept
+        case forwarded, xForwardedProto, xForwardedHost, xForwardedPrefix, accept
     }
 
     public let limits: Limits
@@ -545,6 +549,7 @@ public struct HTTPRequestParser: Sendable {
         case 9 where `is`("forwarded"): .forwarded
         case 17 where `is`("x-forwarded-proto"): .xForwardedProto
         case 16 where `is`("x-forwarded-host"): .xForwardedHost
+        case 18 where `is`("x-forwarded-prefix"): .xForwardedPrefix
         case 6 where `is`("accept"): .accept
         default: .other
         }
@@ -595,6 +600,7 @@ public struct HTTPRequestParser: Sendable {
         case .forwarded: appendListValue(value, to: &head.forwarded)
         case .xForwardedProto: appendListValue(value, to: &head.xForwardedProto)
         case .xForwardedHost: appendListValue(value, to: &head.xForwardedHost)
+        case .xForwardedPrefix: appendListValue(value, to: &head.xForwardedPrefix)
         case .accept: appendListValue(value, to: &head.accept)
         }
         return nil

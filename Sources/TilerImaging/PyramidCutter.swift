@@ -66,7 +66,7 @@ public struct CutOptions: Sendable {
         self.layout = layout
     }
 
-    /// How input pixels become tile pixels (profile, alpha flattened or added), for
+    /// How input pixels become tile pixels (profiles, alpha flattened or added), for
     /// `tiler_vips_to_tile_pixels`: the cut and the sources served on the fly share it.
     var tilePixelSettings: tiler_tile_pixels {
         let background = self.background ?? .white
@@ -74,7 +74,8 @@ public struct CutOptions: Sendable {
             convert_profile: convertProfile ? 1 : 0,
             flatten_alpha: format == .jpeg ? 1 : 0,
             add_alpha: pad && !paddingColour.isOpaque ? 1 : 0,
-            background: (Double(background.red), Double(background.green), Double(background.blue)))
+            background: (Double(background.red), Double(background.green), Double(background.blue)),
+            cmyk_profile: CMYKProfile.currentPath)
     }
 
     /// The padding colour `--pad` uses: `background`, else transparent where the tile

@@ -164,7 +164,14 @@ final class VipsImageHandle {
     }
 
     /// 8-bit grey or sRGB, with alpha if present (or added); see `tiler_tile_pixels`.
+    /// A `TILER_CMYK_PROFILE` that names no readable file is an error for every image, so
+    /// that the mistake shows at once rather than only with the first CMYK input.
     func tilePixels(_ options: tiler_tile_pixels) throws(ImagingError) -> VipsImageHandle {
+        if case .unreadable(let path) = CMYKProfile.current {
+            throw .libvips(
+                "TILER_CMYK_PROFILE names '\(path)', which is not a readable file: name an ICC profile file, or 'builtin' for libvips' own CMYK profile"
+            )
+        }
         var options = options
         return try apply { tiler_vips_to_tile_pixels($0, &options, $1) }
     }

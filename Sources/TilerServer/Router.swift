@@ -137,17 +137,20 @@ public final class Router: HTTPHandler {
     let answersPlainTilesDirectly: Bool
     /// The pyramid plain tile paths named last (one `Router` per event loop).
     private let recentPyramid = RecentPyramid()
+    /// Warnings about a proxy set up half-way (shared by the server's routers).
+    let proxyHints: ProxyHints
 
     public convenience init(store: TileStore, routes: [Route]? = nil) {
         self.init(store: store, routes: routes, answersPlainTilesDirectly: routes == nil)
     }
 
-    init(store: TileStore, routes: [Route]?, answersPlainTilesDirectly: Bool) {
+    init(store: TileStore, routes: [Route]?, answersPlainTilesDirectly: Bool, proxyHints: ProxyHints? = nil) {
         self.store = store
         self.answersPlainTilesDirectly = answersPlainTilesDirectly
         let routes = routes ?? Router.standardRoutes(store: store)
         self.routes = routes
         let named = Set(routes.flatMap { $0.firstSegments ?? [] })
+        self.proxyHints = proxyHints ?? Router.proxyHints(store: store, routes: routes)
         routesByFirstSegment = Dictionary(
             uniqueKeysWithValues: named.map { first in
                 (first, routes.filter { $0.firstSegments?.contains(first) ?? true })
@@ -169,6 +172,14 @@ public final class Router: HTTPHandler {
         return routes
     }
 
+    /// The hints for a server's routers: one, shared, so that each warning is logged once.
+    static func proxyHints(store: TileStore, routes: [Route]? = nil) -> ProxyHints {
+        let routes = routes ?? standardRoutes(store: store)
+        return ProxyHints(
+            basePath: store.configuration.baseURL?.path, ownedSegments: Set(routes.flatMap { $0.firstSegments ?? [] }),
+            log: store.log)
+    }
+
     /// The response to `head`, made without blocking: when a route would have to read the
     /// disk first (a pyramid not known yet, `TileStore.lookupMustBlock`), the whole request
     /// is answered on the blocking pool instead.
@@ -186,13 +197,16 @@ public final class Router: HTTPHandler {
 
     private func respond(to head: HTTPRequestHead, mayBlock: Bool) -> HTTPResponse {
         if answersPlainTilesDirectly, let response = plainTileResponse(to: head, from: store, recent: recentPyramid) { return response }
+        if !head.xForwardedPrefix.isEmpty { proxyHints.sawForwardedPrefix(head) }
         do {
             let request = try Request(head: head, mayBlock: mayBlock)
             // Only the routes for this first segment: a tile request tries two, not six.
-            let candidates = routesByFirstSegment[request.segments.first ?? ""] ?? routesForOtherPaths
+            let known = routesByFirstSegment[request.segments.first ?? ""]
+            let candidates = known ?? routesForOtherPaths
             for i in candidates.indices {
                 if let response = try candidates[i].respond(request) { return response }
             }
+            if known == nil { proxyHints.sawForeignPath(request.segments) }
             return .error(HTTPError(404, "no such path"))
         } catch {
             return .error(error)

@@ -15,10 +15,12 @@ public final class TileServer: Sendable {
         self.configuration = configuration
         store = TileStore(configuration: configuration, log: log)
         let store = store
+        let hints = Router.proxyHints(store: store)
         // A router per event loop: what a router keeps (`RecentPyramid`) is never shared
-        // with another loop.
+        // with another loop; the proxy hints are, so that each is logged once.
         http = HTTPServer(
-            configuration: configuration.http, accessLog: accessLog, log: log, makeHandler: { Router(store: store) })
+            configuration: configuration.http, accessLog: accessLog, log: log,
+            makeHandler: { Router(store: store, routes: nil, answersPlainTilesDirectly: true, proxyHints: hints) })
     }
 
     /// Binds and starts serving; returns at once.

@@ -106,7 +106,7 @@ extension Tiler {
         @Flag(
             name: .customLong("icc"), inversion: .prefixedNo,
             help:
-                "Convert an embedded ICC colour profile of RGB or CMYK input to sRGB (--no-icc keeps the stored RGB values); CMYK always becomes sRGB."
+                "Convert an embedded ICC colour profile of RGB or CMYK input to sRGB (--no-icc keeps the stored RGB values); CMYK always becomes sRGB, without a profile of its own through Ghostscript's default_cmyk.icc when installed (TILER_CMYK_PROFILE: another ICC file, or builtin for libvips' own)."
         )
         var convertProfile = true
 

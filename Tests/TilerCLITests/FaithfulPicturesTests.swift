@@ -84,6 +84,58 @@ import TilerTestSupport
         #expect(Self.maximumDifference(keptFull, expected) > 10)
     }
 
+    /// CMYK without an embedded profile (issue 31, item 14) is read through Ghostscript's
+    /// `default_cmyk.icc`: the tiles match libvips' `icc_transform` through that file, made
+    /// outside tiler, while libvips' built-in CMYK profile (the old path, still there with
+    /// `TILER_CMYK_PROFILE=builtin`) is far from it.
+    @Test func cmykWithoutAProfileIsReadThroughTheDefaultCMYKProfile() throws {
+        guard let profile = CMYKProfileLocation.installed else {
+            Issue.record("no CMYK profile at \(CMYKProfileLocation.ghostscript): run scripts/install-deps (libgs-common)")
+            return
+        }
+        let scratch = try Scratch("cmyk")
+        defer { scratch.cleanUp() }
+        let source = scratch.path("source.png")
+        try CutCommandTests.makeImage(source, width: 500, height: 300, bands: 3, scratch: scratch)
+        // A press file: CMYK numbers made through the profile, the profile then stripped.
+        let cmyk = scratch.path("press.jpg")
+        try vips("icc_transform", source, cmyk + "[Q=95,strip]", profile, "--input-profile", "srgb")
+        let header = try run("vipsheader", ["-a", cmyk]).stdout
+        #expect(header.contains("interpretation: cmyk") && !header.contains("icc-profile-data"), "\(header)")
+
+        let reference = scratch.path("reference.v")
+        try vips("icc_transform", cmyk, reference, "srgb", "--input-profile", profile, "--intent", "relative")
+        let expected = try Raster(vFile: reference)
+        let oldPath = scratch.path("builtin.v")
+        try vips("colourspace", cmyk, oldPath, "srgb")
+        let builtin = try Raster(vFile: oldPath)
+
+        let root = scratch.url.appendingPathComponent("tiles")
+        func cut(_ id: String, profile: String?) throws -> (status: Int32, stderr: String, full: Raster?) {
+            let result = try run(
+                try tilerBinary(), ["cut", cmyk, "-o", root.path, "--name", id, "--format", "png", "--quiet"],
+                environment: profile.map { ["TILER_CMYK_PROFILE": $0] } ?? [:])
+            guard result.status == 0 else { return (result.status, result.stderr, nil) }
+            let manifest = try JSONDecoder().decode(
+                PyramidManifest.self, from: Data(contentsOf: root.appendingPathComponent("\(id)/pyramid.json")))
+            let full = try CutCommandTests.level(manifest.maxLevel, of: manifest, in: root.appendingPathComponent(id), scratch: scratch)
+            return (0, result.stderr, full)
+        }
+        let converted = try #require(try cut("default", profile: nil).full)
+        let error = converted.meanAbsoluteError(to: expected)
+        let oldError = builtin.meanAbsoluteError(to: expected)
+        #expect(error < 0.5, "tiles are \(error) levels from icc_transform through \(profile)")
+        #expect(oldError > 5, "libvips' built-in CMYK profile is only \(oldError) levels away")
+
+        // TILER_CMYK_PROFILE: builtin is libvips' own profile; a file that is not there
+        // fails the cut and says so.
+        let own = try #require(try cut("builtin", profile: "builtin").full)
+        #expect(own.meanAbsoluteError(to: builtin) < 0.5)
+        let missing = try cut("missing", profile: scratch.path("no-such.icc"))
+        #expect(missing.status != 0 && missing.stderr.contains("TILER_CMYK_PROFILE"), "\(missing.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("missing").path))
+    }
+
     // MARK: padding
 
     /// Every tile of every level: full-size, and outside the image exactly `padding`.
@@ -231,4 +283,10 @@ import TilerTestSupport
             manifest.created.flatMap { ISO8601DateFormatter().date(from: $0) }, "created: \(manifest.created ?? "nil")")
         #expect(created >= before.addingTimeInterval(-1) && created <= Date().addingTimeInterval(1))
     }
+}
+
+/// Where Debian's `libgs-common` puts Ghostscript's CMYK profile.
+enum CMYKProfileLocation {
+    static let ghostscript = "/usr/share/color/icc/ghostscript/default_cmyk.icc"
+    static var installed: String? { FileManager.default.isReadableFile(atPath: ghostscript) ? ghostscript : nil }
 }

@@ -153,6 +153,75 @@ import TilerCore
         #expect(requests.filter { $0.uri.contains("/tiles/") || $0.uri.contains("_files/") || $0.uri.hasSuffix(".webp") }.count > 20)
     }
 
+    /// Without `--base-url` (issue 31, item 11): the viewer under nginx's prefix still
+    /// works (thumbnails, tiles and the navigator asked for relative to its page, not at the
+    /// root-relative links the server writes), and the X-Forwarded-Prefix nginx sends is
+    /// logged once as a hint to set `--base-url`.
+    @Test(.timeLimit(.minutes(10))) func viewerUnderAPrefixWithoutABaseURL() throws {
+        let root = try ViewerPyramids.root.get()
+        let proxyPort = try freePort()
+        let prefix = "/some/prefix"
+        let base = "http://127.0.0.1:\(proxyPort)\(prefix)"
+        var configuration = ServerConfiguration(root: root)
+        configuration.http.port = 0
+        configuration.http.threads = 2
+        let log = CollectedLog()
+        let server = TileServer(configuration: configuration, log: log.logger)
+        try server.start()
+        defer {
+            server.stop()
+            server.wait()
+        }
+        let nginx = try Nginx(
+            port: proxyPort,
+            locations: """
+                        location \(prefix)/ {
+                            proxy_pass http://127.0.0.1:\(server.port)/;
+                            proxy_http_version 1.1;
+                            proxy_set_header Connection "";
+                            proxy_set_header Host $http_host;
+                            proxy_set_header X-Forwarded-Prefix \(prefix);
+                        }
+                """)
+        defer { nginx.stop() }
+        guard let driver = try startBrowser() else { return }
+        defer { driver.quit() }
+
+        try driver.navigate(base + "/")
+        try driver.wait(
+            for: "the album's thumbnails through the proxy",
+            "return window.tilerViewer && tilerViewer.album().total === 5 && tilerViewer.stats.thumbnailsLoaded === 5")
+        try driver.click("#cell-2")  // odd-123
+        try driver.wait(
+            for: "odd-123's tiles",
+            "const v = tilerViewer.view(); return v && v.id === 'odd-123' && v.level !== null && v.pending === 0 && v.activeTiles > 0")
+        for _ in 0..<2 { try driver.sendKeys("#stage", "+") }
+        try driver.wait(for: "a finer level", "const v = tilerViewer.view(); return v.level >= 2 && v.pending === 0")
+        try driver.wait(
+            for: "the navigator image",
+            "const i = document.getElementById('navigator-image'); return i.complete && i.naturalWidth > 0")
+        // A deep link opened directly (the image's own document, not the listing's).
+        try driver.navigate(base + "/#/image/panorama?x=100&y=300&z=0.5")
+        try driver.wait(
+            for: "the panorama", "const v = tilerViewer.view(); return v && v.id === 'panorama' && v.pending === 0 && v.activeTiles > 0")
+        #expect(try driver.execute("return tilerViewer.stats.tileErrors") as? Int == 0)
+        let resources = try #require(driver.execute("return performance.getEntriesByType('resource').map((e) => e.name)") as? [String])
+        #expect(resources.count > 10)
+        #expect(resources.allSatisfy { $0.hasPrefix(base + "/") }, "\(resources.filter { !$0.hasPrefix(base + "/") })")
+        try driver.expectNoScriptErrors()
+
+        let requests = try nginx.requests()
+        let failed = requests.filter {
+            $0.status >= 400 && !($0.status == 499 && ($0.uri.contains("/tiles/") || $0.uri.contains("/visible?")))
+        }
+        #expect(failed.isEmpty, "requests that failed through the proxy: \(failed.prefix(20))")
+        for expected in ["\(prefix)/images/odd-123/thumbnail", "\(prefix)/images/odd-123/tiles/", "\(prefix)/images/panorama/tiles/"] {
+            #expect(requests.contains { $0.uri.hasPrefix(expected) }, "no request for \(expected)…")
+        }
+        let warnings = log.messages.filter { $0.hasPrefix("warning:") }
+        #expect(warnings.count == 1 && warnings[0].contains("X-Forwarded-Prefix") && warnings[0].contains(prefix), "\(warnings)")
+    }
+
     /// OpenSeadragon on the source given in the query (a .dzi or an info.json URL), with
     /// its state kept for the test in `window.osdState` (`maxLevel`: the finest level
     /// of any tile loaded so far; `framesSinceZoom`: redraws since the last `zoomTo`).

@@ -67,11 +67,14 @@ typedef struct {
     int add_alpha;
     /* 0...255 per channel; grey images use its luminance. */
     double background[3];
+    /* The ICC profile file CMYK input without an embedded profile is read through, or
+       NULL for libvips' built-in CMYK profile. */
+    const char *cmyk_profile;
 } tiler_tile_pixels;
 
 /* Converts any image to what tiles hold: 8-bit unsigned, sRGB (3 bands) or grey
    (1 band), plus alpha if the input has one (or add_alpha asks). An embedded profile
-   is applied first when asked; then colour spaces libvips knows (CMYK, Lab, scRGB,
+   is applied first when asked, and cmyk_profile to CMYK input without one; then colour spaces libvips knows (CMYK, Lab, scRGB,
    ...) go to sRGB; 16-bit input is scaled (>> 8), not clipped; extra bands beyond
    colour + alpha are dropped. */
 int tiler_vips_to_tile_pixels(VipsImage *in, const tiler_tile_pixels *options, VipsImage **out);

@@ -2,7 +2,9 @@
 //
 // Every URL the page asks for is relative to the page (or to the <base> the server
 // writes for --base-url), so the viewer works under any path prefix: api('images')
-// is BASE/images. URLs the server hands back (thumbnails, tiles) are used as given.
+// is BASE/images. The links the server hands back (thumbnails, tiles) are absolute with
+// --base-url and used as given; without it they are root-relative (/images/…), which
+// would leave a proxy's prefix, so they are taken relative to the page as well (here()).
 //
 // Album (#/): a grid of thumbnails that stays quick at any count. The listing is
 // fetched a page of /images at a time, only for the rows near the screen; only those
@@ -24,6 +26,15 @@
   const $ = (id) => document.getElementById(id);
   /** A URL of the server's API, relative to the page (or the server's <base>). */
   const api = (path) => new URL(path, document.baseURI).href;
+  /**
+   * A link from the server's documents, as this page should ask for it: a root-relative
+   * one (/images/a/tiles/…, written by a server without --base-url, which cannot know a
+   * proxy's prefix) relative to the page, so that it keeps the prefix the page was
+   * reached under; an absolute one as given.
+   */
+  const here = (link) => (link.startsWith('/') && !link.startsWith('//') ? api(link.slice(1)) : link);
+  /** An image of /images with its thumbnail's link made `here`. */
+  const located = (image) => ({ ...image, thumbnail: { ...image.thumbnail, url: here(image.thumbnail.url) } });
   const stats = {
     thumbnailsLoaded: 0, tilesRequested: 0, tilesLoaded: 0, tileErrors: 0, tileRetries: 0, visibleRetries: 0,
     tileElementsCreated: 0, tileElementsReused: 0, visibleRequests: 0, levelsLoaded: [],
@@ -65,7 +76,7 @@
         listing.pages = new Map([[page, promise]]);
       }
       listing.total = answer.total;
-      answer.images.forEach((image, k) => { listing.items[answer.offset + k] = image; });
+      answer.images.forEach((image, k) => { listing.items[answer.offset + k] = located(image); });
       stats.listingPagesLoaded++;
       listingChanged();
       return answer;
@@ -570,7 +581,7 @@
 
   function showTiles(answer) {
     viewer.level = answer.level;
-    const wanted = new Map(answer.tiles.map((t) => [tileKey(t), t]));
+    const wanted = new Map(answer.tiles.map((t) => [tileKey(t), { ...t, url: here(t.url) }]));
     // Off screen, same level: back to the pool at once. Other levels: retire later.
     for (const [key, entry] of viewer.active) {
       if (wanted.has(key)) continue;
@@ -645,7 +656,7 @@
       viewer.index = null;
       updatePosition();
       try {
-        if (!image) image = await getJSON(api('images/' + encodeURIComponent(id)));
+        if (!image) image = located(await getJSON(api('images/' + encodeURIComponent(id))));
       } catch (e) {
         status(e.status === 404 ? `There is no image named “${id}”.` : 'Could not open the image: ' + e.message);
         return;
