@@ -195,7 +195,8 @@ public final class Router: HTTPHandler {
             }
             return .error(HTTPError(404, "no such path"))
         } catch {
-            return .error(error)
+            // A 503 is worth trying again soon (the catalog still loading, storage down).
+            return error.status == 503 ? .withHeaders([("Retry-After", "1")], .error(error)) : .error(error)
         }
     }
 }
