@@ -120,6 +120,8 @@ final class PyramidCatalog: Sendable {
     /// `--sources`: image files served on the fly, and what they share.
     private let sources: ServerConfiguration.SourceSettings?
     private let pixelCache: PixelCache
+    /// The temporary disk sources' decoding may take.
+    private let spillBudget: SpillBudget
     private let renderBudget: RenderBudget
     private let keeper: KeptTiles?
     /// Held only to read or swap the snapshot.
@@ -170,6 +172,7 @@ final class PyramidCatalog: Sendable {
         self.renderBudget = renderBudget
         sources = configuration.sources
         pixelCache = PixelCache(capacity: configuration.sources?.pixelCacheBytes ?? 0)
+        spillBudget = SpillBudget(capacity: configuration.sources?.spillBytes ?? 0, wait: configuration.renderWait)
         keeper =
             configuration.sources?.keep == true && !S3Location.isS3(configuration.root)
             ? KeptTiles(root: configuration.root, faults: OnceLog(log: log)) : nil
@@ -295,6 +298,11 @@ final class PyramidCatalog: Sendable {
             var published = next
             published.sorted = next.entries.values.compactMap(\.pyramid).sorted { $0.id < $1.id }
             publish { $0 = published }
+            // Sources no longer served (deleted, replaced, shadowed) close their decoded
+            // levels now, not when the last request or loop's memo lets go of them.
+            for (name, entry) in old.entries where !entry.isSame(as: next.entries[name]) {
+                (entry.pyramid?.source as? SourceFileSource)?.pyramid.closeLevels()
+            }
         }
     }
 
@@ -476,7 +484,7 @@ final class PyramidCatalog: Sendable {
             }
             let path = "\(sources.directory)/\(name)"
             do throws(CutError) {
-                let pyramid = try SourcePyramid(path: path, id: id, options: sources.cutOptions, cache: pixelCache)
+                let pyramid = try SourcePyramid(path: path, id: id, options: sources.cutOptions, cache: pixelCache, spill: spillBudget)
                 claimed[id.rawValue] = name
                 clearReport("source:" + name)
                 let source = SourceFileSource(pyramid: pyramid, info: info, location: path, budget: renderBudget, keeper: keeper)
