@@ -67,9 +67,14 @@ enum CatalogEntry: Sendable {
 ///   (a pyramid cut since the last scan, or no pyramid at all) is looked up by `load`,
 ///   which the router runs on the blocking pool.
 /// - **A bucket.** A scan lists `PREFIX/` (one ListObjectsV2 per 1,000 keys) and opens
-///   each new or changed `PREFIX/ID.pmtiles` (two range reads); names are found only by
-///   the listing. A failed listing keeps every pyramid known (storage may be down: cached
+///   each new or changed `PREFIX/ID.pmtiles` (two range reads), `openConcurrency` at a
+///   time, and no more once one finds storage unavailable; names are found only by the
+///   listing. A failed listing keeps every pyramid known (storage may be down: cached
 ///   tiles still serve) and marks storage down in `StorageHealth`.
+///
+/// `tiler serve` listens before the first scan ends (`startRefreshing(scanningFirst:)`):
+/// until it does, `isLoaded` is false and requests that need the whole catalog wait for
+/// it (`waitUntilLoaded`).
 ///
 /// A changed archive (another inode, size or modification time; another ETag) is opened
 /// as a new `Pyramid` with a new generation and swapped in whole: requests that hold the

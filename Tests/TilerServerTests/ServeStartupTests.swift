@@ -16,13 +16,12 @@ import TilerTestSupport
     final class Served {
         let process = Process()
         let port: Int
-        let started: Date
         private let errors: String
 
         /// Starts it and reads its start-up line, waiting at most `seconds` for it.
         init(_ arguments: [String], environment: [String: String], scratch: Scratch, seconds: Double = 15) throws {
             errors = scratch.path("serve-\(UUID().uuidString.prefix(8)).log")
-            FileManager.default.createFile(atPath: errors, contents: nil)
+            guard FileManager.default.createFile(atPath: errors, contents: nil) else { throw ClientError("cannot create \(errors)") }
             process.executableURL = URL(fileURLWithPath: try tilerBinary())
             process.arguments = ["serve"] + arguments + ["--port", "0"]
             var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TILER_") && !$0.key.hasPrefix("AWS_") }
@@ -31,7 +30,6 @@ import TilerTestSupport
             let out = Pipe()
             process.standardOutput = out
             process.standardError = FileHandle(forWritingAtPath: errors)
-            let launched = Date()
             try process.run()
             // Read on a thread of its own: a server that never prints must not hang the test.
             nonisolated(unsafe) var line = ""
@@ -55,8 +53,6 @@ import TilerTestSupport
                 throw ClientError("tiler serve did not announce its port within \(seconds) s: '\(line)'")
             }
             self.port = port
-            started = Date()
-            _ = launched
         }
 
         var log: String { (try? String(contentsOfFile: errors, encoding: .utf8)) ?? "" }
