@@ -1,4 +1,5 @@
 #include "CTilerShimsSource.h"
+#include <stdio.h>
 #include <string.h>
 
 int tiler_source_get_int(VipsImage *in, const char *name, int fallback) {
@@ -41,6 +42,22 @@ int tiler_source_region(VipsImage *in, int left, int top, int width, int height,
     for (int y = 0; y < height; y++) memcpy(pixels + row * (size_t)y, VIPS_REGION_ADDR(region, left, top + y), row);
     g_object_unref(region);
     return 0;
+}
+
+unsigned long long tiler_source_spill_bytes(VipsImage *in, const char *loader, int fd) {
+    guint64 size = VIPS_IMAGE_SIZEOF_IMAGE(in);
+    if (size <= vips_get_disc_threshold()) return 0;
+    /* The flags of the file loader of that format (tiffload for tiffload_source), asked
+       about the same file: a loader without one counts as a full decode. */
+    char name[64], path[64];
+    g_strlcpy(name, loader, sizeof name);
+    char *suffix = strstr(name, "_source");
+    if (suffix) *suffix = 0;
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    vips_error_freeze();
+    VipsForeignFlags flags = vips_foreign_flags(name, path);
+    vips_error_thaw();
+    return (flags & VIPS_FORMAT_PARTIAL) ? 0 : size;
 }
 
 int tiler_source_extend(VipsImage *in, int width, int height, VipsImage **out) {

@@ -254,25 +254,51 @@ public final class S3Client: Sendable {
         return S3ListPage(objects: objects, continuationToken: truncated ? token : nil)
     }
 
-    /// Every key starting with `prefix`, page after page; more than `limit` objects is
-    /// an error rather than an unbounded list.
+    /// Every key starting with `prefix`, page after page. A listing that would not end is
+    /// an error rather than an unbounded loop: more than `limit` objects, a continuation
+    /// token the store already sent (it would lead back to a page already read), more
+    /// than `configuration.listPages` pages, or longer than `configuration.listSeconds`
+    /// seconds in all.
     public func listAll(
         bucket: String, prefix: String, limit: Int = 1_000_000, pageSize: Int? = nil,
         timeout: Double? = nil
     ) throws(S3Error) -> [S3Object] {
         var objects: [S3Object] = []
         var token: String?
+        var seen: Set<String> = []
+        var pages = 0
+        let started = DispatchTime.now().uptimeNanoseconds
+        let refuse = { (why: String) in
+            S3Error(.invalidResponse, operation: "ListObjectsV2", bucket: bucket, key: nil, message: why)
+        }
         repeat {
             let page = try list(bucket: bucket, prefix: prefix, continuationToken: token, maxKeys: pageSize, timeout: timeout)
+            pages += 1
             objects += page.objects
-            guard objects.count <= limit else {
-                throw S3Error(
-                    .invalidResponse, operation: "ListObjectsV2", bucket: bucket, key: nil,
-                    message: "more than \(limit) objects under '\(prefix)'")
-            }
+            guard objects.count <= limit else { throw refuse("more than \(limit) objects under '\(prefix)'") }
             token = page.continuationToken
-        } while token != nil
+            guard let next = token else { break }
+            guard seen.insert(next).inserted else {
+                throw refuse(
+                    "page \(pages) of the listing of '\(prefix)' gave a continuation token the store had already sent; "
+                        + "the listing would never end (a fault of the store)")
+            }
+            guard pages < configuration.listPages else {
+                throw refuse("the listing of '\(prefix)' did not end within \(configuration.listPages) pages (TILER_S3_LIST_PAGES)")
+            }
+            let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+            guard seconds < configuration.listSeconds else {
+                throw refuse(
+                    "the listing of '\(prefix)' did not end within \(Self.shown(configuration.listSeconds)) s "
+                        + "(\(pages) pages; TILER_S3_LIST_SECONDS)")
+            }
+        } while true
         return objects
+    }
+
+    /// `30`, `0.5`: a setting's value as a person writes it.
+    private static func shown(_ seconds: Double) -> String {
+        seconds == seconds.rounded() && seconds < 1e15 ? String(Int(seconds)) : String(seconds)
     }
 
     /// Deletes `key`; a key already gone is not an error (S3 answers 204 either way).

@@ -43,12 +43,23 @@ public struct S3Configuration: Sendable, Hashable {
     /// Archives larger than this are uploaded in parts of this size; at most 10,000
     /// parts, so larger archives get larger parts (`TILER_S3_PART_SIZE`, 5 MiB-5 GiB).
     public var partSize: Int
+    /// The most pages one listing of a prefix may take (`TILER_S3_LIST_PAGES`): past it
+    /// the listing is an error, as is a page whose continuation token the store sent
+    /// before.
+    public var listPages: Int
+    /// The most seconds one listing of a prefix may take in all, every page and retry
+    /// included (`TILER_S3_LIST_SECONDS`).
+    public var listSeconds: Double
 
     public static let defaultConnectTimeout = 5.0
     public static let defaultRequestTimeout = 30.0
     public static let defaultMinimumUploadRate = 256 << 10
     public static let defaultRetries = 3
     public static let defaultPartSize = 64 << 20
+    /// 10,000 pages: ten million keys at S3's 1,000 a page (a listing stops at a million
+    /// objects anyway), a hundred thousand at a store's 100.
+    public static let defaultListPages = 10_000
+    public static let defaultListSeconds = 300.0
     /// S3's bounds on a part (except the last) and on the number of parts.
     public static let partSizeRange = (5 << 20)...(5 << 30)
     public static let maximumParts = 10_000
@@ -57,7 +68,7 @@ public struct S3Configuration: Sendable, Hashable {
         credentials: S3Credentials, region: String = "us-east-1", endpoint: String? = nil,
         connectTimeout: Double = defaultConnectTimeout, requestTimeout: Double = defaultRequestTimeout,
         minimumUploadRate: Int = defaultMinimumUploadRate, retries: Int = defaultRetries,
-        partSize: Int = defaultPartSize
+        partSize: Int = defaultPartSize, listPages: Int = defaultListPages, listSeconds: Double = defaultListSeconds
     ) {
         self.credentials = credentials
         self.region = region
@@ -67,6 +78,8 @@ public struct S3Configuration: Sendable, Hashable {
         self.minimumUploadRate = minimumUploadRate
         self.retries = retries
         self.partSize = partSize
+        self.listPages = listPages
+        self.listSeconds = listSeconds
     }
 
     /// Reads `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`,
@@ -101,6 +114,8 @@ public struct S3Configuration: Sendable, Hashable {
         if let seconds = try number("TILER_S3_TIMEOUT", 0.001...3600) { requestTimeout = seconds }
         if let rate = try number("TILER_S3_MIN_RATE", 1...1e12) { minimumUploadRate = Int(rate) }
         if let count = try number("TILER_S3_RETRIES", 0...20) { retries = Int(count) }
+        if let count = try number("TILER_S3_LIST_PAGES", 1...1_000_000) { listPages = Int(count) }
+        if let seconds = try number("TILER_S3_LIST_SECONDS", 0.001...86_400) { listSeconds = seconds }
         if let text = value("TILER_S3_PART_SIZE") {
             guard let bytes = Self.bytes(text), Self.partSizeRange.contains(bytes) else {
                 throw S3Error.configuration("TILER_S3_PART_SIZE must be 5MiB...5GiB (bytes, or with a K, M or G suffix), not '\(text)'")

@@ -300,12 +300,17 @@ public enum HTTPResponse: Sendable {
     }
 }
 
-/// Renders responses into a connection's output: status line, `Date`, the response's
-/// headers, the server's common headers (CORS), `Connection`, then the body unless the
-/// request was HEAD (or the answer is a 304).
+/// Renders responses into a connection's output: status line, `Date`, the server's common
+/// headers (`X-Content-Type-Options: nosniff`, CORS), the response's headers,
+/// `Connection`, then the body unless the request was HEAD (or the answer is a 304).
 struct ResponseSerializer {
-    /// `Access-Control-Allow-Origin` and the like, sent on every response.
+    /// `X-Content-Type-Options: nosniff`, `Access-Control-Allow-Origin` and the like, sent
+    /// on every response. They are part of the 200 heads' first lines made once a second
+    /// (`ResponseDate.okHeadStart`), so the usual answer pays nothing for them.
     let commonHeaders: [UInt8]
+    /// Sent on every answer, so that no browser takes a body for another type than the
+    /// one it is sent as (an error's JSON echoes parts of the request).
+    static let noSniffHeader = Array("X-Content-Type-Options: nosniff\r\n".utf8)
     /// The headers of the 204 answer to OPTIONS.
     let optionsHeaders: [UInt8]
     static let allowHeader = Array("Allow: GET, HEAD, OPTIONS\r\n".utf8)
@@ -315,7 +320,7 @@ struct ResponseSerializer {
     }
 
     init(corsAllowOrigin: String?) {
-        var common: [UInt8] = []
+        var common = Self.noSniffHeader
         if let origin = corsAllowOrigin, !origin.isEmpty {
             common += Array("Access-Control-Allow-Origin: \(origin)\r\n".utf8)
             if origin != "*" { common += Array("Vary: Origin\r\n".utf8) }

@@ -42,6 +42,8 @@ public final class SourcePyramid: @unchecked Sendable {
         let height: Int
         var levelWidth: Int
         var levelHeight: Int
+        /// The temporary disk libvips takes to read regions of it (0 for a tiled TIFF).
+        var spill = 0
     }
 
     /// The file as the user named it, for messages.
@@ -62,6 +64,8 @@ public final class SourcePyramid: @unchecked Sendable {
     /// the level above.
     let plan: [StoredLevel?]
     private let cache: PixelCache
+    /// The temporary disk opened levels may take, shared by every source; nil for no bound.
+    private let spill: SpillBudget?
     private let serial: UInt64
     private let pixelFlights = SingleFlight<TileCoordinate, TilePixels>()
     private let tileFlights = SingleFlight<TileCoordinate, [UInt8]>()
@@ -77,12 +81,17 @@ public final class SourcePyramid: @unchecked Sendable {
 
     /// Opens `path` and reads its header (and the headers of its stored levels), checked
     /// as `tiler cut` checks its inputs: a regular file, a loader that is not a vector one
-    /// unless allowed, at most `options.maxPixels` pixels. No pixel is decoded.
-    public init(path: String, id: PyramidID, options: CutOptions, cache: PixelCache) throws(CutError) {
+    /// unless allowed, at most `options.maxPixels` pixels, and, with `spill`, no level
+    /// whose decoding needs more temporary disk than the whole budget. No pixel is
+    /// decoded.
+    public init(
+        path: String, id: PyramidID, options: CutOptions, cache: PixelCache, spill: SpillBudget? = nil
+    ) throws(CutError) {
         self.path = path
         self.id = id
         self.options = options
         self.cache = cache
+        self.spill = spill
         serial = Self.serials.add(1, ordering: .relaxed).newValue
         file = try InputFile.open(path)
         let base: VipsImageHandle
@@ -111,9 +120,13 @@ public final class SourcePyramid: @unchecked Sendable {
         self.encoder = encoder
 
         // The levels the file stores, matched to the geometry's levels.
+        let file = self.file, loader = self.loader
+        func spillBytes(_ image: VipsImageHandle) -> Int {
+            Int(clamping: tiler_source_spill_bytes(image.pointer, loader, file.descriptor))
+        }
         let full = StoredLevel(
             option: nil, value: 0, width: base.width, height: base.height,
-            levelWidth: base.width, levelHeight: base.height)
+            levelWidth: base.width, levelHeight: base.height, spill: spillBytes(base))
         var stored: [Int: StoredLevel] = [0: full]
         let geometry = self.geometry
         // Autorotation reverses the stored x axis in orientations 2, 3, 7 and 8, and the y
@@ -150,6 +163,7 @@ public final class SourcePyramid: @unchecked Sendable {
                     let (found, level) = matched("shrink", shrink, image.width, image.height), found == k
                 {
                     stored[k] = level
+                    stored[k]?.spill = spillBytes(image)
                 }
             }
         } else if loader.hasPrefix("tiffload") {
@@ -168,6 +182,7 @@ public final class SourcePyramid: @unchecked Sendable {
                         let (k, level) = matched(option, n, image.width, image.height), stored[k] == nil
                     else { continue }
                     stored[k] = level
+                    stored[k]?.spill = spillBytes(image)
                 }
             }
         }
@@ -180,6 +195,11 @@ public final class SourcePyramid: @unchecked Sendable {
             let k = geometry.maxLevel - level
             guard let found = stored[k], k == 0 || max(found.width, found.height) >= smallest else { return nil }
             return found
+        }
+        if let spill, let largest = plan.compactMap({ $0?.spill }).max(), largest > spill.capacity {
+            throw .unsupportedSize(
+                "decoding it needs \((largest + (1 << 20) - 1) >> 20) MiB of temporary disk, more than the "
+                    + "\(spill.capacity >> 20) MiB --sources-spill-mb allows")
         }
 
         let thumbnailLevel = Self.thumbnailLevel(geometry, size: options.thumbnailSize)
@@ -236,9 +256,31 @@ public final class SourcePyramid: @unchecked Sendable {
         }
     }
 
-    /// A stored level opened for reading pixels, once, then shared by every thread.
+    /// A stored level opened for reading pixels, once, then shared by every thread. A level
+    /// libvips decodes whole to a temporary file first holds its size in the spill budget
+    /// while open (reserved before it is opened, outside the lock: making room closes the
+    /// least recently used levels of any source, which takes their locks).
     private func image(_ level: StoredLevel) throws(ImagingError) -> OpenedLevel {
+        if let hit = opened.withLock({ $0[level] }) {
+            hit.reservation?.touch()
+            return hit
+        }
+        var reservation: SpillBudget.Reservation?
+        if let spill, level.spill > 0 {
+            do throws(SpillBudget.Refusal) {
+                reservation = try spill.reserve(level.spill)
+            } catch {
+                let mib = (level.spill + (1 << 20) - 1) >> 20
+                switch error {
+                case .tooLarge:
+                    throw .libvips("\(path): decoding it needs \(mib) MiB of temporary disk, more than --sources-spill-mb")
+                case .busy:
+                    throw .busy("\(path): no room within \(spill.wait) s for the \(mib) MiB of temporary disk decoding it needs")
+                }
+            }
+        }
         let outcome = opened.withLock { opened -> Result<OpenedLevel, ImagingError> in
+            // Opened by another thread meanwhile: this reservation goes back.
             if let image = opened[level] { return .success(image) }
             do {
                 var image = try Self.open(file, option: level.option, value: level.value, allowVector: options.allowVector).0
@@ -250,7 +292,7 @@ public final class SourcePyramid: @unchecked Sendable {
                 guard image.bands == bands else {
                     return .failure(.libvips("\(path): a stored level has \(image.bands) bands, not \(bands)"))
                 }
-                let made = OpenedLevel(image: image)
+                let made = OpenedLevel(image: image, reservation: reservation)
                 opened[level] = made
                 return .success(made)
             } catch let error as ImagingError {
@@ -259,7 +301,26 @@ public final class SourcePyramid: @unchecked Sendable {
                 return .failure(.libvips("\(path): \(error)"))
             }
         }
-        return try outcome.get()
+        let made = try outcome.get()
+        if let reservation, made.reservation === reservation {
+            reservation.whenRoomIsNeeded { [weak self, weak made] in
+                guard let self, let made else { return }
+                self.opened.withLock { opened in
+                    if opened[level] === made { opened[level] = nil }
+                }
+            }
+        }
+        return made
+    }
+
+    /// Closes every level opened (the source is no longer served): their temporary disk
+    /// is freed once no tile is being made from them.
+    public func closeLevels() {
+        let closed = opened.withLock { opened in
+            defer { opened.removeAll() }
+            return Array(opened.values)
+        }
+        _ = closed  // released here, outside the lock
     }
 
     // MARK: Tiles
@@ -375,7 +436,10 @@ public final class SourcePyramid: @unchecked Sendable {
         let rect = geometry.rectInLevel(t)
         let (x, y, width, height) = (rect.x, rect.y, rect.width, rect.height)
         if let stored = storedLevel(for: t) {
-            let image = try image(stored).image
+            // Held while the region is read, so that its temporary disk stays counted.
+            let level = try image(stored)
+            defer { withExtendedLifetime(level) {} }
+            let image = level.image
             // libvips writes the region's rows straight into the tile's array.
             var status: Int32 = -1
             let bytes = [UInt8](unsafeUninitializedCapacity: width * height * bands) { buffer, count in
@@ -535,6 +599,17 @@ final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 /// read from any number of threads at once (each computes its own regions), and nothing
 /// changes one after it is opened.
 final class OpenedLevel: @unchecked Sendable {
-    let image: VipsImageHandle
-    init(image: VipsImageHandle) { self.image = image }
+    private var handle: VipsImageHandle?
+    /// Its share of the spill budget, given back once the image is closed.
+    let reservation: SpillBudget.Reservation?
+
+    var image: VipsImageHandle { handle! }
+
+    init(image: VipsImageHandle, reservation: SpillBudget.Reservation?) {
+        handle = image
+        self.reservation = reservation
+    }
+
+    // The image (and its temporary file) goes before the reservation does.
+    deinit { handle = nil }
 }

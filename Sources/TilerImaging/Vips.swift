@@ -69,11 +69,14 @@ public enum ImagingError: Error, Sendable, Equatable, CustomStringConvertible {
     case libvips(String)
     /// Encoding a tile or thumbnail failed (libpng, or libvips' JPEG and WebP savers).
     case encoding(String)
+    /// No room to decode a source within the wait (`SpillBudget`): try again later.
+    case busy(String)
 
     public var description: String {
         switch self {
         case let .libvips(message): message
         case let .encoding(message): "encoding failed: \(message)"
+        case let .busy(message): message
         }
     }
 }

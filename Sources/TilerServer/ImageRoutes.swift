@@ -5,6 +5,8 @@ import TilerHTTP
 /// it also says whether object storage answers: `"storage": "ok"`, or
 /// `"storage": "unavailable"` with `"storageDownSeconds"` and `"storageError"` (still
 /// 200: the server serves what it has cached, and recovers by itself when storage does).
+/// While `tiler serve` still reads ROOT at start-up it says `"catalog": "loading"` (and,
+/// for a bucket, `"storage"`), still 200: the process is alive and answers.
 func healthRoutes(store: TileStore) -> [Route] {
     let body = Array(#"{"status":"ok"}"#.utf8)
     let bucketBody = Array(#"{"status":"ok","storage":"ok"}"#.utf8)
@@ -12,6 +14,16 @@ func healthRoutes(store: TileStore) -> [Route] {
     return [
         Route("health", firstSegments: ["healthz"]) { request in
             guard request.segments == ["healthz"] else { return nil }
+            if store.catalogIsLoading {
+                // Alive and answering, still reading ROOT (`tiler serve` listens first).
+                var json = JSONWriter(capacity: 128)
+                json.beginObject()
+                json.field("status", "ok")
+                json.field("catalog", "loading")
+                if bucket { json.field("storage", store.health.outage == nil ? "ok" : "unavailable") }
+                json.endObject()
+                return .json(json.bytes, cacheControl: "no-store")
+            }
             guard bucket else { return .json(body, cacheControl: "no-store") }
             guard let outage = store.health.outage else { return .json(bucketBody, cacheControl: "no-store") }
             var json = JSONWriter(capacity: 256)
@@ -310,6 +322,8 @@ private func listImages(_ request: Request, _ store: TileStore, _ links: Links) 
         }
     }
     // From memory: the catalog's background scan keeps the listing, no request waits.
+    // Until its first scan ends the listing would be incomplete: wait for it.
+    try store.awaitCatalog(for: request)
     let all = store.pyramids
     var json = JSONWriter(capacity: 4096)
     json.beginObject()

@@ -59,7 +59,10 @@ public struct BaseURL: Sendable, Hashable, CustomStringConvertible {
     /// `scheme://authority/path`, without a trailing slash.
     public var description: String { "\(scheme)://\(authority)\(path)" }
 
-    private static func checkedAuthority(_ a: Substring) -> String? {
+    /// `host[:port]` checked as a base URL's authority is (a name, an IPv4 address or a
+    /// bracketed IPv6 address, then an optional port from 1 to 65535), the host in lower
+    /// case; nil when it is not one. The `Host` and forwarded hosts are checked by it too.
+    static func checkedAuthority(_ a: Substring) -> String? {
         var host = a, port: Substring?
         if a.hasPrefix("[") {
             guard let close = a.firstIndex(of: "]") else { return nil }
@@ -206,13 +209,12 @@ private func checkedScheme(_ s: String) -> String? {
     return lower == "http" || lower == "https" ? lower : nil
 }
 
-/// `host[:port]` as sent, when it is plausible as one: printable ASCII, no characters
-/// that would end or escape a URL, JSON string, HTML attribute or XML attribute.
+/// `host[:port]` as a request sent it, when it is one a base URL could hold
+/// (`BaseURL.checkedAuthority`: a port from 1 to 65535, no `%`, `/` or other character a
+/// URL would escape), the host in lower case; nil otherwise, and the value is ignored.
 func plausibleAuthority(_ host: [UInt8]) -> String? {
-    guard !host.isEmpty, host.count <= 255,
-        host.allSatisfy({ isAlphanumeric($0) || "-._~:[]!$()*+,;=%".utf8.contains($0) })
-    else { return nil }
-    return String(decoding: host, as: UTF8.self)
+    guard !host.isEmpty, host.count <= 255 else { return nil }
+    return BaseURL.checkedAuthority(Substring(String(decoding: host, as: UTF8.self)))
 }
 
 extension String {

@@ -67,9 +67,14 @@ enum CatalogEntry: Sendable {
 ///   (a pyramid cut since the last scan, or no pyramid at all) is looked up by `load`,
 ///   which the router runs on the blocking pool.
 /// - **A bucket.** A scan lists `PREFIX/` (one ListObjectsV2 per 1,000 keys) and opens
-///   each new or changed `PREFIX/ID.pmtiles` (two range reads); names are found only by
-///   the listing. A failed listing keeps every pyramid known (storage may be down: cached
+///   each new or changed `PREFIX/ID.pmtiles` (two range reads), `openConcurrency` at a
+///   time, and no more once one finds storage unavailable; names are found only by the
+///   listing. A failed listing keeps every pyramid known (storage may be down: cached
 ///   tiles still serve) and marks storage down in `StorageHealth`.
+///
+/// `tiler serve` listens before the first scan ends (`startRefreshing(scanningFirst:)`):
+/// until it does, `isLoaded` is false and requests that need the whole catalog wait for
+/// it (`waitUntilLoaded`).
 ///
 /// A changed archive (another inode, size or modification time; another ETag) is opened
 /// as a new `Pyramid` with a new generation and swapped in whole: requests that hold the
@@ -120,6 +125,8 @@ final class PyramidCatalog: Sendable {
     /// `--sources`: image files served on the fly, and what they share.
     private let sources: ServerConfiguration.SourceSettings?
     private let pixelCache: PixelCache
+    /// The temporary disk sources' decoding may take.
+    private let spillBudget: SpillBudget
     private let renderBudget: RenderBudget
     private let keeper: KeptTiles?
     /// Held only to read or swap the snapshot.
@@ -140,6 +147,25 @@ final class PyramidCatalog: Sendable {
 
     private let writerState = Mutex(WriterState())
 
+    /// Whether a scan of ROOT has ended since the catalog was made (a request for a name
+    /// not known yet cannot be answered 404 before).
+    private let loaded = Atomic<Bool>(false)
+    /// Signalled when `loaded` turns true; each waiter signals it again for the next.
+    private let loadedGate = DispatchSemaphore(value: 0)
+    var isLoaded: Bool { loaded.load(ordering: .acquiring) }
+
+    /// Waits at most `seconds` for the first scan to end; whether it has.
+    func waitUntilLoaded(seconds: Double) -> Bool {
+        if isLoaded { return true }
+        if loadedGate.wait(timeout: .now() + .milliseconds(Int(max(0, min(seconds, 86_400)) * 1000))) == .success {
+            loadedGate.signal()
+        }
+        return isLoaded
+    }
+
+    /// The most archives of a bucket opened at once by a scan (two range reads each).
+    static let openConcurrency = 8
+
     /// The background thread: started once, stopped once; `stop` wakes it from its wait.
     private let refreshing = Atomic<Bool>(false)
     private let stopped = Atomic<Bool>(false)
@@ -151,6 +177,7 @@ final class PyramidCatalog: Sendable {
         self.renderBudget = renderBudget
         sources = configuration.sources
         pixelCache = PixelCache(capacity: configuration.sources?.pixelCacheBytes ?? 0)
+        spillBudget = SpillBudget(capacity: configuration.sources?.spillBytes ?? 0, wait: configuration.renderWait)
         keeper =
             configuration.sources?.keep == true && !S3Location.isS3(configuration.root)
             ? KeptTiles(root: configuration.root, faults: OnceLog(log: log)) : nil
@@ -259,6 +286,9 @@ final class PyramidCatalog: Sendable {
     /// and dropped if it is gone.
     func rescan() {
         writer.withLock {
+            defer {
+                if !loaded.exchange(true, ordering: .acquiringAndReleasing) { loadedGate.signal() }
+            }
             let old = snapshot
             guard var next = bucket == nil ? scanFolder(old) : scanBucket(old) else { return }
             scanSources(&next, old)
@@ -273,6 +303,11 @@ final class PyramidCatalog: Sendable {
             var published = next
             published.sorted = next.entries.values.compactMap(\.pyramid).sorted { $0.id < $1.id }
             publish { $0 = published }
+            // Sources no longer served (deleted, replaced, shadowed) close their decoded
+            // levels now, not when the last request or loop's memo lets go of them.
+            for (name, entry) in old.entries where !entry.isSame(as: next.entries[name]) {
+                (entry.pyramid?.source as? SourceFileSource)?.pyramid.closeLevels()
+            }
         }
     }
 
@@ -340,6 +375,7 @@ final class PyramidCatalog: Sendable {
             return nil
         }
         var next = Snapshot()
+        var toOpen: [(PyramidID, S3Object, CatalogEntry?)] = []
         let suffix = "." + PyramidLayout.archiveExtension
         for object in objects {
             let name = object.key.dropFirst(bucket.location.listPrefix.count)
@@ -347,15 +383,72 @@ final class PyramidCatalog: Sendable {
                 continue
             }
             let previous = old.entries[id.rawValue]
-            if let found = entry(for: id, candidate: .object(object), in: nil, previous: previous) {
-                next.entries[id.rawValue] = found
+            if let previous, previous.signature == SourceSignature(object) {
+                next.entries[id.rawValue] = previous
+            } else {
+                toOpen.append((id, object, previous))
             }
         }
+        openArchives(toOpen, into: &next)
         let present = Set(next.entries.keys)
         writerState.withLock { w in
             w.reported = w.reported.filter { $0.key.isEmpty || $0.key.hasPrefix("source:") || present.contains($0.key) }
         }
         return next
+    }
+
+    /// Opens new and changed archives of a bucket, `openConcurrency` at a time, into
+    /// `next`. Once one finds storage unavailable (a timeout, a refused connection) the
+    /// others are not tried this scan: each keeps its previous entry, if any, and the next
+    /// scan tries again; so a store whose reads hang costs one `storageTimeout` per scan,
+    /// not one per archive. The first scan publishes what it has opened every half second,
+    /// so that images are served as they load. Holds `writer`.
+    private func openArchives(_ work: [(PyramidID, S3Object, CatalogEntry?)], into next: inout Snapshot) {
+        guard !work.isEmpty else { return }
+        let shared = OpeningArchives()
+        let workers = DispatchGroup()
+        for _ in 0..<min(Self.openConcurrency, work.count) {
+            workers.enter()
+            let thread = Thread { [self] in
+                defer { workers.leave() }
+                while true {
+                    let taken = shared.state.withLock { s -> Int? in
+                        guard !s.abandoned, s.nextIndex < work.count, !stopped.load(ordering: .acquiring) else { return nil }
+                        defer { s.nextIndex += 1 }
+                        return s.nextIndex
+                    }
+                    guard let i = taken else { return }
+                    let (id, object, previous) = work[i]
+                    var unavailable = false
+                    let found = objectEntry(for: id, object: object, previous: previous) { unavailable = true }
+                    shared.state.withLock { s in
+                        if unavailable { s.abandoned = true }
+                        if let found { s.found[id.rawValue] = found }
+                    }
+                }
+            }
+            thread.name = "tiler-open"
+            thread.start()
+        }
+        let first = !isLoaded
+        let base = next
+        while workers.wait(timeout: .now() + .milliseconds(500)) == .timedOut {
+            guard first else { continue }
+            // Images are served as they load; the snapshot is whole at the end of the scan.
+            let partial = shared.state.withLock { $0.found }
+            publish { snapshot in
+                snapshot.entries = base.entries.merging(partial) { $1 }
+                snapshot.sorted = snapshot.entries.values.compactMap(\.pyramid).sorted { $0.id < $1.id }
+            }
+        }
+        let (found, abandoned) = shared.state.withLock { ($0.found, $0.abandoned || $0.nextIndex < work.count) }
+        for (name, entry) in found { next.entries[name] = entry }
+        if abandoned {
+            // Not tried this scan: what was served is kept.
+            for (id, _, previous) in work where found[id.rawValue] == nil {
+                if let previous { next.entries[id.rawValue] = previous }
+            }
+        }
     }
 
     /// The image files of the `--sources` folder: each regular file a libvips loader
@@ -396,7 +489,7 @@ final class PyramidCatalog: Sendable {
             }
             let path = "\(sources.directory)/\(name)"
             do throws(CutError) {
-                let pyramid = try SourcePyramid(path: path, id: id, options: sources.cutOptions, cache: pixelCache)
+                let pyramid = try SourcePyramid(path: path, id: id, options: sources.cutOptions, cache: pixelCache, spill: spillBudget)
                 claimed[id.rawValue] = name
                 clearReport("source:" + name)
                 let source = SourceFileSource(pyramid: pyramid, info: info, location: path, budget: renderBudget, keeper: keeper)
@@ -417,12 +510,12 @@ final class PyramidCatalog: Sendable {
     /// Starts the background thread that calls `rescan` every `interval` seconds (or four
     /// times as long as the last scan took, if longer), until `stopRefreshing` (or until
     /// the catalog goes away).
-    func startRefreshing(every interval: Double) {
+    func startRefreshing(every interval: Double, scanningFirst: Bool = false) {
         guard !stopped.load(ordering: .acquiring),
             refreshing.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
         let thread = Thread { [weak self] in
-            var wait = interval
+            var wait = scanningFirst ? 0 : interval
             while let catalog = self, catalog.waitForNextRescan(wait) {
                 let started = Date()
                 catalog.rescan()
@@ -573,7 +666,11 @@ final class PyramidCatalog: Sendable {
         return .pyramid(makePyramid(id, archive.manifest, archive.geometry, LocalArchiveSource(archive: archive, file: source), signature))
     }
 
-    private func objectEntry(for id: PyramidID, object: S3Object, previous: CatalogEntry?) -> CatalogEntry? {
+    /// `unavailable` is called when storage could not be asked (the previous entry is then
+    /// returned).
+    private func objectEntry(
+        for id: PyramidID, object: S3Object, previous: CatalogEntry?, unavailable: () -> Void = {}
+    ) -> CatalogEntry? {
         guard let bucket else { return nil }
         let name = id.rawValue
         let signature = SourceSignature(object)
@@ -591,6 +688,7 @@ final class PyramidCatalog: Sendable {
             case let .unavailable(why, _):
                 // Storage is down or slow: keep what was served, try again next scan.
                 health.failed(why)
+                unavailable()
                 return previous
             case .replaced:
                 return previous  // replaced since the listing: the next listing has it
@@ -658,6 +756,18 @@ final class PyramidCatalog: Sendable {
             changes.add(1, ordering: .releasing)
         }
     }
+}
+
+/// What the threads of one scan's `openArchives` share: the next archive to open, whether
+/// storage was found unavailable (then no more are tried), and what they opened.
+private final class OpeningArchives: Sendable {
+    struct State {
+        var nextIndex = 0
+        var abandoned = false
+        var found: [String: CatalogEntry] = [:]
+    }
+
+    let state = Mutex(State())
 }
 
 /// One writer at a time, with a deadline for those that may not wait long: a binary

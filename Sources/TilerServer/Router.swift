@@ -209,7 +209,8 @@ public final class Router: HTTPHandler {
             if known == nil { proxyHints.sawForeignPath(request.segments) }
             return .error(HTTPError(404, "no such path"))
         } catch {
-            return .error(error)
+            // A 503 is worth trying again soon (the catalog still loading, storage down).
+            return error.status == 503 ? .withHeaders([("Retry-After", "1")], .error(error)) : .error(error)
         }
     }
 }

@@ -95,6 +95,9 @@ public struct ServerConfiguration: Sendable, Hashable {
         public var pixelCacheBytes = 128 << 20
         /// Write each tile made into ROOT/ID/ (a partial pyramid folder), atomically.
         public var keep = false
+        /// Bytes of temporary disk that sources without random access may take, decoded
+        /// whole by libvips before their regions are read (`SpillBudget`). Default 2 GiB.
+        public var spillBytes = 2048 << 20
 
         public init(directory: String) {
             var directory = directory
@@ -133,6 +136,9 @@ public struct ServerConfiguration: Sendable, Hashable {
         public static let directoryCacheEntries = 0...(1 << 28)
         /// MiB of source tile pixels kept, as `--sources-cache-mb` gives it.
         public static let sourcesCacheMB = 0...(1 << 20)
+        /// MiB of temporary disk for decoding sources, as `--sources-spill-mb` gives it:
+        /// 1 MiB to 1 PiB.
+        public static let sourcesSpillMB = 1...(1 << 30)
         /// Tile files kept open.
         public static let openTiles = 0...(1 << 20)
     }
@@ -154,6 +160,7 @@ public struct ServerConfiguration: Sendable, Hashable {
         try check("directoryCacheEntries", directoryCacheEntries, Range.directoryCacheEntries)
         if let sources {
             try check("sources.pixelCacheBytes", sources.pixelCacheBytes, 0...(Range.sourcesCacheMB.upperBound << 20))
+            try check("sources.spillBytes", sources.spillBytes, 1...(Range.sourcesSpillMB.upperBound << 20))
             try check("sources.maxPixels", sources.maxPixels, 1...Int.max)
         }
         try check("openTiles", openTiles, Range.openTiles)

@@ -17,6 +17,7 @@ extension ServerConfiguration {
         case sourcesFormat = "sources-format"
         case sourcesQuality = "sources-quality"
         case sourcesCacheMB = "sources-cache-mb"
+        case sourcesSpillMB = "sources-spill-mb"
         case maxPixels = "max-pixels"
         case allowVector = "allow-vector"
         case keep
@@ -206,6 +207,11 @@ extension ServerConfiguration {
                 return Spec(
                     summary: "Memory for tile pixels made from --sources, kept to make the levels below them, MiB",
                     value: .mebibytes(\.sources!.pixelCacheBytes, S.sourcesCacheMB), needsSources: true)
+            case .sourcesSpillMB:
+                return Spec(
+                    summary:
+                        "Temporary disk (in TMPDIR) for decoding --sources files without random access (PNG, JPEG, strip TIFF) whole before their tiles are made, over all sources, MiB: past it the least recently used are closed, and a file needing more is refused (500)",
+                    value: .mebibytes(\.sources!.spillBytes, S.sourcesSpillMB), needsSources: true)
             case .maxPixels:
                 return Spec(
                     summary: "Refuse source files with more pixels (width × height) than this, before decoding any, as `tiler cut`",

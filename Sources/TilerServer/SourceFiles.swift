@@ -63,6 +63,7 @@ final class SourceFileSource: PyramidSource {
                 return try pyramid.thumbnail()
             }
         } catch {
+            if case .busy = error { throw .busy("\(location): \(part): \(error)") }
             throw .damaged("\(location): \(part): \(error)")
         }
         guard bytes.count <= maximumBytes else {

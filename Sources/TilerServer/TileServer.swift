@@ -11,9 +11,16 @@ public final class TileServer: Sendable {
     ///   - accessLog: one line per request, or nil for none.
     ///   - log: faults worth an operator's attention (unreadable pyramids, damaged tiles,
     ///     failed drawings), each logged once.
-    public init(configuration: ServerConfiguration, accessLog: Logger? = nil, log: Logger = Logger(label: "tiler")) {
+    ///   - loadingFirst: read ROOT before returning (the default, for tests and embedding),
+    ///     or, false, read it in the background while the server already listens (`tiler
+    ///     serve`: a bucket of thousands of archives, or one whose reads hang, never keeps
+    ///     the port closed or SIGTERM waiting; see `TileStore.catalogIsLoading`).
+    public init(
+        configuration: ServerConfiguration, accessLog: Logger? = nil, log: Logger = Logger(label: "tiler"),
+        loadingFirst: Bool = true
+    ) {
         self.configuration = configuration
-        store = TileStore(configuration: configuration, log: log)
+        store = TileStore(configuration: configuration, log: log, loadingFirst: loadingFirst)
         let store = store
         let hints = Router.proxyHints(store: store)
         // A router per event loop: what a router keeps (`RecentPyramid`) is never shared

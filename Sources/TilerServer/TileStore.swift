@@ -126,7 +126,13 @@ public final class TileStore: Sendable {
     /// keeps scanning it every `configuration.rescanInterval` seconds on a background
     /// thread until `stopRescanning`. Faults (unreadable pyramids, damaged tiles, failed
     /// drawings, storage going down and coming back) go to `log`.
-    public init(configuration: ServerConfiguration, log: Logger = Logger(label: "tiler")) {
+    ///
+    /// With `loadingFirst` false (`tiler serve`), the first scan runs on that thread too,
+    /// and `init` returns at once, so that the server listens (and honours SIGTERM) while
+    /// ROOT is read: until that scan ends (`catalogIsLoading`), `/images` and images not
+    /// known yet in a bucket wait for it on the read lane, at most `storageTimeout`
+    /// (10 s at most), then get a 503 with `Retry-After`.
+    public init(configuration: ServerConfiguration, log: Logger = Logger(label: "tiler"), loadingFirst: Bool = true) {
         self.configuration = configuration
         self.log = log
         cache = ResponseCache(capacity: configuration.cacheBytes)
@@ -136,9 +142,24 @@ public final class TileStore: Sendable {
         let openTileLimit = configuration.openTileLimit(fileLimit: HTTPConfiguration.raisedFileLimit())
         openTiles = openTileLimit > 0 ? OpenTiles(capacity: openTileLimit, revalidateAfter: configuration.rescanInterval) : nil
         catalog = PyramidCatalog(configuration: configuration, health: health, renderBudget: renderBudget, log: log)
-        catalog.rescan()
-        catalog.startRefreshing(every: configuration.rescanInterval)
+        if loadingFirst { catalog.rescan() }
+        catalog.startRefreshing(every: configuration.rescanInterval, scanningFirst: !loadingFirst)
     }
+
+    /// Whether the first scan of ROOT is still under way (only with `loadingFirst` false).
+    public var catalogIsLoading: Bool { !catalog.isLoaded }
+
+    /// Throws unless the first scan of ROOT has ended: on an event loop
+    /// `lookupMustBlock` (the router runs the request again on the read lane), there a
+    /// wait of at most `storageTimeout` (10 s at most), then `stillLoading`.
+    func awaitCatalog(for request: Request) throws(HTTPError) {
+        guard catalogIsLoading else { return }
+        guard request.mayBlock else { throw Self.lookupMustBlock }
+        guard catalog.waitUntilLoaded(seconds: min(configuration.storageTimeout, 10)) else { throw Self.stillLoading }
+    }
+
+    /// The 503 for a request that needs the catalog while its first scan is under way.
+    static let stillLoading = HTTPError(503, "the server is still reading its images; retry shortly")
 
     /// Stops the background scan of ROOT.
     public func stopRescanning() { catalog.stopRefreshing() }
@@ -167,7 +188,12 @@ public final class TileStore: Sendable {
     public func pyramidIfPresent(named name: String, for request: Request) throws(HTTPError) -> Pyramid? {
         var entry = catalog.entry(name)
         if entry == nil {
-            guard catalog.looksUpUnknownNames, let id = PyramidID(name) else { return nil }
+            guard catalog.looksUpUnknownNames, let id = PyramidID(name) else {
+                // A bucket's names come from its listing, which may not be read yet.
+                guard catalogIsLoading, PyramidID(name) != nil else { return nil }
+                try awaitCatalog(for: request)
+                return try pyramidIfPresent(named: name, for: request)
+            }
             guard request.mayBlock else { throw Self.lookupMustBlock }
             entry = catalog.load(id)
         }

@@ -65,10 +65,13 @@ extension Tiler {
                 if ProcessInfo.processInfo.environment["VIPS_DISC_THRESHOLD"] == nil { setenv("VIPS_DISC_THRESHOLD", "0", 1) }
             }
             let signals = try TerminationSignals()  // before any thread starts
+            // ROOT is read in the background while the server already listens: thousands of
+            // archives, or a store whose reads hang, never keep the port closed or a
+            // SIGTERM waiting (`/healthz` says `"catalog":"loading"` meanwhile).
             let server = TileServer(
                 configuration: config,
                 accessLog: config.accessLog ? Logger(label: "tiler.access") { StreamLogHandler.standardError(label: $0) } : nil,
-                log: Logger(label: "tiler") { StreamLogHandler.standardError(label: $0) })
+                log: Logger(label: "tiler") { StreamLogHandler.standardError(label: $0) }, loadingFirst: false)
             do {
                 try server.start()
             } catch {

@@ -19,6 +19,7 @@ struct ServeOptions: ParsableArguments {
     @Option(name: .setting(.sourcesFormat), help: .setting(.sourcesFormat)) var sourcesFormat: String?
     @Option(name: .setting(.sourcesQuality), help: .setting(.sourcesQuality)) var sourcesQuality: String?
     @Option(name: .setting(.sourcesCacheMB), help: .setting(.sourcesCacheMB)) var sourcesCacheMB: String?
+    @Option(name: .setting(.sourcesSpillMB), help: .setting(.sourcesSpillMB)) var sourcesSpillMB: String?
     @Option(name: .setting(.maxPixels), help: .setting(.maxPixels)) var maxPixels: String?
     @Flag(name: .setting(.allowVector), help: .setting(.allowVector)) var allowVector = false
     @Flag(name: .setting(.keep), help: .setting(.keep)) var keep = false
@@ -62,7 +63,7 @@ struct ServeOptions: ParsableArguments {
         func on(_ value: Bool?) -> String? { value.map { $0 ? "1" : "0" } }
         let given: [Setting: String?] = [
             .sources: sources, .sourcesFormat: sourcesFormat, .sourcesQuality: sourcesQuality,
-            .sourcesCacheMB: sourcesCacheMB, .maxPixels: maxPixels, .allowVector: allowVector ? "1" : nil,
+            .sourcesCacheMB: sourcesCacheMB, .sourcesSpillMB: sourcesSpillMB, .maxPixels: maxPixels, .allowVector: allowVector ? "1" : nil,
             .keep: keep ? "1" : nil, .s3Endpoint: s3Endpoint, .storageTimeout: storageTimeout,
             .storageThreads: storageThreads, .maxQueuedStorageReads: maxQueuedStorageReads,
             .directoryCacheEntries: directoryCacheEntries, .host: host, .port: port, .threads: threads,

@@ -113,6 +113,36 @@ import Testing
         #expect(tooMany.description.contains("more than 5 objects"))
     }
 
+    /// Issue 31 #5: listings that would never end are refused: a continuation token the
+    /// store sent before (a store that repeats its token), more pages than
+    /// `listPages`, more time than `listSeconds`.
+    @Test func listingsThatWouldNeverEndAreRefused() throws {
+        let storage = try S3TestServer(buckets: ["tiles"])
+        defer { storage.shutdown() }
+        func client(pages: Int = S3Configuration.defaultListPages, seconds: Double = S3Configuration.defaultListSeconds) -> S3Client {
+            S3Client(
+                configuration: S3Configuration(
+                    credentials: S3Credentials(accessKeyID: storage.accessKeyID, secretAccessKey: storage.secretAccessKey),
+                    region: storage.region, endpoint: storage.endpoint, requestTimeout: 20, listPages: pages,
+                    listSeconds: seconds))
+        }
+        let keys = (0..<4).map { "p/k\($0)" }
+        for key in keys { try client().put(bucket: bucket, key: key, body: .bytes([1])) }
+        #expect(try client(pages: 4).listAll(bucket: bucket, prefix: "p/", pageSize: 1).map(\.key) == keys)
+        let pages = try #require(throws: S3Error.self) { try client(pages: 3).listAll(bucket: bucket, prefix: "p/", pageSize: 1) }
+        #expect(pages.description.contains("did not end within 3 pages (TILER_S3_LIST_PAGES)"), "\(pages)")
+        let slow = try #require(throws: S3Error.self) { try client(seconds: 0.001).listAll(bucket: bucket, prefix: "p/", pageSize: 1) }
+        #expect(slow.description.contains("did not end within 0.001 s"), "\(slow)")
+        try storage.loopListings(true)
+        let started = Date()
+        let looping = try #require(throws: S3Error.self) { try client().listAll(bucket: bucket, prefix: "p/") }
+        #expect(
+            looping.description.contains("page 2 of the listing of 'p/' gave a continuation token the store had already sent"), "\(looping)"
+        )
+        #expect(!looping.isUnavailable)
+        print("a listing that repeats its token: refused after 2 pages, \(String(format: "%.3f", Date().timeIntervalSince(started))) s")
+    }
+
     /// A file larger than the part size goes up in parts; boto3 reads back the same
     /// bytes, and no multipart upload is left open.
     @Test func multipartUploadIsReadBackByBoto3() throws {
@@ -249,7 +279,10 @@ import Testing
             environment: base.merging([
                 "AWS_SESSION_TOKEN": "t", "AWS_DEFAULT_REGION": "eu-west-3", "AWS_ENDPOINT_URL": "http://127.0.0.1:9000/",
                 "TILER_S3_TIMEOUT": "2.5", "TILER_S3_CONNECT_TIMEOUT": "1", "TILER_S3_RETRIES": "0", "TILER_S3_PART_SIZE": "8M",
+                "TILER_S3_LIST_PAGES": "50", "TILER_S3_LIST_SECONDS": "7.5",
             ]) { $1 })
+        #expect(full.listPages == 50 && full.listSeconds == 7.5)
+        #expect(plain.listPages == S3Configuration.defaultListPages && plain.listSeconds == S3Configuration.defaultListSeconds)
         #expect(full.credentials.sessionToken == "t")
         #expect(full.region == "eu-west-3")
         #expect(full.endpoint == "http://127.0.0.1:9000")
@@ -264,6 +297,7 @@ import Testing
         for (name, value) in [
             ("AWS_ENDPOINT_URL", "ftp://x"), ("AWS_ENDPOINT_URL", "http://x/path"), ("TILER_S3_PART_SIZE", "1M"),
             ("TILER_S3_TIMEOUT", "0"), ("TILER_S3_RETRIES", "many"), ("AWS_REGION", "us east"),
+            ("TILER_S3_LIST_PAGES", "0"), ("TILER_S3_LIST_SECONDS", "1e9"),
         ] {
             let error = try #require(throws: S3Error.self) { try S3Configuration(environment: base.merging([name: value]) { $1 }) }
             #expect(error.description.contains(name == "AWS_ENDPOINT_URL" ? "endpoint" : name), "\(error)")

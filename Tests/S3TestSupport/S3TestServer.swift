@@ -81,9 +81,13 @@ public final class S3TestServer: @unchecked Sendable {
     /// Brings storage back on the same port.
     public func start() throws { try command("start") }
 
-    /// Holds every `method` request (`GET`, `PUT`, ..., or `*`) for `seconds` before
-    /// answering it: slow storage. 0 ends it.
+    /// Holds every `method` request (`GET`, `PUT`, ..., `*`, or `RANGE` for range reads
+    /// only) for `seconds` before answering it: slow storage. 0 ends it.
     public func delay(_ method: String, seconds: Double) throws { try command("delay \(method) \(seconds)") }
+
+    /// A faulty store: every listing page says it is truncated and gives the same
+    /// continuation token (`false` ends it).
+    public func loopListings(_ on: Bool) throws { try command("loop-listing \(on ? "on" : "off")") }
 
     private func command(_ line: String) throws {
         let word = line.split(separator: " ").first.map(String.init) ?? line

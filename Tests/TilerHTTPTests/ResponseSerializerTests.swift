@@ -31,7 +31,8 @@ import Testing
                                 return out
                             }
                             var expected = conditional ? "HTTP/1.1 304 Not Modified\r\n" : "HTTP/1.1 200 OK\r\n"
-                            expected += "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\nAccess-Control-Allow-Origin: *\r\n"
+                            expected += "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\nX-Content-Type-Options: nosniff\r\n"
+                            expected += "Access-Control-Allow-Origin: *\r\n"
                             if !conditional { expected += "Content-Type: image/png\r\nContent-Length: \(body.count)\r\n" }
                             expected += "ETag: \"e\"\r\nLast-Modified: Sun, 06 Nov 1994 08:49:37 GMT\r\n"
                             expected += "Cache-Control: public, max-age=60\r\n"

@@ -226,6 +226,41 @@ import TilerTestSupport
         }
     }
 
+    /// Issue 31 #8c: every answer says `X-Content-Type-Options: nosniff`, so that no
+    /// browser sniffs an error's JSON (which echoes the request) as HTML: tiles on the
+    /// plain path, first and from the cache, 304s, HEAD, errors, OPTIONS, the listing,
+    /// protocol errors, with and without CORS.
+    @Test(arguments: [RootKind.folders, .archives]) func everyAnswerSaysNoSniff(_ kind: RootKind) throws {
+        let root = try PyramidRoot()
+        try root.addPyramid("a", width: 300, height: 200)
+        for cors in [true, false] {
+            try withTileServer(root, as: kind, { if !cors { $0.http.corsAllowOrigin = nil } }) { port throws in
+                let tile = try fetch(port, "/images/a/tiles/1/0/1.png")
+                let etag = try #require(tile.header("ETag"))
+                var answers: [(String, RawResponse)] = [("tile", tile)]
+                answers.append(("cached tile", try fetch(port, "/images/a/tiles/1/0/1.png")))
+                answers.append(("304", try fetch(port, "/images/a/tiles/1/0/1.png", headers: ["If-None-Match: \(etag)"])))
+                answers.append(("HEAD", try fetch(port, "/images/a/tiles/1/0/1.png", method: "HEAD")))
+                for path in [
+                    "/images/a", "/images", "/healthz", "/", "/images/%3Cscript%3E", "/images/a/tiles/9/0/0.png",
+                    "/images/a/tiles/x/0/0.png", "/iiif/3/a/info.json", "/images/a.dzi",
+                ] {
+                    answers.append((path, try fetch(port, path)))
+                    answers.append((path + " again", try fetch(port, path)))
+                }
+                answers.append(("OPTIONS", try fetch(port, "/images/a", method: "OPTIONS")))
+                answers.append(("POST", try fetch(port, "/images/a", method: "POST")))
+                let c = try RawHTTPClient(port: port)
+                try c.send("GET /\(String(repeating: "x", count: 20_000)) HTTP/1.1\r\nHost: x\r\n\r\n")
+                answers.append(("414", try c.readResponse()))
+                for (what, r) in answers {
+                    #expect(r.header("X-Content-Type-Options") == "nosniff", "\(what): \(r.status)")
+                }
+                #expect(Set(answers.map(\.1.status)) == [200, 204, 304, 400, 404, 405, 414])
+            }
+        }
+    }
+
     @Test(arguments: RootKind.allCases) func conditionalTileRequests(_ kind: RootKind) throws {
         let root = try PyramidRoot()
         try root.addPyramid("a", width: 300, height: 200)

@@ -164,6 +164,26 @@ import TilerTestSupport
         }
     }
 
+    /// Issue 31 #8b: a `Host` (or forwarded host) that `--base-url` would refuse (a port
+    /// past 65535, an escaped `/`, a user name) is ignored like any implausible one: the
+    /// ids use the listening address, never the value sent.
+    @Test(arguments: [false, true]) func hostsABaseURLWouldRefuseAreIgnored(trustProxy: Bool) throws {
+        let root = try PyramidRoot()
+        try root.addPyramid("a", width: 300, height: 200)
+        try withTileServer(root, { $0.trustProxy = trustProxy }) { port throws in
+            func id(_ headers: [String]) throws -> String? {
+                try request(port, "GET", "/iiif/3/a/manifest.json", headers: headers).json["id"] as? String
+            }
+            for bad in ["evil.example:99999", "evil.example%2fx", "evil.example:0", "a@evil.example", "evil.example:8x", "[::1"] {
+                let ignored = try id(["Host: \(bad)"]) ?? "evil"
+                #expect(!ignored.contains("evil") && ignored.hasSuffix("/iiif/3/a/manifest.json"), "Host: \(bad)")
+                let forwarded = ["Host: inside:1", "X-Forwarded-Host: \(bad)", "Forwarded: host=\"\(bad)\""]
+                #expect(try id(forwarded) == "http://inside:1/iiif/3/a/manifest.json", "forwarded \(bad)")
+            }
+            #expect(try id(["Host: Inside.Example:65535"]) == "http://inside.example:65535/iiif/3/a/manifest.json")
+        }
+    }
+
     /// The `/visible` answer with a base URL is the plain answer with every `"url":"`
     /// followed by the base: the same bytes, in the same order, as `JSONWriter` gives.
     @Test func visibleAnswersWithAPrefixMatchTheGenericWriter() throws {

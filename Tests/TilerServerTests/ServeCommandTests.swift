@@ -237,6 +237,7 @@ import TilerTestSupport
             .sourcesFormat: (["--sources-format", "gif"], "--sources-format applies with --sources DIR only"),
             .sourcesQuality: (["--sources", "/tmp", "--sources-quality", "x"], "--sources-quality='x' is not an integer"),
             .sourcesCacheMB: (["--sources", "/tmp", "--sources-cache-mb", "x"], "--sources-cache-mb='x' is not an integer"),
+            .sourcesSpillMB: (["--sources", "/tmp", "--sources-spill-mb", "0"], "--sources-spill-mb must be 1...1073741824, not 0"),
             .maxPixels: (["--sources", "/tmp", "--max-pixels", "x"], "--max-pixels='x' is not an integer"),
             .allowVector: (["--allow-vector"], "--allow-vector applies with --sources DIR only"),
             .keep: (["--keep"], "--keep applies with --sources DIR only"),

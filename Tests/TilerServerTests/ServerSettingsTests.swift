@@ -25,7 +25,8 @@ import TilerStorage
         let environment = [
             "TILER_ROOT": "/srv/pyramids",
             "TILER_SOURCES": "/srv/images/", "TILER_SOURCES_FORMAT": "webp", "TILER_SOURCES_QUALITY": "70",
-            "TILER_SOURCES_CACHE_MB": "3", "TILER_MAX_PIXELS": "1000", "TILER_ALLOW_VECTOR": "yes", "TILER_KEEP": "TRUE",
+            "TILER_SOURCES_CACHE_MB": "3", "TILER_SOURCES_SPILL_MB": "21", "TILER_MAX_PIXELS": "1000", "TILER_ALLOW_VECTOR": "yes",
+            "TILER_KEEP": "TRUE",
             "TILER_STORAGE_TIMEOUT": "2.5", "TILER_STORAGE_THREADS": "3", "TILER_MAX_QUEUED_STORAGE_READS": "4",
             "TILER_DIRECTORY_CACHE_ENTRIES": "5", "TILER_HOST": "::1", "TILER_PORT": "1234", "TILER_THREADS": "3",
             "TILER_BLOCKING_THREADS": "5", "TILER_RENDER_THREADS": "6", "TILER_MAX_QUEUED_READS": "7",
@@ -45,6 +46,7 @@ import TilerStorage
         sources.format = .webp
         sources.quality = 70
         sources.pixelCacheBytes = 3 << 20
+        sources.spillBytes = 21 << 20
         sources.maxPixels = 1000
         sources.allowVector = true
         sources.keep = true

@@ -468,6 +468,84 @@ func withSourcesServer(
         #expect(refused.terminationStatus != 0 && text.contains("is not a folder"))
     }
 
+    /// Issue 31 #7: sources without random access (PNG here) are decoded whole by libvips
+    /// to a deleted temporary file in `TMPDIR` before their tiles are made. Before, each
+    /// stayed open for as long as the server ran, without a bound (three 16000² PNGs:
+    /// 3 GB). Now they share `--sources-spill-mb`: three PNGs of 12 MB decoded each, one
+    /// tile of each asked in turn, under a 20 MiB budget: the temporary disk the server
+    /// holds (measured from its open descriptors) never passes the budget, every tile is
+    /// served, a PNG needing more than the whole budget is a 500 (the others still
+    /// served), and deleting the files frees the disk.
+    @Test(.timeLimit(.minutes(10))) func decodingSourcesStaysWithinTheSpillBudget() throws {
+        let folder = try SourceFolder()
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let temporary = scratch.path("tmp")
+        try FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: true)
+        let ids = ["s0", "s1", "s2"]
+        for id in ids {
+            try runTool(folder.pictures.vips, ["black", "\(folder.sources.path)/\(id).png", "2000", "2000", "--bands", "3"])
+        }
+        try runTool(folder.pictures.vips, ["black", "\(folder.sources.path)/huge.png", "3000", "2700", "--bands", "3"])
+        let root = try PyramidRoot()
+        let budget = 20 << 20
+        let (process, port, _) = try ServeCommandTests().launch(
+            [root.path, "--port", "0", "--sources", folder.sources.path, "--sources-spill-mb", "20", "--rescan-interval", "0.2"],
+            environment: ["TMPDIR": temporary])
+        defer {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        // The bytes of the server's open files under `temporary` (libvips' deleted ones).
+        let pid = process.processIdentifier
+        @Sendable func spill() -> Int {
+            let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+            var total = 0
+            for fd in fds {
+                let link = "/proc/\(pid)/fd/\(fd)"
+                guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: link), target.hasPrefix(temporary) else {
+                    continue
+                }
+                var info = stat()
+                if stat(link, &info) == 0 { total += Int(info.st_size) }
+            }
+            return total
+        }
+        final class Peak: @unchecked Sendable {
+            let lock = NSLock()
+            var bytes = 0
+            var sampling = true
+        }
+        let peak = Peak()
+        let sampler = Thread {
+            while peak.lock.withLock({ peak.sampling }) {
+                let now = spill()
+                peak.lock.withLock { peak.bytes = max(peak.bytes, now) }
+                usleep(2_000)
+            }
+        }
+        sampler.start()
+        var sizes: [Int] = []
+        for round in 0..<2 {
+            for id in ids {
+                let tile = try fetch(port, "/images/\(id)/tiles/3/\(round)/0.png")
+                #expect(tile.status == 200, "\(id): \(tile.status) \(tile.text)")
+                sizes.append(spill())
+            }
+        }
+        let huge = try fetch(port, "/images/huge/tiles/3/0/0.png")
+        #expect(huge.status == 500, "\(huge.status) \(huge.text)")
+        #expect(try fetch(port, "/images/s1/tiles/2/0/0.png").status == 200)
+        peak.lock.withLock { peak.sampling = false }
+        while !sampler.isFinished { usleep(1_000) }
+        let highest = peak.lock.withLock { peak.bytes }
+        print("spill after each tile: \(sizes.map { $0 >> 20 }) MiB; peak \(highest) bytes, budget \(budget)")
+        #expect(sizes.allSatisfy { $0 > 0 && $0 <= budget }, "\(sizes)")
+        #expect(highest <= budget, "peak \(highest)")
+        for id in ids { try FileManager.default.removeItem(atPath: "\(folder.sources.path)/\(id).png") }
+        #expect(eventually { spill() == 0 }, "\(spill())")
+    }
+
     /// A cut pyramid with the same id wins over a source; files no loader reads are skipped.
     @Test func aCutPyramidWinsAndOtherFilesAreSkipped() throws {
         let folder = try SourceFolder()

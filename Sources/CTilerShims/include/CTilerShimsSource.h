@@ -24,6 +24,14 @@ int tiler_source_extend(VipsImage *in, int width, int height, VipsImage **out);
 int tiler_source_region(VipsImage *in, int left, int top, int width, int height,
                         uint8_t *pixels, size_t length);
 
+/* The bytes of temporary disk libvips takes to read `in` (just opened by `loader` from
+   the file open as descriptor `fd`, with random access) a region at a time: 0 when the
+   loader reads regions straight from the file (VIPS_FORMAT_PARTIAL: a tiled TIFF, a .v
+   file), else the whole decoded image, which libvips writes to a deleted temporary file
+   in TMPDIR when it is larger than the disc threshold (VIPS_DISC_THRESHOLD), else keeps
+   in memory (then 0 here). */
+unsigned long long tiler_source_spill_bytes(VipsImage *in, const char *loader, int fd);
+
 /* A black image of the given size (never computed): its thumbnail's size is what the
    cutter's thumbnail of a level of that size would be. */
 int tiler_source_thumbnail_size(int width, int height, int bands, int size, int *out_width, int *out_height);
