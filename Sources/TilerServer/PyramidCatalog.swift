@@ -144,9 +144,16 @@ final class PyramidCatalog: Sendable {
     private let refreshing = Atomic<Bool>(false)
     private let stopped = Atomic<Bool>(false)
     private let stop = DispatchSemaphore(value: 0)
+    /// Set once the first scan has finished: until then the server is not ready (`/readyz`).
+    private let scanned = Atomic<Bool>(false)
+    private let metrics: ServerMetrics?
 
-    init(configuration: ServerConfiguration, health: StorageHealth, renderBudget: RenderBudget, log: Logger) {
+    init(
+        configuration: ServerConfiguration, health: StorageHealth, renderBudget: RenderBudget, log: Logger,
+        metrics: ServerMetrics? = nil
+    ) {
         self.log = log
+        self.metrics = metrics
         self.health = health
         self.renderBudget = renderBudget
         sources = configuration.sources
@@ -179,6 +186,9 @@ final class PyramidCatalog: Sendable {
             bucket = nil
         }
     }
+
+    /// Whether the first scan of ROOT has finished.
+    var hasScanned: Bool { scanned.load(ordering: .acquiring) }
 
     /// Whether a name the snapshot does not know is looked up in ROOT (folders), rather
     /// than left to the next listing (buckets).
@@ -258,9 +268,14 @@ final class PyramidCatalog: Sendable {
     /// Scans ROOT (may block): every pyramid is loaded again if it changed, kept if not,
     /// and dropped if it is gone.
     func rescan() {
+        defer { scanned.store(true, ordering: .releasing) }
         writer.withLock {
             let old = snapshot
-            guard var next = bucket == nil ? scanFolder(old) : scanBucket(old) else { return }
+            guard var next = bucket == nil ? scanFolder(old) : scanBucket(old) else {
+                metrics?.catalogScanned(failed: true)
+                return
+            }
+            metrics?.catalogScanned(failed: writerState.withLock { $0.reported[""] != nil })
             scanSources(&next, old)
             var unchanged = next.entries.count == old.entries.count
             if unchanged {
