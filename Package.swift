@@ -17,6 +17,9 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // Metrics: swift-metrics' API, exposed in the Prometheus text format by swift-prometheus.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // System libraries: a module map and one header each, nothing else.
@@ -65,6 +68,8 @@ let package = Package(
             dependencies: [
                 "TilerCore", "TilerHTTP", "TilerImaging", "TilerStorage", "ObjectStorage",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             resources: [
                 .embedInCode("Viewer/index.html"), .embedInCode("Viewer/viewer.css"), .embedInCode("Viewer/viewer.js"),
@@ -77,6 +82,8 @@ let package = Package(
                 "TilerCore", "TilerImaging", "TilerServer", "TilerHTTP", "TilerStorage", "ObjectStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]),
 
         .testTarget(name: "TilerCoreTests", dependencies: ["TilerCore", "TilerTestSupport"]),

@@ -15,8 +15,10 @@ struct ConnectionSettings: Sendable {
     var serializer: ResponseSerializer
     /// Whether answers are kept for the access log (`ConnectionStateMachine.takeAnswers`).
     var recordsAnswers: Bool
+    /// Told of every answer and refused connection (metrics), or nil.
+    var observer: (any HTTPObserver)?
 
-    init(configuration c: HTTPConfiguration, recordsAnswers: Bool) {
+    init(configuration c: HTTPConfiguration, recordsAnswers: Bool, observer: (any HTTPObserver)? = nil) {
         parserLimits = c.parserLimits
         idleTimeout = HTTPConfiguration.milliseconds(c.idleTimeout)
         requestHeadTimeout = HTTPConfiguration.milliseconds(c.requestHeadTimeout)
@@ -24,6 +26,7 @@ struct ConnectionSettings: Sendable {
         maximumQueuedOutputBytes = c.maximumQueuedOutputBytes
         serializer = ResponseSerializer(configuration: c)
         self.recordsAnswers = recordsAnswers
+        self.observer = observer
     }
 }
 
@@ -113,6 +116,8 @@ struct ConnectionStateMachine {
     struct Answer {
         /// The request, or nil for one that never parsed (`error` says why).
         var head: HTTPRequestHead?
+        /// The id its answer carried (`X-Request-Id`).
+        var requestID: String
         var error: String?
         var status: Int
         var bytes: Int
@@ -148,9 +153,15 @@ struct ConnectionStateMachine {
     /// When the request being parsed or answered began (its first byte), for the log.
     private var requestStarted: Int64 = 0
 
-    init(settings: ConnectionSettings, at now: Int64) {
+    /// The connection's id as `RequestID.tag` writes it, for the ids of its requests
+    /// (`X-Request-Id`); empty for none (tests).
+    let connectionTag: [UInt8]
+
+    init(settings: ConnectionSettings, at now: Int64, connectionTag: [UInt8] = []) {
         self.settings = settings
+        self.connectionTag = connectionTag
         parser = HTTPRequestParser(limits: settings.parserLimits)
+        if !connectionTag.isEmpty { parser.setConnectionTag(connectionTag) }
         lastActivity = now
     }
 
@@ -271,7 +282,7 @@ struct ConnectionStateMachine {
         let written = settings.serializer.write(
             response, for: parser.head, keepAlive: keepAlive, date: time.date,
             into: &output)
-        if settings.recordsAnswers { record(parser.head, written, at: time) }
+        record(parser.head, written, at: time)
         if !keepAlive { return closeAfterAnswer() }
         return continueParsing(at: time)
     }
@@ -483,6 +494,7 @@ struct ConnectionStateMachine {
             case .complete:
                 state = .readingHead(since: nil)
                 requestsParsed += 1
+                parser.setRequestNumber(requestsParsed)
                 switch parser.head.method {
                 case .get, .head:
                     return (offset, .handle)
@@ -523,12 +535,18 @@ struct ConnectionStateMachine {
     private mutating func protocolError(_ error: HTTPError, at time: ServerTime, lingerUntil: Int64? = nil)
         -> ConnectionAction
     {
-        settings.serializer.writeProtocolError(error, date: time.date, into: &output)
+        // The request cut off on the pool, or the one that could not be read: the next
+        // number on the connection.
+        let number = pending?.head.requestNumber ?? requestsParsed + 1
+        settings.serializer.writeProtocolError(
+            error, date: time.date, connectionTag: connectionTag, requestNumber: number, into: &output)
+        let milliseconds = max(0, time.milliseconds - requestStarted)
+        settings.observer?.answeredUnreadRequest(status: error.status, bytes: error.jsonBody.count, milliseconds: milliseconds)
         if settings.recordsAnswers {
             answers.append(
                 Answer(
-                    head: nil, error: error.message, status: error.status, bytes: error.jsonBody.count,
-                    milliseconds: max(0, time.milliseconds - requestStarted)))
+                    head: nil, requestID: Self.requestID(connectionTag, number), error: error.message,
+                    status: error.status, bytes: error.jsonBody.count, milliseconds: milliseconds))
         }
         state = .draining(lingerUntil: lingerUntil ?? time.milliseconds + settings.lingerTime)
         pending = nil  // a request the pool was answering (the stop's 503 answers it)
@@ -549,11 +567,22 @@ struct ConnectionStateMachine {
         heldStart = 0
     }
 
+    /// Tells the observer of an answer, and keeps it for the access log.
+    @inline(__always)
     private mutating func record(_ head: HTTPRequestHead, _ written: ResponseSerializer.Written, at time: ServerTime) {
+        if let observer = settings.observer {
+            observer.answered(
+                head, status: written.status, bytes: written.bytes, milliseconds: max(0, time.milliseconds - requestStarted))
+        }
         guard settings.recordsAnswers else { return }
         answers.append(
             Answer(
-                head: head, error: nil, status: written.status, bytes: written.bytes,
+                head: head, requestID: head.requestID, error: nil, status: written.status, bytes: written.bytes,
                 milliseconds: max(0, time.milliseconds - requestStarted)))
+    }
+
+    /// The id of the `number`th request of the connection tagged `tag`, as text.
+    private static func requestID(_ tag: [UInt8], _ number: Int) -> String {
+        tag.isEmpty ? "" : String(decoding: tag, as: UTF8.self) + String(number)
     }
 }

@@ -64,9 +64,9 @@ final class EventLoop {
 
         init(
             configuration: HTTPConfiguration, accessLog: Logger?, log: Logger, maximumConnections: Int,
-            pool: BlockingPool, clock: any ServerClock, sendBufferBytes: Int? = nil
+            pool: BlockingPool, clock: any ServerClock, sendBufferBytes: Int? = nil, observer: (any HTTPObserver)? = nil
         ) {
-            settings = ConnectionSettings(configuration: configuration, recordsAnswers: accessLog != nil)
+            settings = ConnectionSettings(configuration: configuration, recordsAnswers: accessLog != nil, observer: observer)
             self.accessLog = accessLog
             self.log = log
             self.maximumConnections = maximumConnections
@@ -198,6 +198,9 @@ final class EventLoop {
     private var connections: [Connection?] = []
     private var openCount = 0
     private var nextSerial: UInt64 = 0
+    /// Numbers this loop's connections for their ids (`RequestID`), from a random seed.
+    private let connectionSeed = UInt64.random(in: .min ... .max)
+    private var nextConnectionNumber: UInt64 = 0
     private let readBuffer: UnsafeMutableRawBufferPointer
     private let events: UnsafeMutableBufferPointer<epoll_event>
     private var time: ServerTime
@@ -326,7 +329,10 @@ final class EventLoop {
                 refuse(socket)
                 continue
             }
-            let machine = ConnectionStateMachine(settings: shared.settings, at: time.milliseconds)
+            nextConnectionNumber &+= 1
+            let machine = ConnectionStateMachine(
+                settings: shared.settings, at: time.milliseconds,
+                connectionTag: RequestID.tag(of: RequestID.connection(seed: connectionSeed, number: nextConnectionNumber)))
             let interest = machine.interest
             do {
                 try socket.setNoDelay()
@@ -354,6 +360,7 @@ final class EventLoop {
 
     /// Past the connection cap: one 503 and close.
     private func refuse(_ socket: Socket) {
+        shared.settings.observer?.refusedConnection()
         let refusal = shared.settings.serializer.protocolError(
             HTTPError(503, "the server is at its connection limit; retry later"), date: time.date)
         do {
@@ -576,7 +583,8 @@ final class EventLoop {
                     "request",
                     metadata: [
                         "client": .string(c.peer), "status": .stringConvertible(answer.status),
-                        "error": .string(answer.error ?? ""),
+                        "error": .string(answer.error ?? ""), "request_id": .string(answer.requestID),
+                        "duration_ms": .stringConvertible(answer.milliseconds),
                     ])
                 continue
             }
@@ -592,11 +600,12 @@ final class EventLoop {
                 metadata: [
                     "client": .string(c.peer),
                     "method": .string(method),
-                    "target": .string(String(decoding: head.target.prefix(512), as: UTF8.self)),
+                    "path": .string(LoggedPath.text(of: head.target)),
                     "status": .stringConvertible(answer.status),
                     "bytes": .stringConvertible(answer.bytes),
                     "version": .string(head.version == .http10 ? "1.0" : "1.1"),
                     "duration_ms": .stringConvertible(answer.milliseconds),
+                    "request_id": .string(answer.requestID),
                 ])
         }
     }

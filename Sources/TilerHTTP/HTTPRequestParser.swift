@@ -51,6 +51,14 @@ public struct HTTPRequestHead: Sendable {
     /// The raw value of `Accept`, repeated fields joined with `,`, or empty when absent
     /// (IIIF's info.json is negotiated: `AcceptHeader`).
     public internal(set) var accept: [UInt8] = []
+    /// The value of `X-Request-Id` as sent (the last one when repeated) if it is sane
+    /// (`RequestID.isSane`), else empty.
+    public internal(set) var sentRequestID: [UInt8] = []
+    /// The connection's id as `RequestID.tag` writes it (16 hex digits and `-`), set once
+    /// per connection; with `requestNumber`, the id of a request that sent none.
+    public internal(set) var connectionTag: [UInt8] = []
+    /// The request's number on its connection, from 1.
+    public internal(set) var requestNumber = 0
 
     public init() {}
 
@@ -92,6 +100,7 @@ public struct HTTPRequestHead: Sendable {
         Self.empty(&xForwardedHost)
         Self.empty(&xForwardedPrefix)
         Self.empty(&accept)
+        Self.empty(&sentRequestID)
     }
 
     @inline(__always)
@@ -169,7 +178,7 @@ public struct HTTPRequestParser: Sendable {
     /// Headers whose values the parser keeps.
     private enum Field: Sendable {
         case other, host, connection, contentLength, transferEncoding, ifNoneMatch, ifModifiedSince
-        case forwarded, xForwardedProto, xForwardedHost, xForwardedPrefix, accept
+        case forwarded, xForwardedProto, xForwardedHost, xForwardedPrefix, accept, xRequestID
     }
 
     public let limits: Limits
@@ -180,6 +189,12 @@ public struct HTTPRequestParser: Sendable {
     /// Read it only after `.complete`: while a head is being parsed, and after a failure,
     /// it may still hold the previous request's target and `Host` (see `clear()`).
     public private(set) var head = HTTPRequestHead()
+
+    /// Names the connection in the heads it reads (`RequestID`), once.
+    mutating func setConnectionTag(_ tag: [UInt8]) { head.connectionTag = tag }
+
+    /// Numbers the head just completed: its number on the connection, from 1.
+    mutating func setRequestNumber(_ number: Int) { head.requestNumber = number }
 
     private var state: State = .start
     // Short fields held in place: appending and emptying them touch no heap.
@@ -551,6 +566,7 @@ public struct HTTPRequestParser: Sendable {
         case 16 where `is`("x-forwarded-host"): .xForwardedHost
         case 18 where `is`("x-forwarded-prefix"): .xForwardedPrefix
         case 6 where `is`("accept"): .accept
+        case 12 where `is`("x-request-id"): .xRequestID
         default: .other
         }
     }
@@ -602,6 +618,13 @@ public struct HTTPRequestParser: Sendable {
         case .xForwardedHost: appendListValue(value, to: &head.xForwardedHost)
         case .xForwardedPrefix: appendListValue(value, to: &head.xForwardedPrefix)
         case .accept: appendListValue(value, to: &head.accept)
+        case .xRequestID:
+            // Kept only if it can be sent back and logged as it is; else the server makes one.
+            if RequestID.isSane(value) {
+                head.sentRequestID.replaceSubrange(0..<head.sentRequestID.count, with: value)
+            } else if !head.sentRequestID.isEmpty {
+                head.sentRequestID.removeAll(keepingCapacity: true)
+            }
         }
         return nil
     }

@@ -370,6 +370,7 @@ struct ResponseSerializer {
                 // The usual hit: the header lines and the body go out as they are stored.
                 out.appendStaged { o in
                     begin(200, date: date, into: &o)
+                    appendRequestID(of: head, into: &o)
                     if !extra.isEmpty { o += extra }
                 }
                 out.append(body: p.wire)
@@ -378,6 +379,7 @@ struct ResponseSerializer {
             let from = status == 304 ? p.validatorsStart : 0
             out.appendStaged { o in
                 begin(status, date: date, into: &o)
+                appendRequestID(of: head, into: &o)
                 if !extra.isEmpty { o += extra }
                 o.append(bytesOf: p.wire, from: from, to: ended ? p.bodyStart : p.bodyStart - 2)
                 if !ended { end(keepAlive: keepAlive, version: head.version, into: &o) }
@@ -390,7 +392,8 @@ struct ResponseSerializer {
         case let .bytes(status, contentType, body, cacheControl):
             writeBytes(
                 status: status, contentType: contentType, body: body, cacheControl: cacheControl, extra: extra,
-                isHead: isHead, keepAlive: keepAlive, version: head.version, date: date, into: &out)
+                isHead: isHead, keepAlive: keepAlive, version: head.version, date: date,
+                requestID: { appendRequestID(of: head, into: &$0) }, into: &out)
             return Written(status: status, bytes: body.count)
         case .blocking(_, let make):
             // The event loop runs these on its pool; any other caller waits for it here.
@@ -400,7 +403,8 @@ struct ResponseSerializer {
             writeBytes(
                 status: e.status, contentType: "application/json", body: body, cacheControl: "no-store",
                 extra: e.status == 405 ? extra + Self.allowHeader : extra,
-                isHead: isHead, keepAlive: keepAlive, version: head.version, date: date, into: &out)
+                isHead: isHead, keepAlive: keepAlive, version: head.version, date: date,
+                requestID: { appendRequestID(of: head, into: &$0) }, into: &out)
             return Written(status: e.status, bytes: body.count)
         }
     }
@@ -409,16 +413,28 @@ struct ResponseSerializer {
     func writeOptions(for head: HTTPRequestHead, keepAlive: Bool, date: ResponseDate, into out: inout OutputQueue) {
         out.appendStaged { o in
             begin(204, date: date, into: &o)
+            appendRequestID(of: head, into: &o)
             o += optionsHeaders
             end(keepAlive: keepAlive, version: head.version, into: &o)
         }
     }
 
-    /// An error for a request that never parsed; always closes.
-    func writeProtocolError(_ error: HTTPError, date: ResponseDate, into out: inout OutputQueue) {
+    /// An error for a request that never parsed; always closes. Its id is the
+    /// `requestNumber`th of the connection tagged `connectionTag` (none when empty).
+    func writeProtocolError(
+        _ error: HTTPError, date: ResponseDate, connectionTag: [UInt8] = [], requestNumber: Int = 0,
+        into out: inout OutputQueue
+    ) {
         writeBytes(
             status: error.status, contentType: "application/json", body: error.jsonBody, cacheControl: "no-store",
-            extra: [], isHead: false, keepAlive: false, version: .http11, date: date, into: &out)
+            extra: [], isHead: false, keepAlive: false, version: .http11, date: date,
+            requestID: { o in
+                guard !connectionTag.isEmpty else { return }
+                o.append("X-Request-Id: ")
+                o.append(bytesOf: connectionTag)
+                o.appendDecimal(requestNumber)
+                o.append("\r\n")
+            }, into: &out)
     }
 
     /// `writeProtocolError` as bytes of their own (the refusal sent to a connection past
@@ -431,14 +447,16 @@ struct ResponseSerializer {
         }
     }
 
-    /// Headers and body for bytes built per request.
+    /// Headers and body for bytes built per request; `requestID` writes the
+    /// `X-Request-Id` line.
     private func writeBytes(
         status: Int, contentType: String, body: [UInt8], cacheControl: String?, extra: [UInt8],
         isHead: Bool, keepAlive: Bool, version: HTTPVersion, date: ResponseDate,
-        into out: inout OutputQueue
+        requestID: (inout [UInt8]) -> Void, into out: inout OutputQueue
     ) {
         out.appendStaged { o in
             begin(status, date: date, into: &o)
+            requestID(&o)
             o.append("Content-Type: ")
             o.append(utf8Of: contentType)
             o.append("\r\nContent-Length: ")
@@ -470,6 +488,22 @@ struct ResponseSerializer {
         out += date.imfFixdate
         out.append("\r\n")
         if !commonHeaders.isEmpty { out.append(bytesOf: commonHeaders) }
+    }
+
+    /// `X-Request-Id`: the id the client sent (sane, `RequestID.isSane`), else the
+    /// connection's tag and the request's number; nothing for a head no connection read.
+    @inline(__always)
+    private func appendRequestID(of head: HTTPRequestHead, into o: inout [UInt8]) {
+        if !head.sentRequestID.isEmpty {
+            o.append("X-Request-Id: ")
+            o.append(bytesOf: head.sentRequestID)
+            o.append("\r\n")
+        } else if !head.connectionTag.isEmpty {
+            o.append("X-Request-Id: ")
+            o.append(bytesOf: head.connectionTag)
+            o.appendDecimal(head.requestNumber)
+            o.append("\r\n")
+        }
     }
 
     @inline(__always)

@@ -24,6 +24,7 @@ public final class HTTPServer: Sendable {
     public let configuration: HTTPConfiguration
     private let makeHandler: @Sendable () -> any HTTPHandler
     private let accessLog: Logger?
+    private let observer: (any HTTPObserver)?
     private let log: Logger
     private let clock: any ServerClock
 
@@ -60,9 +61,9 @@ public final class HTTPServer: Sendable {
     ///     loop that stopped, a connection that could not be set up.
     public convenience init(
         configuration: HTTPConfiguration, handler: any HTTPHandler, accessLog: Logger? = nil,
-        log: Logger = Logger(label: "tiler.http")
+        log: Logger = Logger(label: "tiler.http"), observer: (any HTTPObserver)? = nil
     ) {
-        self.init(configuration: configuration, accessLog: accessLog, log: log, makeHandler: { handler })
+        self.init(configuration: configuration, accessLog: accessLog, log: log, observer: observer, makeHandler: { handler })
     }
 
     /// - Parameters:
@@ -70,13 +71,16 @@ public final class HTTPServer: Sendable {
     ///     have state (caches) no other loop touches.
     ///   - clock: the clock the loops read for timeouts and `Date` headers (tests pass a
     ///     `ManualClock`).
+    ///   - observer: told of every answer and refused connection (metrics), or nil.
     public init(
         configuration: HTTPConfiguration, accessLog: Logger? = nil, log: Logger = Logger(label: "tiler.http"),
-        clock: any ServerClock = SystemClock.system, makeHandler: @escaping @Sendable () -> any HTTPHandler
+        observer: (any HTTPObserver)? = nil, clock: any ServerClock = SystemClock.system,
+        makeHandler: @escaping @Sendable () -> any HTTPHandler
     ) {
         self.configuration = configuration
         self.makeHandler = makeHandler
         self.accessLog = accessLog
+        self.observer = observer
         self.log = log
         self.clock = clock
     }
@@ -140,7 +144,7 @@ public final class HTTPServer: Sendable {
                     queueLength: configuration.maximumQueuedStorageReads))
             let shared = EventLoop.Shared(
                 configuration: configuration, accessLog: accessLog, log: log, maximumConnections: cap,
-                pool: pool, clock: clock, sendBufferBytes: s.sendBufferBytes)
+                pool: pool, clock: clock, sendBufferBytes: s.sendBufferBytes, observer: observer)
             s.mailboxes = resources.map(\.mailbox)
             s.shared = shared
             s.port = port
@@ -178,6 +182,24 @@ public final class HTTPServer: Sendable {
         finished.wait()
         let (pool, deadline) = state.withLock { ($0.shared?.pool, $0.stopDeadline ?? .now()) }
         pool?.shutdown(deadline: deadline)
+    }
+
+    /// What one lane of the blocking pool has done, for metrics.
+    public struct LaneStatistics: Sendable, Hashable {
+        /// Jobs waiting for a thread, and running, now.
+        public var queued: Int
+        public var running: Int
+        /// Since the start: jobs that ran to the end, that were cancelled before they ran
+        /// (their client left), and that were refused with a full queue (503).
+        public var finished: Int
+        public var dropped: Int
+        public var refused: Int
+    }
+
+    /// Counts for one lane of the blocking pool right now (zeros before `start()`).
+    public func laneStatistics(_ kind: BlockingKind) -> LaneStatistics {
+        let s = blockingStatistics(kind)
+        return LaneStatistics(queued: s.queued, running: s.running, finished: s.finished, dropped: s.dropped, refused: s.refused)
     }
 
     /// Counts for one lane of the blocking pool (zeros before `start()`).

@@ -1,7 +1,7 @@
 import TilerCore
 import TilerHTTP
 
-/// `/healthz`: 200 with `{"status": "ok"}` while the loops answer. With an `s3://` root
+/// `/healthz` (liveness) and `/readyz` (readiness). `/healthz`: 200 with `{"status": "ok"}` while the loops answer. With an `s3://` root
 /// it also says whether object storage answers: `"storage": "ok"`, or
 /// `"storage": "unavailable"` with `"storageDownSeconds"` and `"storageError"` (still
 /// 200: the server serves what it has cached, and recovers by itself when storage does).
@@ -10,6 +10,7 @@ import TilerHTTP
 func healthRoutes(store: TileStore) -> [Route] {
     let body = Array(#"{"status":"ok"}"#.utf8)
     let bucketBody = Array(#"{"status":"ok","storage":"ok"}"#.utf8)
+    let readyBody = Array(#"{"status":"ready"}"#.utf8)
     let bucket = store.servesBucket
     return [
         Route("health", firstSegments: ["healthz"]) { request in
@@ -34,7 +35,19 @@ func healthRoutes(store: TileStore) -> [Route] {
             json.field("storageError", String(outage.error.prefix(300)))
             json.endObject()
             return .json(json.bytes, cacheControl: "no-store")
-        }
+        },
+        // Readiness, apart from liveness: a load balancer sends traffic only while this is
+        // 200 (the first scan of ROOT done and, for a bucket, storage answering).
+        Route("ready", firstSegments: ["readyz"]) { request in
+            guard request.segments == ["readyz"] else { return nil }
+            guard let reason = store.readiness else { return .json(readyBody, cacheControl: "no-store") }
+            var json = JSONWriter(capacity: 256)
+            json.beginObject()
+            json.field("status", "not ready")
+            json.field("reason", reason)
+            json.endObject()
+            return .withHeaders([("Retry-After", "1")], .json(json.bytes, status: 503, cacheControl: "no-store"))
+        },
     ]
 }
 

@@ -170,9 +170,14 @@ final class PyramidCatalog: Sendable {
     private let refreshing = Atomic<Bool>(false)
     private let stopped = Atomic<Bool>(false)
     private let stop = DispatchSemaphore(value: 0)
+    private let metrics: ServerMetrics?
 
-    init(configuration: ServerConfiguration, health: StorageHealth, renderBudget: RenderBudget, log: Logger) {
+    init(
+        configuration: ServerConfiguration, health: StorageHealth, renderBudget: RenderBudget, log: Logger,
+        metrics: ServerMetrics? = nil
+    ) {
         self.log = log
+        self.metrics = metrics
         self.health = health
         self.renderBudget = renderBudget
         sources = configuration.sources
@@ -290,7 +295,11 @@ final class PyramidCatalog: Sendable {
                 if !loaded.exchange(true, ordering: .acquiringAndReleasing) { loadedGate.signal() }
             }
             let old = snapshot
-            guard var next = bucket == nil ? scanFolder(old) : scanBucket(old) else { return }
+            guard var next = bucket == nil ? scanFolder(old) : scanBucket(old) else {
+                metrics?.catalogScanned(failed: true)
+                return
+            }
+            metrics?.catalogScanned(failed: writerState.withLock { $0.reported[""] != nil })
             scanSources(&next, old)
             var unchanged = next.entries.count == old.entries.count
             if unchanged {

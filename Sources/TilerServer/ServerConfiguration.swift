@@ -65,6 +65,17 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// One line per request on stderr (`--access-log`): `tiler serve` gives the server an
     /// access logger. Default false.
     public var accessLog = false
+    /// How `tiler serve` writes its log lines (`--log-format`).
+    public var logFormat = LogFormat.text
+    /// The port of the metrics listener (`--metrics-port`), or nil for none.
+    public var metricsPort: Int?
+
+    public enum LogFormat: String, Sendable, CaseIterable {
+        /// One readable line each (swift-log's stream format).
+        case text
+        /// One JSON object per line.
+        case json
+    }
 
     /// Image files served on the fly beside ROOT's pyramids (`--sources DIR`); nil for none.
     public var sources: SourceSettings?

@@ -55,6 +55,8 @@ extension ServerConfiguration {
         case baseURL = "base-url"
         case trustProxy = "trust-proxy"
         case accessLog = "access-log"
+        case logFormat = "log-format"
+        case metricsPort = "metrics-port"
 
         /// `--NAME`.
         public var flag: String { "--" + rawValue }
@@ -386,8 +388,28 @@ extension ServerConfiguration {
                     value: .toggle(\.trustProxy))
             case .accessLog:
                 return Spec(
-                    summary: "Log one line per request to stderr: client address, method, target, status, bytes and duration",
+                    summary:
+                        "Log one line per request to stderr: client address, method, path (credentials in the query redacted), status, bytes, duration and request id",
                     value: .toggle(\.accessLog))
+            case .logFormat:
+                return Spec(
+                    summary:
+                        "How log lines are written on stderr: text (one readable line each) or json (one JSON object per line: time, level, message and fields)",
+                    value: .other(valueName: "text|json", emptyIsValue: false) { c, text, source throws(SettingError) in
+                        guard let format = ServerConfiguration.LogFormat(rawValue: text) else {
+                            throw SettingError("\(source)='\(text)' is neither text nor json")
+                        }
+                        c.logFormat = format
+                    },
+                    defaultText: "text")
+            case .metricsPort:
+                return Spec(
+                    summary:
+                        "Serve Prometheus metrics at /metrics on this TCP port, on the --host address (a second listener apart from the API; 0 picks a free one); off when not given",
+                    value: .other(valueName: "port", emptyIsValue: false) { c, text, source throws(SettingError) in
+                        c.metricsPort = try Self.integer(text, from: source, in: H.port)
+                    },
+                    defaultText: "off")
             }
         }
 

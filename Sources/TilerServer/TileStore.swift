@@ -121,6 +121,8 @@ public final class TileStore: Sendable {
     let health: StorageHealth
     /// Folder tiles kept open and sent with `sendfile`; nil when `openTiles` is 0.
     let openTiles: OpenTiles?
+    /// Counts cache hits, storage reads and scans (`--metrics-port`), or nil.
+    let metrics: ServerMetrics?
 
     /// Scans ROOT once (so every pyramid there is known before the first request), then
     /// keeps scanning it every `configuration.rescanInterval` seconds on a background
@@ -132,16 +134,21 @@ public final class TileStore: Sendable {
     /// ROOT is read: until that scan ends (`catalogIsLoading`), `/images` and images not
     /// known yet in a bucket wait for it on the read lane, at most `storageTimeout`
     /// (10 s at most), then get a 503 with `Retry-After`.
-    public init(configuration: ServerConfiguration, log: Logger = Logger(label: "tiler"), loadingFirst: Bool = true) {
+    public init(
+        configuration: ServerConfiguration, log: Logger = Logger(label: "tiler"), loadingFirst: Bool = true,
+        metrics: ServerMetrics? = nil
+    ) {
         self.configuration = configuration
         self.log = log
+        self.metrics = metrics
         cache = ResponseCache(capacity: configuration.cacheBytes)
         renderBudget = RenderBudget(capacity: configuration.renderMemoryBytes, wait: configuration.renderWait)
         faults = OnceLog(log: log)
         health = StorageHealth(retryAfter: configuration.storageTimeout, log: log)
         let openTileLimit = configuration.openTileLimit(fileLimit: HTTPConfiguration.raisedFileLimit())
         openTiles = openTileLimit > 0 ? OpenTiles(capacity: openTileLimit, revalidateAfter: configuration.rescanInterval) : nil
-        catalog = PyramidCatalog(configuration: configuration, health: health, renderBudget: renderBudget, log: log)
+        catalog = PyramidCatalog(
+            configuration: configuration, health: health, renderBudget: renderBudget, log: log, metrics: metrics)
         if loadingFirst { catalog.rescan() }
         catalog.startRefreshing(every: configuration.rescanInterval, scanningFirst: !loadingFirst)
     }
@@ -169,6 +176,33 @@ public final class TileStore: Sendable {
 
     /// Whether ROOT is object storage (`s3://`).
     public var servesBucket: Bool { catalog.bucket != nil }
+
+    /// nil when the server is ready to serve (`/readyz`): ROOT has been scanned once and,
+    /// for a bucket, storage answers. Else why it is not.
+    public var readiness: String? {
+        if catalogIsLoading { return "the first scan of ROOT has not finished" }
+        if servesBucket, let outage = health.outage {
+            return "object storage has not answered for \(Int(outage.seconds.rounded())) s"
+        }
+        return nil
+    }
+
+    /// How many images are served from each layout: folder, archive (local), bucket and
+    /// sources (`tiler_images`).
+    func imagesByLayout() -> [(String, Int)] {
+        var counts = ["folder": 0, "archive": 0, "bucket": 0, "sources": 0]
+        for pyramid in pyramids {
+            let layout =
+                switch pyramid.source {
+                case is FolderSource: "folder"
+                case is BucketArchiveSource: "bucket"
+                case is SourceFileSource: "sources"
+                default: "archive"
+                }
+            counts[layout, default: 0] += 1
+        }
+        return counts.sorted { $0.key < $1.key }
+    }
 
     /// The pyramid named `name`, or a 404 (or 500 for an unreadable manifest).
     ///
@@ -233,7 +267,10 @@ public final class TileStore: Sendable {
         _ part: PyramidPart, of pyramid: Pyramid, key: CachedItem,
         contentType: String
     ) throws(HTTPError) -> HTTPResponse {
-        if let hit = cache.value(for: key) { return .prepared(hit) }
+        if let hit = cache.value(for: key) {
+            if let metrics, case .tile = part { metrics.tileAnswered(fromCache: true) }
+            return .prepared(hit)
+        }
         let read: SourceRead
         // The largest body kept in memory. A folder tile goes to `openTiles` (once its pages
         // are resident), and a large one is then sent from its file, not kept in memory too.
@@ -241,7 +278,9 @@ public final class TileStore: Sendable {
         if let openTiles, case let .tile(t) = part, let folder = pyramid.folderSource {
             cachedUpTo = min(cachedUpTo, Self.sendFromFileAbove)
             switch openTiles.answer(for: key) {
-            case .ready(let response): return .prepared(response)
+            case .ready(let response):
+                metrics?.tileAnswered(fromCache: true)
+                return .prepared(response)
             case .notResident: read = .mustWait(.read)
             case .notOpen: read = try openAndRead(t, of: pyramid, folder, in: openTiles, key: key, contentType: contentType)
             }
@@ -249,9 +288,11 @@ public final class TileStore: Sendable {
             do throws(SourceError) {
                 read = try pyramid.source.readIfReady(part, maximumBytes: pyramid.maximumBytes(part))
             } catch {
+                if let metrics, case .tile = part { metrics.tileAnswered(fromCache: false) }
                 throw httpError(error, part, of: pyramid)
             }
         }
+        if let metrics, case .tile = part { metrics.tileAnswered(fromCache: false) }
         switch read {
         case let .read(stored):
             return .prepared(try keep(stored, part, of: pyramid, key: key, contentType: contentType, cachedUpTo: cachedUpTo))
@@ -281,16 +322,25 @@ public final class TileStore: Sendable {
         _ t: TileCoordinate, of pyramid: Pyramid, _ folder: FolderSource, in openTiles: OpenTiles,
         key: CachedItem, contentType: String
     ) throws(HTTPError) -> SourceRead {
+        let started = metrics == nil ? nil : ContinuousClock.now
+        func count(_ outcome: StorageOutcome) {
+            if let started { countStorageRead(of: pyramid, outcome, since: started) }
+        }
         let opened: FolderSource.OpenedTile?
         do throws(SourceError) {
             opened = try folder.openTile(t, maximumBytes: pyramid.maximumTileBytes)
         } catch {
+            count(StorageOutcome(error))
             throw httpError(error, .tile(t), of: pyramid)
         }
-        guard let opened else { return .absent }
+        guard let opened else {
+            count(.missing)
+            return .absent
+        }
         let fd = opened.descriptor
         switch RootedFiles.read(fd, opened.info, onlyIfCached: true) {
         case let .read(bytes, info):
+            count(pyramid.manifest.format.looksComplete(bytes) ? .ok : .error)
             let stored = StoredBytes(bytes: bytes, validators: Validators(info))
             guard pyramid.manifest.format.looksComplete(bytes), let folderInfo = opened.folder else {
                 fd.close()
@@ -302,6 +352,7 @@ public final class TileStore: Sendable {
             return .read(stored)
         case .unavailable, .tooLarge:  // it shrank or failed since it was opened and checked
             fd.close()
+            count(.missing)
             return .absent
         case .wouldBlock:
             fd.close()
@@ -366,16 +417,38 @@ public final class TileStore: Sendable {
 
     private func readRecording(_ part: PyramidPart, of pyramid: Pyramid) throws(SourceError) -> StoredBytes {
         let isStorage = pyramid.source is BucketArchiveSource
+        let started = metrics == nil ? nil : ContinuousClock.now
         do throws(SourceError) {
             let stored = try pyramid.source.read(part, maximumBytes: pyramid.maximumBytes(part))
             if isStorage { health.succeeded() }
+            if let started {
+                // A tile that is not a whole file of its format is answered 500 (`keep`): an error.
+                let damaged: Bool
+                if case .tile = part { damaged = !pyramid.manifest.format.looksComplete(stored.bytes) } else { damaged = false }
+                countStorageRead(of: pyramid, damaged ? .error : .ok, since: started)
+            }
             return stored
         } catch {
             if isStorage {
                 if case let .unavailable(why, _) = error { health.failed(why) } else { health.succeeded() }
             }
+            if let started { countStorageRead(of: pyramid, StorageOutcome(error), since: started) }
             throw error
         }
+    }
+
+    /// Counts a read from `pyramid`'s storage (not a drawing made from `--sources`).
+    private func countStorageRead(of pyramid: Pyramid, _ outcome: StorageOutcome, since started: ContinuousClock.Instant) {
+        guard let metrics else { return }
+        let backend: StorageBackend
+        switch pyramid.source {
+        case is FolderSource: backend = .folder
+        case is BucketArchiveSource: backend = .s3
+        case is any ArchiveBackedSource: backend = .archive
+        default: return
+        }
+        let elapsed = ContinuousClock.now - started
+        metrics.storageRead(backend, outcome, seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18)
     }
 
     /// A tile's bytes for drawing: from the cache, or read from the source (this blocks;

@@ -67,11 +67,17 @@ extension Tiler {
             let signals = try TerminationSignals()  // before any thread starts
             // ROOT is read in the background while the server already listens: thousands of
             // archives, or a store whose reads hang, never keep the port closed or a
-            // SIGTERM waiting (`/healthz` says `"catalog":"loading"` meanwhile).
+            // SIGTERM waiting (`/healthz` says `"catalog":"loading"` meanwhile, `/readyz` 503).
+            let json = config.logFormat == .json
+            func logger(_ label: String) -> Logger {
+                Logger(label: label) { label -> any LogHandler in
+                    json ? JSONLogHandler.standardError(label: label) : StreamLogHandler.standardError(label: label)
+                }
+            }
+            let log = logger("tiler")
             let server = TileServer(
-                configuration: config,
-                accessLog: config.accessLog ? Logger(label: "tiler.access") { StreamLogHandler.standardError(label: $0) } : nil,
-                log: Logger(label: "tiler") { StreamLogHandler.standardError(label: $0) }, loadingFirst: false)
+                configuration: config, accessLog: config.accessLog ? logger("tiler.access") : nil, log: log,
+                loadingFirst: false)
             do {
                 try server.start()
             } catch {
@@ -80,17 +86,32 @@ extension Tiler {
                 throw ServeError(description: "cannot listen: \(error)\(hint)")
             }
             let shownHost = config.http.host.contains(":") ? "[\(config.http.host)]" : config.http.host
+            let url = "http://\(shownHost):\(server.port)/"
+            let metricsURL = server.metricsPort.map { "http://\(shownHost):\($0)/metrics" }
             // Unbuffered, so a parent reading our stdout sees the URL at once.
-            let publicAddress = config.baseURL.map { " (public address \($0)/)" } ?? ""
-            FileHandle.standardOutput.write(
-                Data("tiler: serving \(config.root) at http://\(shownHost):\(server.port)/\(publicAddress)\n".utf8))
+            if json {
+                var fields: Logger.Metadata = ["root": .string(config.root), "url": .string(url)]
+                if let base = config.baseURL { fields["public_url"] = .string("\(base)/") }
+                if let metricsURL { fields["metrics_url"] = .string(metricsURL) }
+                FileHandle.standardOutput.write(
+                    Data(JSONLogHandler.line(message: "serving", label: "tiler", level: .info, metadata: fields)))
+            } else {
+                let publicAddress = config.baseURL.map { " (public address \($0)/)" } ?? ""
+                let metrics = metricsURL.map { " (metrics at \($0))" } ?? ""
+                FileHandle.standardOutput.write(Data("tiler: serving \(config.root) at \(url)\(publicAddress)\(metrics)\n".utf8))
+            }
             if config.s3 == nil, config.sources == nil, let hint = EmptyRootHint.hint(root: config.root) {
-                FileHandle.standardError.write(Data("tiler: serve: \(hint)\n".utf8))
+                if json { log.warning("\(hint)") } else { FileHandle.standardError.write(Data("tiler: serve: \(hint)\n".utf8)) }
             }
             let signal = signals.wait()
-            FileHandle.standardError.write(Data("tiler: signal \(signal), finishing in-flight requests\n".utf8))
+            if json {
+                log.info("finishing in-flight requests", metadata: ["signal": .stringConvertible(signal)])
+            } else {
+                FileHandle.standardError.write(Data("tiler: signal \(signal), finishing in-flight requests\n".utf8))
+            }
             server.stop()
             server.wait()
+            if json { log.info("stopped") }
         }
 
         /// Lists the bucket's prefix once (one key) before serving: refused credentials or a

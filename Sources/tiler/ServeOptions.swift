@@ -57,6 +57,8 @@ struct ServeOptions: ParsableArguments {
     @Option(name: .setting(.baseURL), help: .setting(.baseURL)) var baseURL: String?
     @Flag(name: .setting(.trustProxy), inversion: .prefixedNo, help: .setting(.trustProxy)) var trustProxy: Bool?
     @Flag(name: .setting(.accessLog), inversion: .prefixedNo, help: .setting(.accessLog)) var accessLog: Bool?
+    @Option(name: .setting(.logFormat), help: .setting(.logFormat)) var logFormat: String?
+    @Option(name: .setting(.metricsPort), help: .setting(.metricsPort)) var metricsPort: String?
 
     /// The settings given as flags, as typed (a switch as 1 or 0).
     var flags: [Setting: String] {
@@ -75,7 +77,7 @@ struct ServeOptions: ParsableArguments {
             .maxHeaders: maxHeaders, .maxVisibleTiles: maxVisibleTiles, .iiifMaxWidth: iiifMaxWidth,
             .iiifMaxHeight: iiifMaxHeight, .iiifMaxArea: iiifMaxArea, .renderMemoryMB: renderMemoryMB,
             .renderWait: renderWait, .rescanInterval: rescanInterval, .baseURL: baseURL,
-            .trustProxy: on(trustProxy), .accessLog: on(accessLog),
+            .trustProxy: on(trustProxy), .accessLog: on(accessLog), .logFormat: logFormat, .metricsPort: metricsPort,
         ]
         return given.compactMapValues { $0 }
     }

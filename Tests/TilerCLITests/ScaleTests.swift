@@ -18,12 +18,20 @@ import TilerTestSupport
             let retries: Int
             let redispatches: Int
         }
+        struct Replica: Decodable {
+            let requests: Int
+            /// What the replica's own /metrics says it answered, by status class ("2xx", …).
+            let answeredByStatus: [String: Int]
+        }
         let requests: Int
         let errors: Int
         let ok: Bool
         let kill: Kill
         let haproxy: Balancer
         let pyramids: [String]
+        let perReplica: [String: Replica]
+        /// The replica whose storage is down: not ready, so HAProxy sends it nothing.
+        let dark: Replica
     }
 
     static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -50,6 +58,14 @@ import TilerTestSupport
         #expect(seen.ok && seen.errors == 0, "\(result.stdout)")
         #expect(seen.requests > 100, "\(result.stdout)")
         #expect(seen.kill.requestsAfterRestart > 0, "\(result.stdout)")
+        // The replica whose storage is down was never given a request by HAProxy: it only
+        // answered HAProxy's readiness checks, 503 each (its /metrics says so).
+        #expect(seen.dark.requests == 0, "\(result.stdout)")
+        #expect((seen.dark.answeredByStatus["5xx"] ?? 0) > 0 && seen.dark.answeredByStatus["2xx"] == nil, "\(seen.dark)")
+        // Each replica's own count of its successes covers what HAProxy sent it since its
+        // last start (r2 was never restarted: its count holds all of HAProxy's).
+        let r2 = try #require(seen.perReplica["r2"])
+        #expect((r2.answeredByStatus["2xx"] ?? 0) >= r2.requests, "\(r2)")
         // Three cut into the bucket, one packed into it from a folder.
         #expect(seen.pyramids == ["chart", "folder", "photo", "strip"])
     }

@@ -47,11 +47,11 @@ struct RecordingHandler: LogHandler {
         #expect(eventually { recorded.all.count == 3 })
         var records = recorded.all
         let slow = records.removeLast()
-        #expect(slow.metadata["target"]?.description == "/slow/50")
+        #expect(slow.metadata["path"]?.description == "/slow/50")
         // (The loop's clock is CLOCK_MONOTONIC_COARSE: it may lag a few ms at either end.)
         #expect((Double(slow.metadata["duration_ms"]?.description ?? "") ?? 0) >= 40, "\(slow.metadata)")
         #expect(records.count == 2)
-        #expect(records.first?.metadata["target"]?.description == "/logged")
+        #expect(records.first?.metadata["path"]?.description == "/logged")
         #expect(records.first?.metadata["status"]?.description == "200")
         #expect(records.first?.metadata["method"]?.description == "GET")
         #expect(records.first?.metadata["bytes"]?.description == "7")

@@ -53,7 +53,7 @@ import TilerHTTP
         let routes = Router.standardRoutes(store: store)
         #expect(routes.allSatisfy { $0.firstSegments != nil })
         let named = Set(routes.flatMap { $0.firstSegments ?? [] })
-        #expect(named == ["", "index.html", "viewer", "healthz", "images", "iiif"])
+        #expect(named == ["", "index.html", "viewer", "healthz", "readyz", "images", "iiif"])
     }
 
     /// Plain tile paths are answered before any route is tried (`plainTileResponse`), and

@@ -246,6 +246,7 @@ import TilerTestSupport
             .cacheControl: (["--cache-control", "a\u{7}b"], "--cache-control holds a control character"),
             .corsOrigin: (["--cors-origin", "a\u{7}b"], "--cors-origin holds a control character"),
             .baseURL: (["--base-url", "ftp://example.org/t"], "--base-url: "),
+            .logFormat: (["--log-format", "x"], "--log-format='x' is neither text nor json"),
         ]
         let covered: Set<Setting> = [.trustProxy, .accessLog]
         for setting in Setting.allCases where !covered.contains(setting) {

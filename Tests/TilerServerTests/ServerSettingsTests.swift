@@ -37,7 +37,7 @@ import TilerStorage
             "TILER_MAX_HEADERS": "15", "TILER_MAX_VISIBLE_TILES": "16", "TILER_IIIF_MAX_WIDTH": "17",
             "TILER_IIIF_MAX_HEIGHT": "18", "TILER_IIIF_MAX_AREA": "19", "TILER_RENDER_MEMORY_MB": "20",
             "TILER_RENDER_WAIT": "0.5", "TILER_RESCAN_INTERVAL": "30", "TILER_BASE_URL": "https://example.org/t",
-            "TILER_TRUST_PROXY": "1", "TILER_ACCESS_LOG": "on",
+            "TILER_TRUST_PROXY": "1", "TILER_ACCESS_LOG": "on", "TILER_LOG_FORMAT": "json", "TILER_METRICS_PORT": "9100",
         ]
         #expect(Set(Setting.allCases.compactMap(\.variable)).union(["TILER_ROOT"]) == Set(environment.keys))
 
@@ -82,6 +82,8 @@ import TilerStorage
         expected.baseURL = try BaseURL(parsing: "https://example.org/t")
         expected.trustProxy = true
         expected.accessLog = true
+        expected.logFormat = .json
+        expected.metricsPort = 9100
         #expect(try ServerConfiguration(environment: environment) == expected)
     }
 
