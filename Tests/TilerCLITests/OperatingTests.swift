@@ -276,7 +276,8 @@ import TilerTestSupport
         #expect(cut.status == 0, "\(cut.stderr)")
         let served = try Served(["s3://tiles/ready", "--storage-timeout", "2", "--rescan-interval", "1"], environment: environment)
         defer { _ = served.stop() }
-        #expect(try fetch(served.port, "/readyz").status == 200)
+        // Ready once the first listing (in the background: the server listens first) has ended.
+        #expect(eventually(within: 60) { (try? fetch(served.port, "/readyz"))?.status == 200 }, "never ready")
         try storage.stop()
         #expect(
             eventually(within: 60) { (try? fetch(served.port, "/readyz"))?.status == 503 },
