@@ -202,6 +202,61 @@ import TilerTestSupport
         #expect(Self.entries(root) == ["nomanifest", "notile", "whole", "whole.pmtiles"])
     }
 
+    /// `pack` reads a folder as the server does: a symbolic link where a tile, a row or
+    /// level folder, the thumbnail, the manifest or the pyramid folder itself should be
+    /// is refused with one line naming it, and no archive is written. Before, pack
+    /// followed every link: a tile linked to a file outside the pyramid was packed with
+    /// that file's bytes (then served as the tile, unpacked, or uploaded), though
+    /// `verify` and the server refuse the same folder.
+    @Test func packRefusesSymbolicLinksAsTheServerDoes() throws {
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let input = scratch.path("photo.png")
+        try CutCommandTests.makeImage(input, width: 700, height: 500, bands: 3, scratch: scratch)
+        let tiler = try tilerBinary()
+        let root = scratch.path("tiles"), elsewhere = scratch.path("elsewhere")
+        try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+        let cases: [(id: String, link: String)] = [
+            ("tile", "2/1/1.png"), ("row", "2/1"), ("level", "1"), ("thumb", "thumbnail.png"),
+            ("manifest", "pyramid.json"), ("folder", ""),
+        ]
+        for (id, _) in cases {
+            #expect(try run(tiler, ["cut", input, "-o", root, "--name", id, "--format", "png", "--quiet"]).status == 0)
+        }
+        // A secret outside the pyramid, shaped like a tile so that only the link gives it
+        // away (a real PNG of the same size).
+        let secret = "\(elsewhere)/secret.png"
+        try FileManager.default.copyItem(atPath: "\(root)/tile/2/0/0.png", toPath: secret)
+        for (id, link) in cases {
+            // The real thing moves elsewhere; a link to it takes its place.
+            let path = link.isEmpty ? "\(root)/\(id)" : "\(root)/\(id)/\(link)"
+            let target = link == "2/1/1.png" || link == "thumbnail.png" ? secret : "\(elsewhere)/\(id)"
+            if target == secret {
+                try FileManager.default.removeItem(atPath: path)
+            } else {
+                try FileManager.default.moveItem(atPath: path, toPath: target)
+            }
+            try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: target)
+        }
+        for (id, link) in cases {
+            let path = link.isEmpty ? "\(root)/\(id)" : "\(root)/\(id)/\(link)"
+            let result = try run(tiler, ["pack", "\(root)/\(id)"])
+            #expect(result.status == 1, "\(id): exit \(result.status), \(result.stdout)")
+            #expect(
+                result.stderr == "tiler: pack: \(path): is a symbolic link, which the server never follows; not read\n",
+                "\(id): \(result.stderr)")
+            #expect(result.stdout.isEmpty, "\(id): \(result.stdout)")
+        }
+        // Nothing was written: no archive, no staged leftover.
+        #expect(Self.entries(root) == cases.map(\.id).sorted(), "ROOT holds \(Self.entries(root))")
+        // The same folder with the link replaced by the file packs again.
+        try FileManager.default.removeItem(atPath: "\(root)/tile/2/1/1.png")
+        try FileManager.default.copyItem(atPath: secret, toPath: "\(root)/tile/2/1/1.png")
+        let packed = try run(tiler, ["pack", "\(root)/tile"])
+        #expect(packed.status == 0 && packed.stderr.isEmpty, "\(packed.stderr)")
+        #expect(FileManager.default.fileExists(atPath: "\(root)/tile.pmtiles"))
+    }
+
     /// An existing archive or folder is kept unless `--force`, which replaces it in one
     /// step: `cut --archive`, `pack` and `unpack` alike.
     @Test func existingOutputsNeedForce() throws {
