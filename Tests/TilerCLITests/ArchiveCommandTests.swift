@@ -121,7 +121,7 @@ import TilerTestSupport
 
         try FileManager.default.createDirectory(atPath: second, withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: "\(first)/scan.pmtiles", toPath: "\(second)/scan.pmtiles")
-        let unpacked = try run(tiler, ["unpack", "\(second)/scan.pmtiles"])
+        let unpacked = try run(tiler, ["unpack", "\(second)/scan.pmtiles", "--quiet"])
         #expect(unpacked.status == 0 && unpacked.stdout.isEmpty && unpacked.stderr.isEmpty, "\(unpacked.stderr)")
         #expect(try regularFiles(in: "\(second)/scan") == regularFiles(in: "\(first)/scan"))
 
@@ -186,7 +186,7 @@ import TilerTestSupport
         let tiler = try tilerBinary()
         let root = scratch.path("tiles")
         for id in ["whole", "notile", "nomanifest"] {
-            #expect(try run(tiler, ["cut", input, "-o", root, "--name", id, "--quiet"]).status == 0)
+            #expect(try run(tiler, ["cut", input, "-o", root, "--name", id, "--format", "png", "--quiet"]).status == 0)
         }
         try FileManager.default.removeItem(atPath: "\(root)/notile/2/1/1.png")
         try FileManager.default.removeItem(atPath: "\(root)/nomanifest/pyramid.json")
@@ -423,8 +423,8 @@ extension ArchiveCommandTests {
             let result = try run("/bin/sh", ["-c", script, try tilerBinary()] + arguments)
             #expect(result.status == 0, "\(arguments): \(result.stderr)")
         }
-        try tiler("cut", input, "-o", root, "--quiet")
-        try tiler("cut", input, "-o", root, "--name", "a", "--archive", "--quiet")
+        try tiler("cut", input, "-o", root, "--format", "png", "--quiet")
+        try tiler("cut", input, "-o", root, "--name", "a", "--archive", "--format", "png", "--quiet")
         try tiler("pack", "\(root)/photo")
         try tiler("unpack", "\(root)/a.pmtiles")
         func mode(_ path: String) -> Int {
