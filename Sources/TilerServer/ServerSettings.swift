@@ -181,7 +181,7 @@ extension ServerConfiguration {
             case .sources:
                 return Spec(
                     summary:
-                        "Also serve every image file in DIR that libvips reads, without cutting it: each as the pyramid `tiler cut` would make (same id, geometry, manifest and routes), tiles made on demand and cached; a pyramid in ROOT with the same id wins",
+                        "Also serve every image file in DIR that libvips reads, without cutting it: each as the pyramid `tiler cut` would make (same id, geometry, manifest and routes), tiles made on demand and cached; a pyramid in ROOT with the same id wins. No ROOT is needed: unless one is named, a missing ./tiles only means no pyramids yet",
                     value: .other(valueName: "DIR", emptyIsValue: false) { c, text, _ in
                         c.sources = SourceSettings(directory: text)
                     })
