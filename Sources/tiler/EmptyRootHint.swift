@@ -2,7 +2,7 @@ import Foundation
 import TilerStorage
 
 /// What `tiler serve` says when its ROOT holds no pyramid: where pyramids are if the
-/// default folder has them (a ROOT of `.` after `tiler cut` wrote `./tiles`); that
+/// default folder has them (a ROOT of `.` after `tiler cut` wrote `./tiles`); else that
 /// `--sources` serves image files without cutting them, if ROOT holds some (`tiler serve
 /// photos/`); else how to make pyramids. Counting reads no manifest and no image.
 enum EmptyRootHint {
@@ -14,16 +14,16 @@ enum EmptyRootHint {
 
     static func hint(root: String, defaultRoot: String = DefaultRoot.folder) -> String? {
         guard PyramidListing.count(root: root) == 0 else { return nil }
-        let images = imageCount(in: root)
-        if images > 0 {
-            return
-                "\(root) holds no pyramids but \(images) image file\(images == 1 ? "" : "s"): serve them without cutting with `tiler serve --sources \(root)`, or cut them first with `tiler cut \(root)/IMAGE... --output DIR` and serve DIR"
-        }
         let here = URL(fileURLWithPath: root).standardizedFileURL.path
         let other = URL(fileURLWithPath: defaultRoot).standardizedFileURL.path
         if here != other, let count = PyramidListing.count(root: defaultRoot), count > 0 {
             return
                 "\(root) holds no pyramids, but ./\(defaultRoot) holds \(count) (where `tiler cut` writes by default): serve them with `tiler serve \(defaultRoot)`"
+        }
+        let images = imageCount(in: root)
+        if images > 0 {
+            return
+                "\(root) holds no pyramids but \(images) image file\(images == 1 ? "" : "s"): serve them without cutting with `tiler serve --sources \(root)`, or cut them first with `tiler cut \(root)/IMAGE... --output DIR` and serve DIR"
         }
         return
             "\(root) holds no pyramids yet: cut images into it with `tiler cut IMAGE... --output \(root)`; they are served as they appear"

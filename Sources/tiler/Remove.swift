@@ -138,7 +138,7 @@ extension Tiler {
                 let folders = removals.filter(\.needsGrace).map { PyramidLayout.folder.path(of: $0.id, in: $0.root) }
                 FileHandle.standardError.write(
                     Data(
-                        "tiler: rm: \(folders.joined(separator: ", ")) retired; deleting in \(Self.seconds(grace)) s, once servers reading \(root) have dropped it (--grace or TILER_RM_GRACE; 0 when no server runs)\n"
+                        "tiler: rm: \(folders.joined(separator: ", ")) retired; deleting in \(Self.seconds(grace)) s, once servers reading \(root) have dropped \(folders.count == 1 ? "it" : "them") (--grace or TILER_RM_GRACE; 0 when no server runs)\n"
                             .utf8))
                 Self.wait(grace, unless: interrupts)
             }

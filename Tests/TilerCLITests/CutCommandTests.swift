@@ -423,7 +423,7 @@ import TilerTestSupport
         ["--name", "x", "a.png", "b.png"],
         ["--tile-size", "8", "a.png"],
         ["--format", "gif", "a.png"],
-        ["--quality", "90", "a.png"],
+        ["--format", "png", "--quality", "90", "a.png"],
         ["--format", "jpeg", "--quality", "0", "a.png"],
         ["--name", "../escape", "a.png"],
         ["--thumbnail-size", "15", "a.png"],
