@@ -5,7 +5,7 @@ what happened (times, statuses, CPU seconds, RSS). Used for docs/reliability.md'
     scripts/http-faults.py TILER ROOT ID FAULT
 
 ROOT holds a pyramid ID cut from a large image (scripts/make-sample-image 8000 6000, then
-`tiler cut`): renders draw 2000-px-wide IIIF regions of it. FAULT is one of
+`tiler cut --format png`, as the tile paths below are PNG's): renders draw 2000-px-wide IIIF regions of it. FAULT is one of
   blank-lines   20 clients send "\\r\\n" every 0.5 s (--header-timeout 3): how long they live
   starvation    40 renders in flight, then a tile read that missed the page cache: its latency
   abandoned     40 render requests whose clients close at once: server CPU seconds spent

@@ -87,18 +87,18 @@ def stop(p):
 def prepare(tiler, work, big=False):
     pristine, outside = os.path.join(work, "pristine"), os.path.join(work, "outside")
     if not os.path.exists(os.path.join(pristine, "a", "pyramid.json")):
-        subprocess.run([tiler, "cut", FIXTURE, "--output", pristine, "--name", "a", "--quiet"], check=True)
+        subprocess.run([tiler, "cut", FIXTURE, "--output", pristine, "--name", "a", "--format", "png", "--quiet"], check=True)
         black, red = os.path.join(work, "black.v"), os.path.join(work, "red.png")
         subprocess.run(["vips", "black", black, "1000", "1000", "--bands", "3"], check=True)
         subprocess.run(["vips", "linear", black, red, "1 1 1", "255 0 0", "--uchar"], check=True)
-        subprocess.run([tiler, "cut", red, "--output", outside, "--name", "ext", "--quiet"], check=True)
+        subprocess.run([tiler, "cut", red, "--output", outside, "--name", "ext", "--format", "png", "--quiet"], check=True)
     bigroot = os.path.join(work, "big")
     if big and not os.path.exists(os.path.join(bigroot, "big", "pyramid.json")):
         n, g, png = (os.path.join(work, f) for f in ("noise.v", "grey.v", "big.png"))
         subprocess.run(["vips", "gaussnoise", n, "10000", "10000", "--mean", "128", "--sigma", "40"], check=True)
         subprocess.run(["vips", "cast", n, g, "uchar"], check=True)
         subprocess.run(["vips", "bandjoin", f"{g} {g} {g}", png], check=True)
-        subprocess.run([tiler, "cut", png, "--output", bigroot, "--name", "big", "--quiet"], check=True)
+        subprocess.run([tiler, "cut", png, "--output", bigroot, "--name", "big", "--format", "png", "--quiet"], check=True)
         for f in (n, g, png):
             os.remove(f)
     root = os.path.join(work, "root")

@@ -56,11 +56,11 @@ public struct CutBatch {
     /// - Parameters:
     ///   - progress: gets each input as it starts, its progress, and its end.
     ///   - failed: called once per input that could not be cut, with the reason.
-    ///   - made: called once per pyramid made, with its result.
+    ///   - made: called once per pyramid made, with its input (as given) and result.
     ///   - isCancelled: stops the batch (and the cut under way) when it turns true.
     public func run(
         _ inputs: [String], progress: (any CutProgress)?, failed: (String, CutError) -> Void,
-        made: (CutResult) -> Void = { _ in }, isCancelled: @escaping @Sendable () -> Bool
+        made: (String, CutResult) -> Void = { _, _ in }, isCancelled: @escaping @Sendable () -> Bool
     ) -> CutSummary {
         var reports: [CutReport] = []
         var usedIDs = Set<PyramidID>()
@@ -94,7 +94,7 @@ public struct CutBatch {
             do {
                 let result = try cutter.cut(input, id: id, progress: { progress?.update($0) }, isCancelled: isCancelled)
                 progress?.end(result)
-                made(result)
+                made(input, result)
                 report.ok = true
                 report.width = result.manifest.width
                 report.height = result.manifest.height

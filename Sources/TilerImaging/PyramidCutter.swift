@@ -19,7 +19,10 @@ public struct CutOptions: Sendable {
     public static let thumbnailSizeRange = 16...2048
 
     public var tileSize: Int
-    public var format: TileFormat
+    /// The tiles' format, or nil for `auto` (`tiler cut`'s and `--sources`' default): per
+    /// image, JPEG for one without an alpha channel and PNG for one with it
+    /// (``tileFormat(hasAlpha:)``).
+    public var format: TileFormat?
     /// JPEG or WebP quality, 1-100; nil for the format's default.
     public var quality: Int?
     public var png: PNGSettings
@@ -45,7 +48,7 @@ public struct CutOptions: Sendable {
     public var layout: PyramidLayout
 
     public init(
-        tileSize: Int = 256, format: TileFormat = .png, quality: Int? = nil,
+        tileSize: Int = 256, format: TileFormat? = .png, quality: Int? = nil,
         png: PNGSettings = .tiles, thumbnailSize: Int = CutOptions.defaultThumbnailSize, force: Bool = false,
         maxPixels: Int = CutOptions.defaultMaxPixels, allowVector: Bool = false,
         autorotate: Bool = true, convertProfile: Bool = true, pad: Bool = false,
@@ -66,21 +69,30 @@ public struct CutOptions: Sendable {
         self.layout = layout
     }
 
-    /// How input pixels become tile pixels (profiles, alpha flattened or added), for
+    /// The format of an image's tiles: `format`, or for `auto` (nil) PNG when the image
+    /// has an alpha channel (or `--pad` with a transparent `--background` gives its edge
+    /// tiles one), else JPEG: what photo viewers expect, and a photo's tiles are several
+    /// times smaller as JPEG than as PNG.
+    public func tileFormat(hasAlpha: Bool) -> TileFormat {
+        if let format { return format }
+        return hasAlpha || (pad && background?.isOpaque == false) ? .png : .jpeg
+    }
+
+    /// How input pixels become tiles of `format` (profile, alpha flattened or added), for
     /// `tiler_vips_to_tile_pixels`: the cut and the sources served on the fly share it.
-    var tilePixelSettings: tiler_tile_pixels {
+    func tilePixelSettings(for format: TileFormat) -> tiler_tile_pixels {
         let background = self.background ?? .white
         return tiler_tile_pixels(
             convert_profile: convertProfile ? 1 : 0,
             flatten_alpha: format == .jpeg ? 1 : 0,
-            add_alpha: pad && !paddingColour.isOpaque ? 1 : 0,
+            add_alpha: pad && !paddingColour(for: format).isOpaque ? 1 : 0,
             background: (Double(background.red), Double(background.green), Double(background.blue)),
             cmyk_profile: CMYKProfile.currentPath)
     }
 
-    /// The padding colour `--pad` uses: `background`, else transparent where the tile
-    /// format has alpha (PNG, WebP) and white for JPEG.
-    public var paddingColour: BackgroundColour {
+    /// The padding colour `--pad` uses with tiles of `format`: `background`, else
+    /// transparent where the format has alpha (PNG, WebP) and white for JPEG.
+    public func paddingColour(for format: TileFormat) -> BackgroundColour {
         background ?? (format == .jpeg ? .white : .transparent)
     }
 }
@@ -230,7 +242,7 @@ public struct PyramidCutter: Sendable {
         }
 
         // Open and describe; only the header is read.
-        let image = try openPixels(file)
+        let (image, format) = try openPixels(file)
         let geometry: PyramidGeometry
         do {
             geometry = try PyramidGeometry(width: image.width, height: image.height, tileSize: options.tileSize)
@@ -240,16 +252,18 @@ public struct PyramidCutter: Sendable {
 
         let sink: any PyramidSink
         do {
-            sink = try output.makeSink(id: id, layout: options.layout, geometry: geometry, format: options.format)
+            sink = try output.makeSink(id: id, layout: options.layout, geometry: geometry, format: format)
         } catch {
             throw .output(error.description)
         }
         var builderInUse: PyramidBuilder?
         var result: CutResult
         do {
-            let encoder = TileEncoder(format: options.format, quality: options.quality, png: options.png)
+            let encoder = TileEncoder(format: format, quality: options.quality, png: options.png)
             var tileEncoder = encoder
-            if options.pad { tileEncoder.padding = TilePadding(tileSize: options.tileSize, colour: options.paddingColour) }
+            if options.pad {
+                tileEncoder.padding = TilePadding(tileSize: options.tileSize, colour: options.paddingColour(for: format))
+            }
             let builder = PyramidBuilder(
                 geometry: geometry, bands: image.bands, sink: sink, encoder: tileEncoder,
                 thumbnailSize: options.thumbnailSize)
@@ -260,12 +274,12 @@ public struct PyramidCutter: Sendable {
 
             let thumbnail = try writeThumbnail(builder, encoder: encoder, into: sink)
             var manifest = PyramidManifest(
-                id: id, geometry: geometry, format: options.format, thumbnail: thumbnail,
+                id: id, geometry: geometry, format: format, thumbnail: thumbnail,
                 quality: encoder.quality, bands: image.bands,
                 created: ISO8601DateFormatter().string(from: Date()))
             manifest.source = PyramidManifest.Source(file: (input as NSString).lastPathComponent, bytes: file.size)
             manifest.tilerVersion = TilerVersion.current
-            if options.pad { manifest.setPadded(background: options.paddingColour.description) }
+            if options.pad { manifest.setPadded(background: options.paddingColour(for: format).description) }
             if isCancelled() { throw CutError.interrupted }
             let bytes = try sink.commit(manifest: manifest.fileBytes(), replace: options.force)
             let seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
@@ -297,12 +311,13 @@ public struct PyramidCutter: Sendable {
         return result
     }
 
-    /// The input's pixels as tiles hold them, with only the header read: checked against
-    /// `maxPixels` first, turned upright (EXIF orientation), colour-managed to sRGB and
-    /// converted to 8 bits. Orientations 3-8 cannot stream top to bottom, so such an
-    /// image is opened again with random access (libvips decodes it to memory, or to a
-    /// temporary file in TMPDIR when large).
-    private func openPixels(_ file: InputFile) throws(CutError) -> VipsImageHandle {
+    /// The input's pixels as tiles hold them, with only the header read, and the format
+    /// of its tiles (`auto` decided by its alpha channel): checked against `maxPixels`
+    /// first, turned upright (EXIF orientation), colour-managed to sRGB and converted to
+    /// 8 bits. Orientations 3-8 cannot stream top to bottom, so such an image is opened
+    /// again with random access (libvips decodes it to memory, or to a temporary file in
+    /// TMPDIR when large).
+    private func openPixels(_ file: InputFile) throws(CutError) -> (VipsImageHandle, TileFormat) {
         var image: VipsImageHandle
         do {
             image = try VipsImageHandle.open(file, for: .cutting, allowVector: options.allowVector).image
@@ -324,8 +339,9 @@ public struct PyramidCutter: Sendable {
         } catch {
             throw .notAnImage(file.scrub("\(error)"))
         }
+        let format = options.tileFormat(hasAlpha: image.hasAlpha)
         do {
-            return try image.tilePixels(options.tilePixelSettings)
+            return (try image.tilePixels(options.tilePixelSettings(for: format)), format)
         } catch {
             throw .notAnImage(file.scrub(error.description))
         }
@@ -361,7 +377,7 @@ public struct PyramidCutter: Sendable {
         into sink: any PyramidSink
     ) throws -> PyramidManifest.Thumbnail {
         let source = builder.thumbnailSource
-        let file = "thumbnail.\(options.format.fileExtension)"
+        let file = "thumbnail.\(encoder.format.fileExtension)"
         let bands = builder.bands
         let size = options.thumbnailSize
         let (pixels, width, height) = try VipsImageHandle.withBorrowed(

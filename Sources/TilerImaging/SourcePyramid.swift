@@ -57,6 +57,8 @@ public final class SourcePyramid: @unchecked Sendable {
     /// The libvips loader that reads the file.
     public let loader: String
     let options: CutOptions
+    /// The tiles' format (`options.format`, or for `auto` decided by the file's alpha).
+    let format: TileFormat
     let encoder: TileEncoder
     let file: InputFile
     let orientation: Int
@@ -108,15 +110,17 @@ public final class SourcePyramid: @unchecked Sendable {
         } catch {
             throw .unsupportedSize(error.description)
         }
+        let format = options.tileFormat(hasAlpha: base.hasAlpha)
+        self.format = format
         let converted: VipsImageHandle
         do {
-            converted = try base.tilePixels(options.tilePixelSettings)
+            converted = try base.tilePixels(options.tilePixelSettings(for: format))
         } catch {
             throw .notAnImage(file.scrub(error.description))
         }
         bands = converted.bands
-        var encoder = TileEncoder(format: options.format, quality: options.quality, png: options.png)
-        if options.pad { encoder.padding = TilePadding(tileSize: options.tileSize, colour: options.paddingColour) }
+        var encoder = TileEncoder(format: format, quality: options.quality, png: options.png)
+        if options.pad { encoder.padding = TilePadding(tileSize: options.tileSize, colour: options.paddingColour(for: format)) }
         self.encoder = encoder
 
         // The levels the file stores, matched to the geometry's levels.
@@ -213,13 +217,13 @@ public final class SourcePyramid: @unchecked Sendable {
             throw .notAnImage(Vips.takeError())
         }
         var manifest = PyramidManifest(
-            id: id, geometry: geometry, format: options.format,
-            thumbnail: .init(file: "thumbnail.\(options.format.fileExtension)", width: Int(tw), height: Int(th)),
+            id: id, geometry: geometry, format: format,
+            thumbnail: .init(file: "thumbnail.\(format.fileExtension)", width: Int(tw), height: Int(th)),
             quality: encoder.quality, bands: bands,
             created: ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(file.modificationSeconds))))
         manifest.source = PyramidManifest.Source(file: (path as NSString).lastPathComponent, bytes: file.size)
         manifest.tilerVersion = TilerVersion.current
-        if options.pad { manifest.setPadded(background: options.paddingColour.description) }
+        if options.pad { manifest.setPadded(background: options.paddingColour(for: format).description) }
         self.manifest = manifest
     }
 
@@ -288,7 +292,7 @@ public final class SourcePyramid: @unchecked Sendable {
                     image = try image.extended(toWidth: level.levelWidth, height: level.levelHeight)
                 }
                 if orientation != 1 { image = try image.autorotated() }
-                image = try image.tilePixels(options.tilePixelSettings)
+                image = try image.tilePixels(options.tilePixelSettings(for: format))
                 guard image.bands == bands else {
                     return .failure(.libvips("\(path): a stored level has \(image.bands) bands, not \(bands)"))
                 }
@@ -377,7 +381,7 @@ public final class SourcePyramid: @unchecked Sendable {
             }
         }
         do {
-            return try encode(small, with: TileEncoder(format: options.format, quality: options.quality, png: options.png))
+            return try encode(small, with: TileEncoder(format: format, quality: options.quality, png: options.png))
         } catch let error as ImagingError {
             throw error
         } catch {

@@ -109,6 +109,9 @@ final class VipsImageHandle {
     var width: Int { Int(pointer.pointee.Xsize) }
     var height: Int { Int(pointer.pointee.Ysize) }
     var bands: Int { Int(pointer.pointee.Bands) }
+    /// Whether the image has an alpha channel (libvips' judgement: grey with a second
+    /// band, RGB or Lab with a fourth, CMYK with a fifth).
+    var hasAlpha: Bool { vips_image_hasalpha(pointer) != 0 }
     /// The EXIF orientation, 1...8.
     var orientation: Int { Int(tiler_vips_orientation(pointer)) }
 

@@ -238,7 +238,7 @@ final class PyramidCatalog: Sendable {
             do throws(RootedFileError) {
                 folder = try RootedFolder(root: root)
             } catch {
-                report("", "root-\(error.kind)", "cannot open ROOT '\(root)': \(error)")
+                if !isAbsentRootOfSources(error) { report("", "root-\(error.kind)", "cannot open ROOT '\(root)': \(error)") }
                 return nil
             }
             var found = entry(for: id, candidate: .folder, in: folder, previous: nil)
@@ -355,7 +355,11 @@ final class PyramidCatalog: Sendable {
                 next.entries[id.rawValue] = found
             }
         } catch {
-            report("", "root-\(error.kind)", "cannot read ROOT '\(root)': \(error); no image is served until it can")
+            if isAbsentRootOfSources(error) {
+                clearReport("")
+            } else {
+                report("", "root-\(error.kind)", "cannot read ROOT '\(root)': \(error); no image is served until it can")
+            }
         }
         writerState.withLock { w in
             if w.reported.count > 1 || !w.reported.isEmpty && w.reported[""] == nil {
@@ -364,6 +368,13 @@ final class PyramidCatalog: Sendable {
             }
         }
         return next
+    }
+
+    /// Whether `error` only says that ROOT does not exist while `--sources` is served:
+    /// `tiler serve --sources DIR` needs no folder of pyramids (ROOT's pyramids are
+    /// served once it appears), so that is no fault to log.
+    private func isAbsentRootOfSources(_ error: RootedFileError) -> Bool {
+        sources != nil && error.kind == .missing
     }
 
     /// The pyramids of a bucket root: every `PREFIX/ID.pmtiles` listed. nil when the

@@ -90,8 +90,9 @@ public struct ServerConfiguration: Sendable, Hashable {
     public struct SourceSettings: Sendable, Hashable {
         /// The folder of image files.
         public var directory: String
-        /// The tiles' format, as `tiler cut --format`. Default png, as the cut's.
-        public var format: TileFormat = .png
+        /// The tiles' format, as `tiler cut --format`; nil for `auto`, the default as the
+        /// cut's: JPEG for a file without alpha, PNG for one with it.
+        public var format: TileFormat?
         /// JPEG or WebP quality; nil for the format's default (as the cut).
         public var quality: Int?
         /// Files with more pixels are refused before any pixel is decoded (`--max-pixels`).

@@ -184,23 +184,24 @@ extension ServerConfiguration {
             case .sources:
                 return Spec(
                     summary:
-                        "Also serve every image file in DIR that libvips reads, without cutting it: each as the pyramid `tiler cut` would make (same id, geometry, manifest and routes), tiles made on demand and cached; a pyramid in ROOT with the same id wins",
+                        "Also serve every image file in DIR that libvips reads, without cutting it: each as the pyramid `tiler cut` would make (same id, geometry, manifest and routes), tiles made on demand and cached; a pyramid in ROOT with the same id wins. No ROOT is needed: unless one is named, a missing ./tiles only means no pyramids yet",
                     value: .other(valueName: "DIR", emptyIsValue: false) { c, text, _ in
                         c.sources = SourceSettings(directory: text)
                     })
             case .sourcesFormat:
                 return Spec(
-                    summary: "Tile format of images served from --sources, as `tiler cut --format` (png, jpeg or webp)",
+                    summary:
+                        "Tile format of images served from --sources, as `tiler cut --format`: auto (JPEG for a file without alpha, PNG for one with it), png, jpeg or webp",
                     value: .other(valueName: "format", emptyIsValue: false) { c, text, source throws(SettingError) in
-                        guard let format = TileFormat(rawValue: text) else {
-                            throw SettingError("\(source)='\(text)' is not png, jpeg or webp")
+                        guard text == "auto" || TileFormat(rawValue: text) != nil else {
+                            throw SettingError("\(source)='\(text)' is not auto, png, jpeg or webp")
                         }
-                        c.sources!.format = format
+                        c.sources!.format = TileFormat(rawValue: text)
                     },
-                    defaultText: ServerConfiguration.defaults.sources!.format.rawValue, needsSources: true)
+                    defaultText: ServerConfiguration.defaults.sources!.format?.rawValue ?? "auto", needsSources: true)
             case .sourcesQuality:
                 return Spec(
-                    summary: "JPEG or WebP quality of tiles from --sources, 1-100",
+                    summary: "JPEG or WebP quality of tiles from --sources (with auto, of the JPEG ones), 1-100",
                     value: .other(valueName: "Q", emptyIsValue: false) { c, text, source throws(SettingError) in
                         c.sources!.quality = try Setting.integer(text, from: source, in: 1...100)
                     },
@@ -476,7 +477,7 @@ extension ServerConfiguration {
             given[setting] = source
         }
         if let quality = given[.sourcesQuality], sources?.format == .png {
-            throw SettingError("\(quality) applies to \(Setting.sourcesFormat.flag) jpeg or webp; PNG tiles are lossless")
+            throw SettingError("\(quality) applies to \(Setting.sourcesFormat.flag) auto, jpeg or webp; PNG tiles are lossless")
         }
         if let keep = given[.keep], sources?.keep == true, s3 != nil {
             throw SettingError("\(keep) writes pyramid folders into ROOT, which must then be a folder, not \(self.root)")

@@ -21,13 +21,23 @@ public enum PyramidConversion {
     /// Packs the folder `folder` (`ROOT/ID`) into `ROOT/ID.pmtiles`, or into `output`
     /// (another folder's `OUTPUT/ID.pmtiles`, or `s3://BUCKET/PREFIX/ID.pmtiles`, uploaded
     /// whole once complete, as a cut's archive is).
+    ///
+    /// The folder is read as the server reads it (``FolderFiles``): no symbolic link is
+    /// followed (the folder itself, a level or row folder, a tile, the thumbnail or the
+    /// manifest), only regular files are read, none larger than the server serves. A
+    /// pyramid with a link where a file or folder should be is refused, naming it: it is
+    /// not what the server would serve, and packing it would copy whatever the link
+    /// points at into the archive.
     public static func pack(
         folder: String, output: (any PyramidOutput)? = nil, replace: Bool,
         isCancelled: () -> Bool = { false }
     ) throws(StorageError) -> Result {
         let started = DispatchTime.now()
         let root = split(folder).root
-        let stored = try StoredPyramid.openFolder(folder)
+        let files = try FolderFiles(folder: folder)
+        let stored = try StoredPyramid.openFolder(folder) { (_, limit, missing) throws(StorageError) in
+            try files.read(PyramidManifest.fileName, limit: limit, missing: missing)
+        }
         let (id, manifest, manifestBytes, geometry) = (stored.id, stored.manifest, stored.manifestBytes, stored.geometry)
         let manifestPath = "\(folder)/\(PyramidManifest.fileName)"
         let output = output ?? FolderOutput(root: root)
@@ -43,9 +53,10 @@ public enum PyramidConversion {
                     (column, row) throws(StorageError) in
                     if tiles % 64 == 0, isCancelled() { throw StorageError.invalid(path: folder, reason: "interrupted; nothing was kept") }
                     let tile = TileCoordinate(level: level.level, row: Int(row), column: Int(column))
-                    let path = "\(folder)/\(manifest.tilePath(tile))"
-                    let bytes = try readFile(path, limit: tileLimit, missing: "missing tile")
-                    guard !bytes.isEmpty else { throw StorageError.invalid(path: path, reason: "empty tile") }
+                    let bytes = try files.readTile(tile, format: manifest.format, limit: tileLimit)
+                    guard !bytes.isEmpty else {
+                        throw StorageError.invalid(path: "\(folder)/\(manifest.tilePath(tile))", reason: "empty tile")
+                    }
                     try sink.writeTile(tile, bytes)
                     tiles += 1
                 }
@@ -54,7 +65,8 @@ public enum PyramidConversion {
             guard Self.isPlainName(manifest.thumbnail.file) else {
                 throw StorageError.invalid(path: manifestPath, reason: "the thumbnail '\(manifest.thumbnail.file)' is not a file name")
             }
-            let thumbnail = try readFile(thumbnailPath, limit: manifest.maximumThumbnailBytes, missing: "missing thumbnail")
+            let thumbnail = try files.read(
+                manifest.thumbnail.file, limit: manifest.maximumThumbnailBytes, missing: "missing thumbnail")
             guard !thumbnail.isEmpty else { throw StorageError.invalid(path: thumbnailPath, reason: "empty thumbnail") }
             try thumbnail.withBytes { (raw) throws(StorageError) in try sink.writeThumbnail(named: manifest.thumbnail.file, raw) }
             let bytes = try sink.commit(manifest: manifestBytes, replace: replace)
@@ -148,10 +160,35 @@ public enum PyramidConversion {
     }
 
     /// A regular file's bytes, at most `limit` of them (a longer file is an error, and is
-    /// not read).
+    /// not read). The file itself may not be a symbolic link (the server follows none).
     static func readFile(_ path: String, limit: Int, missing: String) throws(StorageError) -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-        guard fd >= 0 else { throw errno == ENOENT ? .invalid(path: path, reason: missing) : StorageError.system(path) }
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
+        guard fd >= 0 else { throw refusal(path, missing: missing) }
+        return try read(fd, path: path, limit: limit)
+    }
+
+    /// Why opening `path` failed, from `errno`: missing, a link, or the system's reason.
+    /// (A link opened as a folder with `O_NOFOLLOW` fails with `ENOTDIR`, as a file does:
+    /// `lstat` tells them apart, for the message only.)
+    static func refusal(_ path: String, missing: String, code: Int32 = errno) -> StorageError {
+        var info = stat()
+        switch code {
+        case ENOENT:
+            return .invalid(path: path, reason: missing)
+        case ELOOP:
+            return .invalid(path: path, reason: "is a symbolic link, which the server never follows; not read")
+        case ENOTDIR where lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFLNK:
+            return .invalid(path: path, reason: "is a symbolic link, which the server never follows; not read")
+        case ENOTDIR:
+            return .invalid(path: path, reason: "is not a folder (a file where a folder should be)")
+        default:
+            return .io(path: path, reason: StorageError.errnoText(code))
+        }
+    }
+
+    /// The bytes of the open file `fd` (`path`, for messages): a regular file of at most
+    /// `limit` bytes. Closes `fd`.
+    static func read(_ fd: Int32, path: String, limit: Int) throws(StorageError) -> [UInt8] {
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw StorageError.system(path) }
@@ -168,5 +205,82 @@ public enum PyramidConversion {
 
     private static func elapsed(since start: DispatchTime) -> Double {
         (Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e6).rounded() / 1000
+    }
+}
+
+/// A pyramid folder's files read as the server reads them: every path walked one
+/// component at a time from the folder with `openat(O_NOFOLLOW)`, so that no symbolic
+/// link is followed (the folder itself, a level or row folder, or a file); only regular
+/// files are read, each at most a given size. `tiler pack` reads through it, so that a
+/// tile replaced by a link to another file is refused rather than packed.
+final class FolderFiles {
+    let folder: String
+    private let descriptor: Int32
+    /// Open level folders, by level.
+    private var levels: [Int: Int32] = [:]
+    /// Open row folders of `rowsLevel` (tiles are read in tile-id order, which visits
+    /// the rows of a level back and forth): at most `maximumOpenRows` at a time.
+    private var rows: [Int: Int32] = [:]
+    private var rowsLevel = -1
+    static let maximumOpenRows = 256
+
+    init(folder: String) throws(StorageError) {
+        self.folder = folder
+        descriptor = open(folder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else { throw PyramidConversion.refusal(folder, missing: "no such folder") }
+    }
+
+    deinit {
+        closeRows()
+        for fd in levels.values { close(fd) }
+        close(descriptor)
+    }
+
+    /// The file `name` directly in the folder.
+    func read(_ name: String, limit: Int, missing: String) throws(StorageError) -> [UInt8] {
+        try read(name, in: descriptor, path: "\(folder)/\(name)", limit: limit, missing: missing)
+    }
+
+    /// The tile's file, `LEVEL/ROW/COLUMN.EXT`.
+    func readTile(_ tile: TileCoordinate, format: TileFormat, limit: Int) throws(StorageError) -> [UInt8] {
+        let row = try rowFolder(level: tile.level, row: tile.row)
+        let name = "\(tile.column).\(format.fileExtension)"
+        return try read(name, in: row, path: "\(folder)/\(tile.level)/\(tile.row)/\(name)", limit: limit, missing: "missing tile")
+    }
+
+    private func read(_ name: String, in directory: Int32, path: String, limit: Int, missing: String) throws(StorageError) -> [UInt8] {
+        let fd = openat(directory, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { throw PyramidConversion.refusal(path, missing: missing) }
+        return try PyramidConversion.read(fd, path: path, limit: limit)
+    }
+
+    private func rowFolder(level: Int, row: Int) throws(StorageError) -> Int32 {
+        if level != rowsLevel {
+            closeRows()
+            rowsLevel = level
+        }
+        if let fd = rows[row] { return fd }
+        let levelFD: Int32
+        if let fd = levels[level] {
+            levelFD = fd
+        } else {
+            levelFD = try openFolder("\(level)", in: descriptor, path: "\(folder)/\(level)")
+            levels[level] = levelFD
+        }
+        if rows.count >= Self.maximumOpenRows { closeRows() }
+        let fd = try openFolder("\(row)", in: levelFD, path: "\(folder)/\(level)/\(row)")
+        rows[row] = fd
+        return fd
+    }
+
+    private func openFolder(_ name: String, in directory: Int32, path: String) throws(StorageError) -> Int32 {
+        let fd = openat(directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw PyramidConversion.refusal(path, missing: "missing folder (its tiles are missing)") }
+        return fd
+    }
+
+    private func closeRows() {
+        for fd in rows.values { close(fd) }
+        rows.removeAll(keepingCapacity: true)
     }
 }

@@ -66,6 +66,16 @@ public struct StoredPyramid: Sendable {
 
     /// Opens the folder `ROOT/ID` and reads its `pyramid.json`.
     public static func openFolder(_ folder: String) throws(StorageError) -> StoredPyramid {
+        try openFolder(folder) { (path, limit, missing) throws(StorageError) in
+            try PyramidConversion.readFile(path, limit: limit, missing: missing)
+        }
+    }
+
+    /// The same, with `pyramid.json` read by `read(path, limit, missing)` (`tiler pack`
+    /// reads it through the descriptor of the folder it packs).
+    static func openFolder(
+        _ folder: String, read: (String, Int, String) throws(StorageError) -> [UInt8]
+    ) throws(StorageError) -> StoredPyramid {
         let name = PyramidConversion.split(folder).name
         guard let id = PyramidID(name) else {
             throw .invalid(path: folder, reason: "'\(name)' is not a pyramid id, so not a pyramid folder")
@@ -76,9 +86,7 @@ public struct StoredPyramid: Sendable {
         }
         guard (info.st_mode & S_IFMT) == S_IFDIR else { throw .invalid(path: folder, reason: "is not a folder") }
         let manifestPath = "\(folder)/\(PyramidManifest.fileName)"
-        let bytes = try PyramidConversion.readFile(
-            manifestPath, limit: maximumManifestBytes,
-            missing: "no \(PyramidManifest.fileName): not a finished pyramid")
+        let bytes = try read(manifestPath, maximumManifestBytes, "no \(PyramidManifest.fileName): not a finished pyramid")
         let decoded: (manifest: PyramidManifest, geometry: PyramidGeometry)
         do {
             decoded = try PyramidManifest.decodedWithGeometry(bytes)

@@ -5,7 +5,13 @@ import TilerCore
 import TilerImaging
 import TilerStorage
 
-extension TileFormat: ExpressibleByArgument {}
+/// `--format`'s values: a tile format, or `auto`, which picks one per image.
+enum FormatChoice: String, ExpressibleByArgument, CaseIterable {
+    case auto, png, jpeg, webp
+
+    /// The format every tile has, or nil for `auto` (decided per image).
+    var format: TileFormat? { TileFormat(rawValue: rawValue) }
+}
 
 extension Tiler {
     /// `tiler cut`: each input image becomes a pyramid folder under the output root.
@@ -21,9 +27,13 @@ extension Tiler {
                 ROOT may be s3://BUCKET/PREFIX: each archive is staged locally, then uploaded as \
                 PREFIX/ID.pmtiles (multipart when large), visible only once complete; credentials, \
                 region and endpoint come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, \
-                AWS_SESSION_TOKEN, AWS_REGION and AWS_ENDPOINT_URL (or --s3-endpoint). An input that \
-                cannot be cut gets one line on stderr and no pyramid; the others are still cut, \
-                and the exit status is 1. Inputs must be regular files; their names are never \
+                AWS_SESSION_TOKEN, AWS_REGION and AWS_ENDPOINT_URL (or --s3-endpoint). Tiles are \
+                JPEG (quality 85) for an image without an alpha channel and PNG for one with it \
+                (--format auto, the default; the manifest records the format chosen). Each image \
+                cut gets one line on stdout (INPUT → PYRAMID: size, format, levels, tiles, bytes, \
+                seconds) unless --quiet or --json; on a terminal a progress line on stderr shows \
+                the image under way. An input that cannot be cut gets one line on stderr and no \
+                pyramid; the others are still cut, and the exit status is 1. Inputs must be regular files; their names are never \
                 read as libvips options. SIGINT or SIGTERM stops the cut within about a second \
                 and removes what it had written.
                 """
@@ -57,13 +67,13 @@ extension Tiler {
 
         @Option(
             help:
-                "Tile format: png (lossless; libdeflate, or libpng with TILER_PNG_LIBRARY=libpng), jpeg (alpha flattened on --background, white by default) or webp."
+                "Tile format: auto (JPEG, quality \(TileEncoder.defaultJPEGQuality), for an image without an alpha channel, PNG for one with it; decided per image), png (lossless; libdeflate, or libpng with TILER_PNG_LIBRARY=libpng), jpeg (alpha flattened on --background, white by default) or webp."
         )
-        var format: TileFormat = .png
+        var format: FormatChoice = .auto
 
         @Option(
             help: ArgumentHelp(
-                "JPEG or WebP quality, 1-100 (default: \(TileEncoder.defaultJPEGQuality) for jpeg, \(TileEncoder.defaultWebPQuality) for webp).",
+                "JPEG or WebP quality, 1-100 (default: \(TileEncoder.defaultJPEGQuality) for jpeg and auto's JPEG tiles, \(TileEncoder.defaultWebPQuality) for webp).",
                 valueName: "Q"))
         var quality: Int?
 
@@ -118,11 +128,11 @@ extension Tiler {
 
         @Option(
             help: ArgumentHelp(
-                "Padding colour (--pad), and with --format jpeg the colour alpha is flattened on: #RGB, #RGBA, #RRGGBB, #RRGGBBAA, white, black or transparent (default: transparent for png and webp, white for jpeg).",
+                "Padding colour (--pad), and with --format jpeg the colour alpha is flattened on: #RGB, #RGBA, #RRGGBB, #RRGGBBAA, white, black or transparent (default: transparent for png and webp, white for jpeg; with auto, a transparent one makes PNG tiles).",
                 valueName: "COLOUR"))
         var background: String?
 
-        @Flag(help: "No progress display.")
+        @Flag(help: "No progress display, and no line on stdout per image cut (errors are still reported on stderr).")
         var quiet = false
 
         @Flag(help: "Print a JSON summary on stdout: per input its id, path, ok/error, size, levels, tiles, bytes and seconds.")
@@ -151,7 +161,9 @@ extension Tiler {
                 )
             }
             if let quality {
-                guard format != .png else { throw ValidationError("--quality applies to --format jpeg or webp; PNG tiles are lossless.") }
+                guard format != .png else {
+                    throw ValidationError("--quality applies to --format auto (its JPEG tiles), jpeg or webp; PNG tiles are lossless.")
+                }
                 guard (1...100).contains(quality) else { throw ValidationError("--quality must be 1...100, not \(quality).") }
             }
             guard CutOptions.thumbnailSizeRange.contains(thumbnailSize) else {
@@ -199,7 +211,7 @@ extension Tiler {
             let grace = force ? try Remove.resolvedGrace(flag: nil, environment: environment) : 0
             let interrupts = InterruptSignals.install(program: "tiler: cut")
             let options = CutOptions(
-                tileSize: tileSize, format: format, quality: quality,
+                tileSize: tileSize, format: format.format, quality: quality,
                 png: .tiles(environment: environment), thumbnailSize: thumbnailSize, force: force,
                 maxPixels: limit, allowVector: allowVector, autorotate: autorotate,
                 convertProfile: convertProfile, pad: pad,
@@ -215,8 +227,12 @@ extension Tiler {
                 failed: { input, error in
                     FileHandle.standardError.write(Data("tiler: cut: \(input): \(error)\n".utf8))
                 },
-                made: { result in
+                made: { input, result in
                     if let folder = result.retiredFolder { retired.append(folder) }
+                    // What was written, one line per image, terminal or not.
+                    if !quiet, !json {
+                        FileHandle.standardOutput.write(Data((TerminalProgress.resultLine(input: input, result) + "\n").utf8))
+                    }
                 }, isCancelled: { interrupts.isInterrupted })
             // The cuts have stopped and cleaned up; an interrupt from here on ends the
             // grace wait early, and the process finishes normally.
@@ -243,7 +259,7 @@ extension Tiler {
             if !quiet {
                 for folder in folders {
                     let archive = PyramidLayout.archive.path(of: folder.id, in: folder.root)
-                    let line = "\(folder.path) is replaced by \(archive) and no longer served; deleting it in \(Self.seconds(grace)) s"
+                    let line = "\(folder.path) is replaced by \(archive) and no longer served; deleting it in \(Remove.seconds(grace)) s"
                     FileHandle.standardError.write(Data("tiler: cut: \(line)\n".utf8))
                 }
             }
@@ -266,8 +282,6 @@ extension Tiler {
                 }
             }
         }
-
-        private static func seconds(_ value: Double) -> String { String(format: "%g", value) }
 
         /// The folder ROOT, or the bucket prefix with its client, checked by listing it
         /// once (a missing bucket or refused credentials are reported before any cutting).

@@ -15,8 +15,12 @@ extension Tiler {
                 a bucket (staged locally, then uploaded; credentials and endpoint from \
                 AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION and \
                 AWS_ENDPOINT_URL, or --s3-endpoint). The archive appears only when complete; the \
-                folder is left as it is. A folder that cannot be packed gets one line on stderr, \
-                and the exit status is 1.
+                folder is left as it is. The folder is read as the server reads it: a symbolic \
+                link anywhere in it (a tile, the thumbnail, pyramid.json, a level or row folder, \
+                or the folder itself) is refused, never followed. Each folder packed gets one \
+                line on stdout (FOLDER → ARCHIVE: tiles, size, seconds) unless --quiet or \
+                --json; a folder that cannot be packed gets one line on stderr, and the exit \
+                status is 1.
                 """
         )
 
@@ -77,13 +81,17 @@ extension Tiler {
     }
 }
 
-/// What `pack` and `unpack` share: `--force`, `--json`, and reporting each input.
+/// What `pack` and `unpack` share: `--force`, `--json`, `--quiet`, and reporting each
+/// input.
 struct ConversionOptions: ParsableArguments {
     @Flag(help: "Replace an existing output with the same id (atomically).")
     var force = false
 
     @Flag(help: "Print a JSON summary on stdout: per input its id, output, ok/error, tiles, bytes and seconds.")
     var json = false
+
+    @Flag(help: "No line on stdout per pyramid converted (errors are still reported on stderr).")
+    var quiet = false
 
     /// One input's line in `--json`.
     struct Report: Codable {
@@ -106,7 +114,9 @@ struct ConversionOptions: ParsableArguments {
     }
 
     /// Converts each input in turn, reporting failures on stderr as
-    /// `tiler: VERB: REASON` (the reason names the file) and going on with the next.
+    /// `tiler: VERB: REASON` (the reason names the file) and going on with the next, and
+    /// each success on stdout as one line, `INPUT → OUTPUT: N tiles, SIZE, S s` (not with
+    /// `--quiet`, nor with `--json`, whose summary says it).
     /// `interrupts`: the handler the command installed already (else one is installed).
     func run(
         _ inputs: [String], verb: String, interrupts: InterruptSignals? = nil,
@@ -118,6 +128,12 @@ struct ConversionOptions: ParsableArguments {
             if interrupts.isInterrupted { break }
             do {
                 let result = try convert(input) { interrupts.isInterrupted }
+                if !quiet, !json {
+                    let line =
+                        "\(input) → \(result.output): \(result.tiles) tiles, \(humanBytes(result.bytes)), "
+                        + String(format: "%.1f s", result.seconds)
+                    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+                }
                 reports.append(
                     Report(
                         input: input, ok: true, id: result.id, output: result.output, tiles: result.tiles,

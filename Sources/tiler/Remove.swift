@@ -10,12 +10,15 @@ extension Tiler {
             commandName: "rm",
             abstract: "Remove pyramids from ROOT, never half-served.",
             discussion: """
-                Removes the folder ROOT/ID, the archive ROOT/ID.pmtiles, or both when both exist. \
+                Removes the folder ROOT/ID, the archive ROOT/ID.pmtiles, or both when both exist \
+                (--layout folder or --layout archive removes that one only, and leaves the other \
+                alone, e.g. the folder once `tiler pack` made its archive). \
                 A server keeps ROOT's pyramids in memory and notices changes at its next scan \
                 (serve --rescan-interval, 1 s by default), and reads a folder's tiles by path; so \
                 a folder is first retired (its pyramid.json is hidden: the folder stops being a \
                 pyramid, and servers drop it at their next scan while every tile is still there), \
-                then after --grace seconds moved out of view under a hidden name and deleted. Until \
+                then after --grace seconds (TILER_RM_GRACE, default 5; rm says on stderr that it \
+                waits, and why) moved out of view under a hidden name and deleted. Until \
                 a server's next scan it serves the pyramid whole; after it, not at all. An archive \
                 is one unlink: a server that has it open keeps reading the same file until its \
                 next scan. Ctrl-C during the grace period puts the folder back. A folder without \
@@ -36,8 +39,22 @@ extension Tiler {
                 valueName: "SECONDS"))
         var grace: Double?
 
+        @Option(
+            help: ArgumentHelp(
+                "Which of an id's layouts to remove: folder (ROOT/ID), archive (ROOT/ID.pmtiles), or both (default: both, whichever exist).",
+                valueName: "layout"))
+        var layout: LayoutChoice = .both
+
         @Flag(help: "Print a JSON summary on stdout.")
         var json = false
+
+        /// `--layout`'s values.
+        enum LayoutChoice: String, ExpressibleByArgument, CaseIterable {
+            case folder, archive, both
+
+            /// The one layout removed, or nil for both.
+            var only: PyramidLayout? { PyramidLayout(rawValue: rawValue) }
+        }
 
         static let defaultGrace = 5.0
         static let graceRange = 0.0...3600.0
@@ -87,6 +104,9 @@ extension Tiler {
             return value
         }
 
+        /// `5`, `0.5`: seconds as people write them.
+        static func seconds(_ value: Double) -> String { String(format: "%g", value) }
+
         /// Waits `seconds`, or until a signal comes.
         static func wait(_ seconds: Double, unless interrupts: InterruptSignals) {
             let deadline = Date().addingTimeInterval(seconds)
@@ -107,14 +127,21 @@ extension Tiler {
             // Retire every pyramid first, then wait once, then delete.
             for text in ids {
                 do {
-                    let removal = try PyramidRemoval(root: root, id: PyramidID(text)!)
+                    let removal = try PyramidRemoval(root: root, id: PyramidID(text)!, only: layout.only)
                     try removal.retire()
                     removals.append(removal)
                 } catch {
                     failed(text, error.description)
                 }
             }
-            if removals.contains(where: \.needsGrace) { Self.wait(grace, unless: interrupts) }
+            if removals.contains(where: \.needsGrace), grace > 0 {
+                let folders = removals.filter(\.needsGrace).map { PyramidLayout.folder.path(of: $0.id, in: $0.root) }
+                FileHandle.standardError.write(
+                    Data(
+                        "tiler: rm: \(folders.joined(separator: ", ")) retired; deleting in \(Self.seconds(grace)) s, once servers reading \(root) have dropped \(folders.count == 1 ? "it" : "them") (--grace or TILER_RM_GRACE; 0 when no server runs)\n"
+                            .utf8))
+                Self.wait(grace, unless: interrupts)
+            }
             if interrupts.isInterrupted {
                 for removal in removals { removal.restore() }
                 interrupts.acknowledge()

@@ -23,7 +23,15 @@ extension Tiler {
                 (e.g. TILER_PORT, TILER_HOST, TILER_ROOT, TILER_CACHE_MB, TILER_ACCESS_LOG=1); \
                 a flag wins over its variable. Pyramids cut into ROOT while the server runs are \
                 served without a restart. SIGTERM or SIGINT stops accepting, finishes the \
-                responses in flight and exits 0. Prints `tiler: serving ROOT at URL` on start.
+                responses in flight and exits 0. Prints `tiler: serving ROOT at URL` on start \
+                (`tiler: serving ROOT and the images in DIR at URL` with --sources).
+
+                With --sources DIR, image files are served without cutting them (tiles made on \
+                demand, JPEG for images without alpha and PNG for those with it by default, \
+                --sources-format), beside ROOT's pyramids. No ROOT is needed then: when none is \
+                named and ./\(DefaultRoot.folder) does not exist, only DIR is served (`tiler: \
+                serving the images in DIR at URL`), and pyramids cut into ./\(DefaultRoot.folder) \
+                later are served as they appear.
 
                 ROOT holds pyramid folders (ROOT/ID/) and archives (ROOT/ID.pmtiles, from \
                 `tiler cut --archive` or `tiler pack`); a folder wins over an archive of the same \
@@ -42,14 +50,21 @@ extension Tiler {
 
         func run() throws {
             let config = try options.configuration()
+            // Without a ROOT named, `--sources DIR` needs no folder of pyramids: when the
+            // default one is missing, only DIR is served (and ROOT's pyramids once it exists).
+            var rootAbsent = false
             if let s3 = config.s3 {
                 try Self.checkBucket(config.root, s3, within: config.storageTimeout)
             } else {
                 var isDirectory: ObjCBool = false
-                guard FileManager.default.fileExists(atPath: config.root, isDirectory: &isDirectory), isDirectory.boolValue else {
-                    if options.root == nil, ProcessInfo.processInfo.environment["TILER_ROOT"]?.isEmpty ?? true {
+                let exists = FileManager.default.fileExists(atPath: config.root, isDirectory: &isDirectory)
+                let named = options.root != nil || !(ProcessInfo.processInfo.environment["TILER_ROOT"]?.isEmpty ?? true)
+                if !exists, !named, config.sources != nil {
+                    rootAbsent = true
+                } else if !exists || !isDirectory.boolValue {
+                    if !named {
                         throw ValidationError(
-                            "there is no folder '\(config.root)' here, the default ROOT: cut images into it first (`tiler cut IMAGE` writes ./\(DefaultRoot.folder)), or name the folder of pyramids: `tiler serve ROOT`"
+                            "there is no folder '\(config.root)' here, the default ROOT: cut images into it first (`tiler cut IMAGE` writes ./\(DefaultRoot.folder)), serve a folder of images without cutting them (`tiler serve --sources DIR`), or name the folder of pyramids: `tiler serve ROOT`"
                         )
                     }
                     throw ValidationError("ROOT '\(config.root)' is not a folder; pass the --output folder of `tiler cut`")
@@ -89,8 +104,16 @@ extension Tiler {
             let url = "http://\(shownHost):\(server.port)/"
             let metricsURL = server.metricsPort.map { "http://\(shownHost):\($0)/metrics" }
             // Unbuffered, so a parent reading our stdout sees the URL at once.
+            let served =
+                switch (config.sources?.directory, rootAbsent) {
+                case (nil, _): config.root
+                case let (sources?, true): "the images in \(sources)"
+                case let (sources?, false): "\(config.root) and the images in \(sources)"
+                }
             if json {
                 var fields: Logger.Metadata = ["root": .string(config.root), "url": .string(url)]
+                if rootAbsent { fields["root"] = nil }
+                if let sources = config.sources?.directory { fields["sources"] = .string(sources) }
                 if let base = config.baseURL { fields["public_url"] = .string("\(base)/") }
                 if let metricsURL { fields["metrics_url"] = .string(metricsURL) }
                 FileHandle.standardOutput.write(
@@ -98,7 +121,7 @@ extension Tiler {
             } else {
                 let publicAddress = config.baseURL.map { " (public address \($0)/)" } ?? ""
                 let metrics = metricsURL.map { " (metrics at \($0))" } ?? ""
-                FileHandle.standardOutput.write(Data("tiler: serving \(config.root) at \(url)\(publicAddress)\(metrics)\n".utf8))
+                FileHandle.standardOutput.write(Data("tiler: serving \(served) at \(url)\(publicAddress)\(metrics)\n".utf8))
             }
             if config.s3 == nil, config.sources == nil, let hint = EmptyRootHint.hint(root: config.root) {
                 if json { log.warning("\(hint)") } else { FileHandle.standardError.write(Data("tiler: serve: \(hint)\n".utf8)) }

@@ -2,7 +2,8 @@ import Foundation
 import TilerImaging
 
 /// `tiler cut`'s progress line on a terminal: per image, the percentage done and the time
-/// left, rewritten in place, then a one-line result.
+/// left, rewritten in place, and cleared when the image is done (its result line goes
+/// to stdout, ``resultLine(input:_:)``, terminal or not).
 final class TerminalProgress: CutProgress {
     private let write: (String) -> Void
     private var name = ""
@@ -38,14 +39,16 @@ final class TerminalProgress: CutProgress {
     }
 
     func end(_ result: CutResult?) {
-        guard let result else {
-            write("\r\u{1B}[K")
-            return
-        }
+        write("\r\u{1B}[K")
+    }
+
+    /// What `tiler cut` prints on stdout for each image it cut (unless `--quiet` or
+    /// `--json`): `photo.jpg → tiles/photo: 600×300, jpeg, 3 levels, 9 tiles, 1.2 MB, 1.3 s`.
+    static func resultLine(input: String, _ result: CutResult) -> String {
         let m = result.manifest
-        write(
-            "\r\u{1B}[K\(name): \(m.width)×\(m.height), \(m.levels.count) levels, \(result.tiles) tiles, "
-                + String(format: "%.1f s", result.seconds) + " → \(result.destination)\n")
+        return "\((input as NSString).lastPathComponent) → \(result.destination): \(m.width)×\(m.height), \(m.format.rawValue), "
+            + "\(m.levels.count) levels, \(result.tiles) tiles, \(humanBytes(result.bytes)), "
+            + String(format: "%.1f s", result.seconds)
     }
 
     private static func clock(_ seconds: Double) -> String {

@@ -10,8 +10,10 @@ extension Tiler {
                 Each ROOT/ID.pmtiles archive (as `tiler cut --archive` or `tiler pack` writes it) \
                 becomes the folder ROOT/ID: every tile, the thumbnail and pyramid.json, with the \
                 bytes the archive holds. The folder appears only when complete; the archive is \
-                left as it is. A missing, truncated or corrupt archive gets one line on stderr \
-                naming the file and the reason, and the exit status is 1.
+                left as it is. Each archive unpacked gets one line on stdout (ARCHIVE → FOLDER: \
+                tiles, size, seconds) unless --quiet or --json. A missing, truncated or corrupt \
+                archive gets one line on stderr naming the file and the reason, and the exit \
+                status is 1.
                 """
         )
 

@@ -121,7 +121,7 @@ import TilerTestSupport
 
         try FileManager.default.createDirectory(atPath: second, withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: "\(first)/scan.pmtiles", toPath: "\(second)/scan.pmtiles")
-        let unpacked = try run(tiler, ["unpack", "\(second)/scan.pmtiles"])
+        let unpacked = try run(tiler, ["unpack", "\(second)/scan.pmtiles", "--quiet"])
         #expect(unpacked.status == 0 && unpacked.stdout.isEmpty && unpacked.stderr.isEmpty, "\(unpacked.stderr)")
         #expect(try regularFiles(in: "\(second)/scan") == regularFiles(in: "\(first)/scan"))
 
@@ -186,7 +186,7 @@ import TilerTestSupport
         let tiler = try tilerBinary()
         let root = scratch.path("tiles")
         for id in ["whole", "notile", "nomanifest"] {
-            #expect(try run(tiler, ["cut", input, "-o", root, "--name", id, "--quiet"]).status == 0)
+            #expect(try run(tiler, ["cut", input, "-o", root, "--name", id, "--format", "png", "--quiet"]).status == 0)
         }
         try FileManager.default.removeItem(atPath: "\(root)/notile/2/1/1.png")
         try FileManager.default.removeItem(atPath: "\(root)/nomanifest/pyramid.json")
@@ -200,6 +200,61 @@ import TilerTestSupport
         let summary = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
         #expect(summary["succeeded"] as? Int == 1 && summary["failed"] as? Int == 3)
         #expect(Self.entries(root) == ["nomanifest", "notile", "whole", "whole.pmtiles"])
+    }
+
+    /// `pack` reads a folder as the server does: a symbolic link where a tile, a row or
+    /// level folder, the thumbnail, the manifest or the pyramid folder itself should be
+    /// is refused with one line naming it, and no archive is written. Before, pack
+    /// followed every link: a tile linked to a file outside the pyramid was packed with
+    /// that file's bytes (then served as the tile, unpacked, or uploaded), though
+    /// `verify` and the server refuse the same folder.
+    @Test func packRefusesSymbolicLinksAsTheServerDoes() throws {
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let input = scratch.path("photo.png")
+        try CutCommandTests.makeImage(input, width: 700, height: 500, bands: 3, scratch: scratch)
+        let tiler = try tilerBinary()
+        let root = scratch.path("tiles"), elsewhere = scratch.path("elsewhere")
+        try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+        let cases: [(id: String, link: String)] = [
+            ("tile", "2/1/1.png"), ("row", "2/1"), ("level", "1"), ("thumb", "thumbnail.png"),
+            ("manifest", "pyramid.json"), ("folder", ""),
+        ]
+        for (id, _) in cases {
+            #expect(try run(tiler, ["cut", input, "-o", root, "--name", id, "--format", "png", "--quiet"]).status == 0)
+        }
+        // A secret outside the pyramid, shaped like a tile so that only the link gives it
+        // away (a real PNG of the same size).
+        let secret = "\(elsewhere)/secret.png"
+        try FileManager.default.copyItem(atPath: "\(root)/tile/2/0/0.png", toPath: secret)
+        for (id, link) in cases {
+            // The real thing moves elsewhere; a link to it takes its place.
+            let path = link.isEmpty ? "\(root)/\(id)" : "\(root)/\(id)/\(link)"
+            let target = link == "2/1/1.png" || link == "thumbnail.png" ? secret : "\(elsewhere)/\(id)"
+            if target == secret {
+                try FileManager.default.removeItem(atPath: path)
+            } else {
+                try FileManager.default.moveItem(atPath: path, toPath: target)
+            }
+            try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: target)
+        }
+        for (id, link) in cases {
+            let path = link.isEmpty ? "\(root)/\(id)" : "\(root)/\(id)/\(link)"
+            let result = try run(tiler, ["pack", "\(root)/\(id)"])
+            #expect(result.status == 1, "\(id): exit \(result.status), \(result.stdout)")
+            #expect(
+                result.stderr == "tiler: pack: \(path): is a symbolic link, which the server never follows; not read\n",
+                "\(id): \(result.stderr)")
+            #expect(result.stdout.isEmpty, "\(id): \(result.stdout)")
+        }
+        // Nothing was written: no archive, no staged leftover.
+        #expect(Self.entries(root) == cases.map(\.id).sorted(), "ROOT holds \(Self.entries(root))")
+        // The same folder with the link replaced by the file packs again.
+        try FileManager.default.removeItem(atPath: "\(root)/tile/2/1/1.png")
+        try FileManager.default.copyItem(atPath: secret, toPath: "\(root)/tile/2/1/1.png")
+        let packed = try run(tiler, ["pack", "\(root)/tile"])
+        #expect(packed.status == 0 && packed.stderr.isEmpty, "\(packed.stderr)")
+        #expect(FileManager.default.fileExists(atPath: "\(root)/tile.pmtiles"))
     }
 
     /// An existing archive or folder is kept unless `--force`, which replaces it in one
@@ -368,8 +423,8 @@ extension ArchiveCommandTests {
             let result = try run("/bin/sh", ["-c", script, try tilerBinary()] + arguments)
             #expect(result.status == 0, "\(arguments): \(result.stderr)")
         }
-        try tiler("cut", input, "-o", root, "--quiet")
-        try tiler("cut", input, "-o", root, "--name", "a", "--archive", "--quiet")
+        try tiler("cut", input, "-o", root, "--format", "png", "--quiet")
+        try tiler("cut", input, "-o", root, "--name", "a", "--archive", "--format", "png", "--quiet")
         try tiler("pack", "\(root)/photo")
         try tiler("unpack", "\(root)/a.pmtiles")
         func mode(_ path: String) -> Int {

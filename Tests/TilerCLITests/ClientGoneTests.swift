@@ -21,7 +21,7 @@ import TilerTestSupport
         try vips("bandjoin", (0..<3).map { scratch.path("band\($0).v") }.joined(separator: " "), scratch.path("noise-f.v"))
         try vips("cast", scratch.path("noise-f.v"), input, "uchar")
         let root = scratch.path("tiles")
-        let cut = try run(try tilerBinary(), ["cut", input, "-o", root, "--quiet"])
+        let cut = try run(try tilerBinary(), ["cut", input, "--format", "png", "-o", root, "--quiet"])
         #expect(cut.status == 0, "\(cut.stderr)")
         let tile = "/images/noise/tiles/1/0/0.png"
         let size = try FileManager.default.attributesOfItem(atPath: "\(root)/noise/1/0/0.png")[.size] as? Int ?? 0

@@ -146,10 +146,13 @@ import TilerTestSupport
         let input = scratch.path("photo.png")
         try Self.makeImage(input, width: width, height: height, bands: bands, scratch: scratch)
         let root = scratch.url.appendingPathComponent("tiles")
-        // No --quiet: stderr is a pipe, not a terminal, so there is no progress display.
-        let result = try run(try tilerBinary(), ["cut", input, "--output", root.path])
+        // No --quiet: stderr is a pipe, not a terminal, so there is no progress display,
+        // only the result line on stdout.
+        let result = try run(try tilerBinary(), ["cut", input, "--output", root.path, "--format", "png"])
         #expect(result.status == 0, "tiler cut failed: \(result.stderr)")
-        #expect(result.stdout.isEmpty && result.stderr.isEmpty, "stdout: \(result.stdout) stderr: \(result.stderr)")
+        #expect(result.stdout.hasPrefix("photo.png → \(root.path)/photo: \(width)×\(height), png, "), "stdout: \(result.stdout)")
+        #expect(
+            result.stdout.split(separator: "\n").count == 1 && result.stderr.isEmpty, "stdout: \(result.stdout) stderr: \(result.stderr)")
         let manifest = try Self.checkPyramid(root: root, id: "photo", width: width, height: height, bands: bands)
         try Self.checkPixels(manifest, root: root, source: input, scratch: scratch)
     }
@@ -161,7 +164,7 @@ import TilerTestSupport
         let input = scratch.path("edge.png")
         try Self.makeImage(input, width: width, height: height, bands: 3, scratch: scratch)
         let root = scratch.url.appendingPathComponent("tiles")
-        let result = try run(try tilerBinary(), ["cut", input, "-o", root.path, "--name", "e", "--quiet"])
+        let result = try run(try tilerBinary(), ["cut", input, "-o", root.path, "--name", "e", "--format", "png", "--quiet"])
         #expect(result.status == 0, "tiler cut failed: \(result.stderr)")
         let manifest = try Self.checkPyramid(root: root, id: "e", width: width, height: height, bands: 3)
         try Self.checkPixels(manifest, root: root, source: input, scratch: scratch)
@@ -196,7 +199,8 @@ import TilerTestSupport
         let input = scratch.path("wide.png")
         try Self.makeImage(input, width: 1500, height: 700, bands: 3, scratch: scratch)
         let root = scratch.url.appendingPathComponent("tiles")
-        let result = try run(try tilerBinary(), ["cut", input, "-o", root.path, "--thumbnail-size", "\(size)", "--quiet"])
+        let result = try run(
+            try tilerBinary(), ["cut", input, "-o", root.path, "--thumbnail-size", "\(size)", "--format", "png", "--quiet"])
         #expect(result.status == 0, "tiler cut failed: \(result.stderr)")
         let manifest = try Self.checkPyramid(root: root, id: "wide", width: 1500, height: 700, bands: 3, thumbnailSize: size)
         #expect(manifest.thumbnail.width == min(size, 1500))
@@ -241,7 +245,7 @@ import TilerTestSupport
         try vips("colourspace", rgb, deep, "rgb16")
         #expect(try run("vipsheader", [deep]).stdout.contains("ushort"))
         let root = scratch.url.appendingPathComponent("tiles")
-        let result = try run(try tilerBinary(), ["cut", deep, "-o", root.path, "--quiet"])
+        let result = try run(try tilerBinary(), ["cut", deep, "-o", root.path, "--format", "png", "--quiet"])
         #expect(result.status == 0, "tiler cut failed: \(result.stderr)")
         let manifest = try Self.checkPyramid(root: root, id: "deep", width: 300, height: 200, bands: 3)
         let full = try Self.level(manifest.maxLevel, of: manifest, in: root.appendingPathComponent("deep"), scratch: scratch)
@@ -262,7 +266,8 @@ import TilerTestSupport
         let bad = ["missing.jpg", "notes.jpg", "truncated.jpg", "empty.png", "folder.png"].map { scratch.path($0) }
         let root = scratch.url.appendingPathComponent("tiles")
 
-        let result = try run(try tilerBinary(), ["cut"] + bad.prefix(3) + [good] + bad.suffix(2) + ["-o", root.path, "--quiet"])
+        let result = try run(
+            try tilerBinary(), ["cut"] + bad.prefix(3) + [good] + bad.suffix(2) + ["-o", root.path, "--format", "png", "--quiet"])
         #expect(result.status == 1)
         let lines = result.stderr.split(separator: "\n").map(String.init)
         #expect(lines.count == bad.count, "stderr: \(result.stderr)")
@@ -284,7 +289,7 @@ import TilerTestSupport
         try Self.makeImage(second, width: 520, height: 100, bands: 1, scratch: scratch)
         let root = scratch.url.appendingPathComponent("tiles")
         let tiler = try tilerBinary()
-        #expect(try run(tiler, ["cut", first, "-o", root.path, "--name", "same", "--quiet"]).status == 0)
+        #expect(try run(tiler, ["cut", first, "-o", root.path, "--name", "same", "--format", "png", "--quiet"]).status == 0)
         let manifestPath = root.appendingPathComponent("same/pyramid.json")
         let before = try Data(contentsOf: manifestPath)
 
@@ -294,10 +299,92 @@ import TilerTestSupport
         #expect(try Data(contentsOf: manifestPath) == before, "the existing pyramid changed")
         try Self.checkPyramid(root: root, id: "same", width: 300, height: 200, bands: 3)
 
-        let forced = try run(tiler, ["cut", second, "-o", root.path, "--name", "same", "--force", "--quiet"])
+        let forced = try run(tiler, ["cut", second, "-o", root.path, "--name", "same", "--force", "--format", "png", "--quiet"])
         #expect(forced.status == 0, "\(forced.stderr)")
         try Self.checkPyramid(root: root, id: "same", width: 520, height: 100, bands: 1)
         #expect(try FileManager.default.contentsOfDirectory(atPath: root.path) == ["same"])
+    }
+
+    /// `--format auto`, the default: JPEG (quality 85) for an image without an alpha
+    /// channel (grey or colour), PNG for one with it (grey or colour), decided per image
+    /// of one run; `--quality` sets auto's JPEG quality, a transparent `--pad` background
+    /// asks for PNG, and an explicit format is kept. Before, PNG was the default for every
+    /// image (an 80 MB JPEG mosaic became 652 MB of PNG tiles, 87 MB as JPEG).
+    @Test func autoFormatIsJPEGWithoutAlphaAndPNGWithIt() throws {
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let inputs = (1...4).map { scratch.path("bands\($0).png") }
+        for (i, input) in inputs.enumerated() {
+            try Self.makeImage(input, width: 600, height: 300, bands: i + 1, scratch: scratch)
+        }
+        let root = scratch.url.appendingPathComponent("tiles")
+        let tiler = try tilerBinary()
+        let cut = try run(tiler, ["cut"] + inputs + ["-o", root.path, "--quiet"])
+        #expect(cut.status == 0, "\(cut.stderr)")
+        for (bands, format) in [(1, TileFormat.jpeg), (2, .png), (3, .jpeg), (4, .png)] {
+            let manifest = try Self.checkPyramid(root: root, id: "bands\(bands)", width: 600, height: 300, bands: bands, format: format)
+            #expect(manifest.quality == (format == .jpeg ? 85 : nil), "bands\(bands)")
+            #expect(manifest.thumbnail.file == "thumbnail.\(format.fileExtension)")
+        }
+        let explicit = try run(tiler, ["cut", inputs[2], "-o", root.path, "--name", "png", "--format", "png", "--quiet"])
+        #expect(explicit.status == 0, "\(explicit.stderr)")
+        try Self.checkPyramid(root: root, id: "png", width: 600, height: 300, bands: 3, format: .png)
+        let quality = try run(
+            tiler, ["cut", inputs[2], "-o", root.path, "--name", "q70", "--format", "auto", "--quality", "70", "--quiet"])
+        #expect(quality.status == 0, "\(quality.stderr)")
+        #expect(try Self.checkPyramid(root: root, id: "q70", width: 600, height: 300, bands: 3, format: .jpeg).quality == 70)
+        let padded = try run(
+            tiler, ["cut", inputs[2], "-o", root.path, "--name", "clear", "--pad", "--background", "transparent", "--quiet"])
+        #expect(padded.status == 0, "\(padded.stderr)")
+        let clear = try JSONDecoder().decode(
+            PyramidManifest.self, from: Data(contentsOf: root.appendingPathComponent("clear/pyramid.json")))
+        #expect(clear.format == .png && clear.isPadded)
+        let lossless = try run(tiler, ["cut", inputs[2], "-o", root.path, "--name", "bad", "--format", "png", "--quality", "70"])
+        #expect(lossless.status == 64 && lossless.stderr.contains("--quality applies to"), "\(lossless.stderr)")
+    }
+
+    /// Off a terminal, each image cut gets one line on stdout saying what was written
+    /// (`INPUT → PYRAMID: size, format, levels, tiles, bytes, seconds`), failures one line
+    /// on stderr; `--quiet` prints neither progress nor result lines, and `--json` prints
+    /// its JSON only. `pack` and `unpack` likewise. Before, a cut or a pack off a terminal
+    /// printed nothing at all on success.
+    @Test func printsOneLinePerPyramidWritten() throws {
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let rgb = scratch.path("rgb.png"), rgba = scratch.path("rgba.png")
+        try Self.makeImage(rgb, width: 600, height: 300, bands: 3, scratch: scratch)
+        try Self.makeImage(rgba, width: 300, height: 200, bands: 4, scratch: scratch)
+        let root = scratch.path("tiles")
+        let tiler = try tilerBinary()
+        let cut = try run(tiler, ["cut", rgb, scratch.path("gone.png"), rgba, "-o", root])
+        #expect(cut.status == 1)
+        let lines = cut.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        #expect(lines.count == 3 && lines.last == "", "\(cut.stdout)")
+        #expect(lines.first?.hasPrefix("rgb.png → \(root)/rgb: 600×300, jpeg, 3 levels, 9 tiles, ") == true, "\(lines)")
+        #expect(lines.dropFirst().first?.hasPrefix("rgba.png → \(root)/rgba: 300×200, png, 2 levels, 3 tiles, ") == true, "\(lines)")
+        #expect(lines.prefix(2).allSatisfy { $0.hasSuffix(" s") && ($0.contains(" kB, ") || $0.contains(" B, ")) }, "\(lines)")
+        #expect(cut.stderr == "tiler: cut: \(scratch.path("gone.png")): no such file\n", "\(cut.stderr)")
+
+        let quiet = try run(tiler, ["cut", rgb, rgba, "-o", root, "--force", "--quiet"])
+        #expect(quiet.status == 0 && quiet.stdout.isEmpty && quiet.stderr.isEmpty, "\(quiet.stdout)\(quiet.stderr)")
+        let json = try run(tiler, ["cut", rgb, rgba, "-o", root, "--force", "--json"])
+        #expect(json.status == 0 && json.stderr.isEmpty, "\(json.stderr)")
+        let summary = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any], "\(json.stdout)")
+        #expect(summary["succeeded"] as? Int == 2)
+
+        let packed = try run(tiler, ["pack", "\(root)/rgb"])
+        #expect(packed.status == 0 && packed.stderr.isEmpty, "\(packed.stderr)")
+        #expect(
+            packed.stdout.hasPrefix("\(root)/rgb → \(root)/rgb.pmtiles: 9 tiles, ") && packed.stdout.hasSuffix(" s\n"), "\(packed.stdout)")
+        #expect(packed.stdout.split(separator: "\n").count == 1)
+        let quietPack = try run(tiler, ["pack", "\(root)/rgba", "--quiet"])
+        #expect(quietPack.status == 0 && quietPack.stdout.isEmpty && quietPack.stderr.isEmpty, "\(quietPack.stdout)")
+        let unpacked = try run(tiler, ["unpack", "\(root)/rgb.pmtiles", "--force"])
+        #expect(unpacked.status == 0, "\(unpacked.stderr)")
+        #expect(unpacked.stdout.hasPrefix("\(root)/rgb.pmtiles → \(root)/rgb: 9 tiles, "), "\(unpacked.stdout)")
+        let jsonPack = try run(tiler, ["pack", "\(root)/rgb", "--force", "--json"])
+        #expect(jsonPack.status == 0 && jsonPack.stdout.hasPrefix("{") && jsonPack.stdout.hasSuffix("}\n"), "\(jsonPack.stdout)")
+        #expect((try? JSONSerialization.jsonObject(with: Data(jsonPack.stdout.utf8))) != nil, "\(jsonPack.stdout)")
     }
 
     @Test func jsonSummaryDescribesEveryInput() throws {
@@ -336,7 +423,7 @@ import TilerTestSupport
         ["--name", "x", "a.png", "b.png"],
         ["--tile-size", "8", "a.png"],
         ["--format", "gif", "a.png"],
-        ["--quality", "90", "a.png"],
+        ["--format", "png", "--quality", "90", "a.png"],
         ["--format", "jpeg", "--quality", "0", "a.png"],
         ["--name", "../escape", "a.png"],
         ["--thumbnail-size", "15", "a.png"],
@@ -385,9 +472,11 @@ import TilerTestSupport
         #expect(drawn.status == 0, "\(drawn.stdout)\(drawn.stderr)")
         #expect(drawn.stdout.hasPrefix("\r\u{1B}[Kphoto.png  0%"), "\(drawn.stdout.debugDescription)")
         #expect(drawn.stdout.contains("\r\u{1B}[Kphoto.png  100%"), "\(drawn.stdout.debugDescription)")
-        let result = "\r\u{1B}[Kphoto.png: 600×400, \(geometry.levels.count) levels, \(tiles) tiles, "
+        // The progress line cleared, then the result line (on stdout, as off a terminal).
+        let result =
+            "\r\u{1B}[Kphoto.png → \(scratch.path("tiles"))/photo: 600×400, jpeg, \(geometry.levels.count) levels, \(tiles) tiles, "
         #expect(drawn.stdout.contains(result), "\(drawn.stdout.debugDescription)")
-        #expect(drawn.stdout.hasSuffix(" → \(scratch.path("tiles"))/photo\r\n"), "\(drawn.stdout.debugDescription)")
+        #expect(drawn.stdout.hasSuffix(" s\r\n"), "\(drawn.stdout.debugDescription)")
 
         let quiet = try onTerminal(["--quiet"])
         #expect(quiet.status == 0)

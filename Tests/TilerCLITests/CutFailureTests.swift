@@ -46,7 +46,7 @@ import TilerTestSupport
 
         let cut = Process()
         cut.executableURL = URL(fileURLWithPath: try tilerBinary())
-        cut.arguments = ["cut", input, "-o", root.path, "--quiet"]
+        cut.arguments = ["cut", input, "--format", "png", "-o", root.path, "--quiet"]
         cut.standardError = FileHandle.nullDevice
         try cut.run()
         #expect(Self.waitForTiles(in: root, id: "big"), "the cut never started writing tiles")
@@ -70,7 +70,7 @@ import TilerTestSupport
         #expect(try fetch(server.port, "/images/big/tiles/0/0/0.png").status == 404)
 
         // The same command again succeeds, cleans up the dead cut's folder, and is served.
-        let again = try run(try tilerBinary(), ["cut", input, "-o", root.path, "--quiet"])
+        let again = try run(try tilerBinary(), ["cut", input, "--format", "png", "-o", root.path, "--quiet"])
         #expect(again.status == 0, "\(again.stderr)")
         #expect(Self.entries(root) == ["big"], "ROOT holds \(Self.entries(root))")
         let manifest = try fetch(server.port, "/images/big")
@@ -94,7 +94,8 @@ import TilerTestSupport
         defer { if mounted { _ = try? run("/bin/umount", [root.path]) } }
         let result: ProcessOutput
         if mounted {
-            result = try run(try tilerBinary(), ["cut", input, "-o", root.path, "--quiet"] + (archive ? ["--archive"] : []))
+            result = try run(
+                try tilerBinary(), ["cut", input, "--format", "png", "-o", root.path, "--quiet"] + (archive ? ["--archive"] : []))
             #expect(result.stderr.contains("No space left on device"), "\(result.stderr)")
         } else {
             // dash's `ulimit -f` counts 512-byte blocks: 32 KiB per file, less than one noise tile.
@@ -138,7 +139,8 @@ import TilerTestSupport
         try png.write(to: URL(fileURLWithPath: bomb))
         let root = scratch.url.appendingPathComponent("tiles")
         // Past the pixel limit (CutInputTests), to reach the decoder.
-        let result = try runMeasured(try tilerBinary(), ["cut", bomb, "-o", root.path, "--quiet", "--max-pixels", "20000000000"])
+        let result = try runMeasured(
+            try tilerBinary(), ["cut", bomb, "--format", "png", "-o", root.path, "--quiet", "--max-pixels", "20000000000"])
         #expect(result.status == 1)
         #expect(result.stderr.hasPrefix("tiler: cut: \(bomb): corrupt or truncated image"), "\(result.stderr)")
         // 100000 × 100000 × 3 bytes would be 30 GB; the cutter streams, so memory follows the width.
@@ -156,7 +158,7 @@ import TilerTestSupport
         let truncated = scratch.path("cut-short.png")
         try bytes.prefix(bytes.count * 2 / 3).write(to: URL(fileURLWithPath: truncated))
         let root = scratch.url.appendingPathComponent("tiles")
-        let result = try run(try tilerBinary(), ["cut", truncated, "-o", root.path, "--quiet"])
+        let result = try run(try tilerBinary(), ["cut", truncated, "--format", "png", "-o", root.path, "--quiet"])
         #expect(result.status == 1)
         #expect(result.stderr.hasPrefix("tiler: cut: \(truncated): corrupt or truncated image"), "\(result.stderr)")
         #expect(Self.entries(root).isEmpty)
@@ -177,7 +179,7 @@ import TilerTestSupport
             try tilerBinary(),
             [
                 "cut", scratch.path("png-named.jpg"), scratch.path("jpeg-named.tif"),
-                "-o", root.path, "--quiet",
+                "-o", root.path, "--format", "png", "--quiet",
             ])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(Self.entries(root) == ["jpeg-named", "png-named"])

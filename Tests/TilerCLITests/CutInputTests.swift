@@ -58,7 +58,7 @@ import TilerTestSupport
         let bomb = scratch.path("bomb.jpg")
         try Self.bombJPEG(bomb, side: 65500, scratch: scratch)
         let root = scratch.url.appendingPathComponent("tiles")
-        let result = try runMeasured(try tilerBinary(), ["cut", bomb, "-o", root.path, "--quiet"])
+        let result = try runMeasured(try tilerBinary(), ["cut", bomb, "--format", "png", "-o", root.path, "--quiet"])
         #expect(result.status == 1)
         #expect(
             result.stderr
@@ -76,7 +76,8 @@ import TilerTestSupport
         let bomb = scratch.path("bomb.jpg")
         try Self.bombJPEG(bomb, side: 65500, scratch: scratch)
         let root = scratch.url.appendingPathComponent("tiles")
-        let result = try runMeasured(try tilerBinary(), ["cut", bomb, "-o", root.path, "--quiet", "--max-pixels", "5000000000"])
+        let result = try runMeasured(
+            try tilerBinary(), ["cut", bomb, "--format", "png", "-o", root.path, "--quiet", "--max-pixels", "5000000000"])
         #expect(result.status == 1)
         #expect(
             result.stderr.hasPrefix(
@@ -92,7 +93,7 @@ import TilerTestSupport
         let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: whole)))
         let cut = scratch.path("short-scan.jpg")
         try Data(bytes.prefix(bytes.count / 2) + [0xFF, 0xD9]).write(to: URL(fileURLWithPath: cut))
-        let short = try run(try tilerBinary(), ["cut", cut, "-o", root.path, "--quiet"])
+        let short = try run(try tilerBinary(), ["cut", cut, "--format", "png", "-o", root.path, "--quiet"])
         #expect(short.status == 1)
         #expect(short.stderr.hasPrefix("tiler: cut: \(cut): corrupt or truncated image"), "\(short.stderr)")
         #expect(CutFailureTests.entries(root).isEmpty, "left behind: \(CutFailureTests.entries(root))")
@@ -105,17 +106,20 @@ import TilerTestSupport
         try CutCommandTests.makeImage(input, width: 300, height: 200, bands: 3, scratch: scratch)
         let root = scratch.url.appendingPathComponent("tiles")
         let tiler = try tilerBinary()
-        let limited = try run("/usr/bin/env", ["TILER_MAX_PIXELS=59999", tiler, "cut", input, "-o", root.path, "--quiet"])
+        let limited = try run(
+            "/usr/bin/env", ["TILER_MAX_PIXELS=59999", tiler, "cut", input, "--format", "png", "-o", root.path, "--quiet"])
         #expect(limited.status == 1 && limited.stderr.contains("more than --max-pixels 59999"), "\(limited.stderr)")
         let flag = try run(
             "/usr/bin/env",
             [
-                "TILER_MAX_PIXELS=59999", tiler, "cut", input, "-o", root.path, "--quiet",
+                "TILER_MAX_PIXELS=59999", tiler, "cut", input, "--format", "png", "-o", root.path, "--quiet",
                 "--max-pixels", "60000",
             ])
         #expect(flag.status == 0, "\(flag.stderr)")
-        #expect(try run(tiler, ["cut", input, "-o", root.path, "--max-pixels", "0", "--force"]).status == 64)
-        #expect(try run("/usr/bin/env", ["TILER_MAX_PIXELS=lots", tiler, "cut", input, "-o", root.path, "--force"]).status == 64)
+        #expect(try run(tiler, ["cut", input, "--format", "png", "-o", root.path, "--max-pixels", "0", "--force"]).status == 64)
+        #expect(
+            try run("/usr/bin/env", ["TILER_MAX_PIXELS=lots", tiler, "cut", input, "--format", "png", "-o", root.path, "--force"]).status
+                == 64)
     }
 
     /// An SVG that references a picture next to it, a PDF-sized claim, and the opt-in.
@@ -140,7 +144,7 @@ import TilerTestSupport
         #expect(embeds, "the reference render did not embed the sibling file")
 
         let root = scratch.url.appendingPathComponent("tiles")
-        let refused = try run(try tilerBinary(), ["cut", svg, "-o", root.path, "--quiet"])
+        let refused = try run(try tilerBinary(), ["cut", svg, "--format", "png", "-o", root.path, "--quiet"])
         #expect(refused.status == 1)
         #expect(
             refused.stderr.hasPrefix(
@@ -148,7 +152,7 @@ import TilerTestSupport
             "\(refused.stderr)")
         #expect(CutFailureTests.entries(root).isEmpty)
 
-        let allowed = try run(try tilerBinary(), ["cut", svg, "-o", root.path, "--quiet", "--allow-vector"])
+        let allowed = try run(try tilerBinary(), ["cut", svg, "--format", "png", "-o", root.path, "--quiet", "--allow-vector"])
         #expect(allowed.status == 0, "\(allowed.stderr)")
         let tile = try Raster.read(root.appendingPathComponent("drawing/0/0/0.png").path, scratch: scratch)
         #expect((tile.width, tile.height, tile.bands) == (64, 64, 4))
@@ -162,7 +166,7 @@ import TilerTestSupport
                 .utf8
         )
         .write(to: URL(fileURLWithPath: huge))
-        let bomb = try runMeasured(try tilerBinary(), ["cut", huge, "-o", root.path, "--quiet", "--allow-vector"])
+        let bomb = try runMeasured(try tilerBinary(), ["cut", huge, "--format", "png", "-o", root.path, "--quiet", "--allow-vector"])
         #expect(bomb.status == 1 && bomb.stderr.contains("is 100000×100000 = 10000000000 pixels, more than --max-pixels"), "\(bomb.stderr)")
         #expect(bomb.maximumResidentKB < 256 * 1024, "peak RSS \(bomb.maximumResidentKB) KiB")
         #expect(CutFailureTests.entries(root) == ["drawing"])
@@ -178,7 +182,7 @@ import TilerTestSupport
         let good = scratch.path("good.png")
         try CutCommandTests.makeImage(good, width: 300, height: 200, bands: 3, scratch: scratch)
         let root = scratch.url.appendingPathComponent("tiles")
-        let result = try Self.runGuarded(["cut", "/dev/zero", fifo, "/dev/null", good, "-o", root.path, "--quiet"])
+        let result = try Self.runGuarded(["cut", "/dev/zero", "--format", "png", fifo, "/dev/null", good, "-o", root.path, "--quiet"])
         let status = try #require(result.status, "tiler cut never finished with /dev/zero and a FIFO among its inputs")
         #expect(status == 1)
         let lines = result.stderr.split(separator: "\n").map(String.init)
@@ -224,7 +228,7 @@ import TilerTestSupport
         close(fd)
 
         let root = scratch.url.appendingPathComponent("tiles")
-        let result = try Self.runGuarded(["cut", input, "-o", root.path, "--quiet"], deadline: 60) { pid in
+        let result = try Self.runGuarded(["cut", input, "--format", "png", "-o", root.path, "--quiet"], deadline: 60) { pid in
             if stage == "decode" {
                 // The header is read and the partial folder made: decoding has begun.
                 #expect(
@@ -261,7 +265,7 @@ import TilerTestSupport
         try CutCommandTests.makeImage(scratch.path("other.jpg"), width: 520, height: 300, bands: 3, scratch: scratch)
         try FileManager.default.moveItem(atPath: scratch.path("other.jpg"), toPath: odd)
         let root = scratch.url.appendingPathComponent("tiles")
-        let result = try run(try tilerBinary(), ["cut", odd, "-o", root.path, "--quiet", "--name", "odd"])
+        let result = try run(try tilerBinary(), ["cut", odd, "--format", "png", "-o", root.path, "--quiet", "--name", "odd"])
         #expect(result.status == 0, "\(result.stderr)")
         let manifest = try JSONDecoder().decode(
             PyramidManifest.self, from: Data(contentsOf: root.appendingPathComponent("odd/pyramid.json")))
@@ -284,7 +288,7 @@ import TilerTestSupport
         let input = scratch.path("photo.png")
         try CutCommandTests.makeImage(input, width: 600, height: 300, bands: 3, scratch: scratch)
         let root = scratch.url.appendingPathComponent("tiles")
-        let script = "umask \(mask); exec \"$0\" cut \"$1\" -o \"$2\" --quiet"
+        let script = "umask \(mask); exec \"$0\" cut \"$1\" -o \"$2\" --format png --quiet"
         let result = try run("/bin/sh", ["-c", script, try tilerBinary(), input, root.path])
         #expect(result.status == 0, "\(result.stderr)")
         let pyramid = root.appendingPathComponent("photo").path

@@ -14,9 +14,11 @@ import TilerTestSupport
         return zip(a.pixels, b.pixels).reduce(0) { max($0, abs(Int($1.0) - Int($1.1))) }
     }
 
-    /// Cuts `input` into `root/id` with `extra` flags and reads the manifest.
+    /// Cuts `input` into `root/id` with `extra` flags and reads the manifest; PNG tiles
+    /// unless `extra` names a format (these tests compare pixels exactly).
     static func cut(_ input: String, root: URL, id: String, _ extra: [String] = []) throws -> PyramidManifest {
-        let result = try run(try tilerBinary(), ["cut", input, "-o", root.path, "--name", id, "--quiet"] + extra)
+        let format = extra.contains("--format") ? [] : ["--format", "png"]
+        let result = try run(try tilerBinary(), ["cut", input, "-o", root.path, "--name", id, "--quiet"] + format + extra)
         try #require(result.status == 0, "tiler cut \(extra) failed: \(result.stderr)")
         return try JSONDecoder().decode(PyramidManifest.self, from: Data(contentsOf: root.appendingPathComponent("\(id)/pyramid.json")))
     }

@@ -293,4 +293,36 @@ import TilerTestSupport
         #expect(try f.tiler("verify", "\(f.root)/photo2").status == 0)
         #expect(!FileManager.default.fileExists(atPath: "\(f.root)/arch.pmtiles"), "an unlinked archive stays gone")
     }
+
+    /// `--layout folder` or `--layout archive` removes that layout of an id and leaves the
+    /// other whole (the default still removes both); rm says on stderr why it waits,
+    /// naming TILER_RM_GRACE, and does not wait (nor say so) when only an archive goes.
+    /// Before, rm had no way to keep one layout, and waited its grace period in silence.
+    @Test func rmChoosesALayoutAndSaysWhyItWaits() throws {
+        let f = try Fixture()
+        defer { f.scratch.cleanUp() }
+        #expect(try f.tiler("pack", "\(f.root)/photo", "--quiet").status == 0)
+        let archive = try f.tiler("rm", f.root, "photo", "--layout", "archive", "--grace", "30")
+        #expect(archive.status == 0 && archive.stderr.isEmpty, "\(archive.stderr)")
+        #expect(archive.stdout == "removed \(f.root)/photo.pmtiles (archive)\n", "\(archive.stdout)")
+        #expect(try f.tiler("verify", "\(f.root)/photo").status == 0, "the folder is left whole")
+
+        #expect(try f.tiler("pack", "\(f.root)/photo", "--quiet").status == 0)
+        let folder = try run(f.tiler, ["rm", f.root, "photo", "--layout", "folder"], environment: ["TILER_RM_GRACE": "0.2"])
+        #expect(folder.status == 0, "\(folder.stderr)")
+        #expect(
+            folder.stderr
+                == "tiler: rm: \(f.root)/photo retired; deleting in 0.2 s, once servers reading \(f.root) have dropped it (--grace or TILER_RM_GRACE; 0 when no server runs)\n",
+            "\(folder.stderr)")
+        #expect(folder.stdout == "removed \(f.root)/photo (folder)\n", "\(folder.stdout)")
+        #expect(try f.tiler("verify", "\(f.root)/photo.pmtiles").status == 0, "the archive is left whole")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: f.root).sorted() == ["arch.pmtiles", "photo.pmtiles"])
+
+        let none = try f.tiler("rm", f.root, "photo", "--layout", "folder", "--grace", "0")
+        #expect(none.status == 1 && none.stderr == "tiler: rm: \(f.root)/photo: no such pyramid folder\n", "\(none.stderr)")
+        let silent = try f.tiler("rm", f.root, "photo", "arch", "--grace", "0")
+        #expect(silent.status == 0 && silent.stderr.isEmpty, "no wait, no word: \(silent.stderr)")
+        let bad = try f.tiler("rm", f.root, "photo", "--layout", "pmtiles")
+        #expect(bad.status == 64, "\(bad.stderr)")
+    }
 }

@@ -97,7 +97,7 @@ import TilerTestSupport
             tiler = try tilerBinary()
             let input = scratch.path("photo.png")
             try CutCommandTests.makeImage(input, width: 1000, height: 700, bands: 3, scratch: scratch)
-            let cut = try run(tiler, ["cut", input, "-o", root, "--quiet"])
+            let cut = try run(tiler, ["cut", input, "--format", "png", "-o", root, "--quiet"])
             guard cut.status == 0 else { throw SupportError(description: cut.stderr) }
             routes = try RemoveWhileServingTests.routes(root: root, id: "photo")
             (server, port) = try startServer(

@@ -66,9 +66,9 @@ import TilerTestSupport
         try vips("gaussnoise", scratch.path("noise-f.v"), "2600", "2600", "--sigma", "60")
         try vips("cast", scratch.path("noise-f.v"), input, "uchar")
         let tiler = try tilerBinary()
-        #expect(try run(tiler, ["cut", input, "-o", scratch.path("folders"), "--quiet"]).status == 0)
+        #expect(try run(tiler, ["cut", input, "-o", scratch.path("folders"), "--format", "png", "--quiet"]).status == 0)
         let cut = try run(
-            tiler, ["cut", input, "-o", "s3://tiles/\(prefix)", "--archive", "--quiet", "--json"],
+            tiler, ["cut", input, "-o", "s3://tiles/\(prefix)", "--archive", "--format", "png", "--quiet", "--json"],
             environment: environment(scratch, ["TILER_S3_PART_SIZE": "5M"]))
         #expect(cut.status == 0, "\(cut.stderr)")
         let summary = try #require(try JSONSerialization.jsonObject(with: Data(cut.stdout.utf8)) as? [String: Any])
@@ -186,7 +186,7 @@ import TilerTestSupport
         try vips("cast", scratch.path("noise-f.v"), input, "uchar")
         let cut = Process()
         cut.executableURL = URL(fileURLWithPath: try tilerBinary())
-        cut.arguments = ["cut", input, "-o", "s3://tiles/\(prefix)", "--archive", "--quiet"]
+        cut.arguments = ["cut", input, "-o", "s3://tiles/\(prefix)", "--archive", "--format", "png", "--quiet"]
         cut.environment = ProcessInfo.processInfo.environment.merging(server.environment) { $1 }
             .merging(["TILER_S3_STAGING": scratch.path("staging"), "TILER_S3_PART_SIZE": "5M"]) { $1 }
         let errors = Pipe()

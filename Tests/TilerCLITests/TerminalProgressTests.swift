@@ -10,7 +10,9 @@ private final class Screen: @unchecked Sendable {
 }
 
 @Suite struct TerminalProgressTests {
-    @Test func drawsPercentageInPlaceAndEndsWithAResultLine() throws {
+    /// The progress line is drawn in place and cleared at the end; the result line is
+    /// `resultLine`, which `tiler cut` prints on stdout, terminal or not.
+    @Test func drawsPercentageInPlaceThenClearsItForTheResultLine() throws {
         let screen = Screen()
         let progress = TerminalProgress { screen.text += $0 }
         progress.begin("/some/where/photo.jpg")
@@ -23,12 +25,15 @@ private final class Screen: @unchecked Sendable {
         let manifest = PyramidManifest(
             id: PyramidID("photo")!, geometry: geometry, format: .png,
             thumbnail: .init(file: "thumbnail.png", width: 256, height: 128))
-        progress.end(
-            CutResult(
-                id: manifest.id, output: URL(fileURLWithPath: "/tiles/photo"), manifest: manifest,
-                tiles: 9, bytes: 1000, seconds: 1.26))
+        let result = CutResult(
+            id: manifest.id, output: URL(fileURLWithPath: "/tiles/photo"), manifest: manifest,
+            tiles: 9, bytes: 1000, seconds: 1.26)
+        progress.end(result)
+        #expect(screen.text.hasSuffix("100%\r\u{1B}[K"))
         // One decimal, rounded (1.26 is no tie, so there is one right answer).
-        #expect(screen.text.hasSuffix("\r\u{1B}[Kphoto.jpg: 600×300, 3 levels, 9 tiles, 1.3 s → /tiles/photo\n"))
+        #expect(
+            TerminalProgress.resultLine(input: "/some/where/photo.jpg", result)
+                == "photo.jpg → /tiles/photo: 600×300, png, 3 levels, 9 tiles, 1.0 kB, 1.3 s")
     }
 
     @Test func failedCutClearsTheLine() {

@@ -15,7 +15,7 @@ import TilerTestSupport
         // formula would allow.
         try CutCommandTests.makeImage(scratch.path("gray.png"), width: 300, height: 200, bands: 1, scratch: scratch)
         let root = scratch.path("root")
-        let cut = try run(tiler, ["cut", scratch.path("gray.png"), "--output", root, "--quiet"])
+        let cut = try run(tiler, ["cut", scratch.path("gray.png"), "--format", "png", "--output", root, "--quiet"])
         try #require(cut.status == 0, "\(cut.stderr)")
         let manifest = try JSONDecoder().decode(
             PyramidManifest.self,

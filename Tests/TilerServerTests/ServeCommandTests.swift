@@ -233,7 +233,7 @@ import TilerTestSupport
     @Test func everyFlagReachesTheLibrary() throws {
         typealias Setting = ServerConfiguration.Setting
         let refused: [Setting: ([String], String)] = [
-            .sources: (["--sources", "/tmp", "--sources-format", "gif"], "--sources-format='gif' is not png, jpeg or webp"),
+            .sources: (["--sources", "/tmp", "--sources-format", "gif"], "--sources-format='gif' is not auto, png, jpeg or webp"),
             .sourcesFormat: (["--sources-format", "gif"], "--sources-format applies with --sources DIR only"),
             .sourcesQuality: (["--sources", "/tmp", "--sources-quality", "x"], "--sources-quality='x' is not an integer"),
             .sourcesCacheMB: (["--sources", "/tmp", "--sources-cache-mb", "x"], "--sources-cache-mb='x' is not an integer"),

@@ -120,11 +120,11 @@ import TilerStorage
             ([:], ["TILER_CACHE_CONTROL": "max-age=1\r\nSet-Cookie: a=b"], "TILER_CACHE_CONTROL holds a control character"),
             ([.corsOrigin: "*\n"], [:], "--cors-origin holds a control character"),
             ([:], ["TILER_ACCESS_LOG": "sometimes"], "TILER_ACCESS_LOG='sometimes' is neither on (1, true, yes, on) nor off"),
-            ([:], ["TILER_SOURCES": "/s", "TILER_SOURCES_FORMAT": "gif"], "TILER_SOURCES_FORMAT='gif' is not png, jpeg or webp"),
-            ([:], ["TILER_SOURCES_FORMAT": "gif"], "TILER_SOURCES_FORMAT='gif' is not png, jpeg or webp"),
+            ([:], ["TILER_SOURCES": "/s", "TILER_SOURCES_FORMAT": "gif"], "TILER_SOURCES_FORMAT='gif' is not auto, png, jpeg or webp"),
+            ([:], ["TILER_SOURCES_FORMAT": "gif"], "TILER_SOURCES_FORMAT='gif' is not auto, png, jpeg or webp"),
             (
-                [:], ["TILER_SOURCES": "/s", "TILER_SOURCES_QUALITY": "80"],
-                "TILER_SOURCES_QUALITY applies to --sources-format jpeg or webp"
+                [:], ["TILER_SOURCES": "/s", "TILER_SOURCES_FORMAT": "png", "TILER_SOURCES_QUALITY": "80"],
+                "TILER_SOURCES_QUALITY applies to --sources-format auto, jpeg or webp"
             ),
             ([.sourcesQuality: "101", .sourcesFormat: "jpeg", .sources: "/s"], [:], "--sources-quality must be 1...100, not 101"),
             ([.keep: "1"], [:], "--keep applies with --sources DIR only"),

@@ -38,9 +38,11 @@ final class SourceFolder: @unchecked Sendable {
         try cut.cut(file, as: id)
     }
 
-    /// The settings a server needs to serve this folder.
+    /// The settings a server needs to serve this folder, with PNG tiles (as the `cut`
+    /// pyramids compared with them; `--sources-format` is `auto` by default).
     func settings(_ change: (inout ServerConfiguration.SourceSettings) -> Void = { _ in }) -> ServerConfiguration.SourceSettings {
         var s = ServerConfiguration.SourceSettings(directory: sources.path)
+        s.format = .png
         change(&s)
         return s
     }
