@@ -125,7 +125,22 @@ public final class S3Client: Sendable {
         guard response.body.count == length else {
             throw bad("asked for \(length) bytes at \(offset), got \(response.body.count)")
         }
+        // A store (or a proxy in front of it) that ignores If-Match answers from whatever
+        // version it has now: its ETag says so. (An answer without one cannot be checked.)
+        if let ifMatch, let etag = response.headers["etag"], Self.strongTag(etag) != Self.strongTag(ifMatch) {
+            throw S3Error(
+                .objectChanged, operation: "GET", bucket: bucket, key: key,
+                message:
+                    "the object changed (the answer's ETag \(etag.prefix(80)) is not \(ifMatch.prefix(80)), the one read first; the store ignored If-Match)"
+            )
+        }
         return response.body
+    }
+
+    /// An entity tag without the weak prefix a proxy may add (`W/"…"`).
+    static func strongTag(_ tag: String) -> Substring {
+        let t = tag.trimmingCharacters(in: .whitespaces)
+        return t.hasPrefix("W/") ? t.dropFirst(2) : Substring(t)
     }
 
     /// Stores `body` under `key` in one request. With `ifNoneMatch`, an existing key is
