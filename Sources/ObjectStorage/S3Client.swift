@@ -137,10 +137,13 @@ public final class S3Client: Sendable {
         return response.body
     }
 
-    /// An entity tag without the weak prefix a proxy may add (`W/"…"`).
+    /// An entity tag without the weak prefix a proxy may add (`W/"…"`) and without its
+    /// quotes (some S3 clones list ETags unquoted and send them quoted).
     static func strongTag(_ tag: String) -> Substring {
-        let t = tag.trimmingCharacters(in: .whitespaces)
-        return t.hasPrefix("W/") ? t.dropFirst(2) : Substring(t)
+        var t = Substring(tag.trimmingCharacters(in: .whitespaces))
+        if t.hasPrefix("W/") { t = t.dropFirst(2) }
+        if t.count >= 2, t.first == "\"", t.last == "\"" { t = t.dropFirst().dropLast() }
+        return t
     }
 
     /// Stores `body` under `key` in one request. With `ifNoneMatch`, an existing key is
