@@ -125,7 +125,25 @@ public final class S3Client: Sendable {
         guard response.body.count == length else {
             throw bad("asked for \(length) bytes at \(offset), got \(response.body.count)")
         }
+        // A store (or a proxy in front of it) that ignores If-Match answers from whatever
+        // version it has now: its ETag says so. (An answer without one cannot be checked.)
+        if let ifMatch, let etag = response.headers["etag"], Self.strongTag(etag) != Self.strongTag(ifMatch) {
+            throw S3Error(
+                .objectChanged, operation: "GET", bucket: bucket, key: key,
+                message:
+                    "the object changed (the answer's ETag \(etag.prefix(80)) is not \(ifMatch.prefix(80)), the one read first; the store ignored If-Match)"
+            )
+        }
         return response.body
+    }
+
+    /// An entity tag without the weak prefix a proxy may add (`W/"…"`) and without its
+    /// quotes (some S3 clones list ETags unquoted and send them quoted).
+    static func strongTag(_ tag: String) -> Substring {
+        var t = Substring(tag.trimmingCharacters(in: .whitespaces))
+        if t.hasPrefix("W/") { t = t.dropFirst(2) }
+        if t.count >= 2, t.first == "\"", t.last == "\"" { t = t.dropFirst().dropLast() }
+        return t
     }
 
     /// Stores `body` under `key` in one request. With `ifNoneMatch`, an existing key is

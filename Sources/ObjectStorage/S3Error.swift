@@ -20,6 +20,10 @@ public struct S3Error: Error, Sendable, CustomStringConvertible {
         case cancelled
         /// A local file could not be read for an upload.
         case localFile
+        /// A range read pinned to an ETag was answered from another version of the object
+        /// (the answer's ETag is not the pinned one: the store or a proxy in front of it
+        /// ignored `If-Match`). Nothing of the answer is used.
+        case objectChanged
     }
 
     public let kind: Kind
@@ -54,14 +58,38 @@ public struct S3Error: Error, Sendable, CustomStringConvertible {
     }
 
     /// Storage is unreachable, slow or failing (as opposed to a refusal of this request):
-    /// a timeout, a connection error, 429 or a 5xx. A server answers 503 or 504 for these.
+    /// a timeout, a connection error, 408, 429, a 5xx, or S3's `400 RequestTimeout` (the
+    /// connection idled). A server answers 503 or 504 for these; requests are retried.
     public var isUnavailable: Bool {
         switch kind {
         case .timedOut, .connection: true
-        case let .service(status, _): status == 429 || status >= 500
+        case let .service(status, code): status == 408 || status == 429 || status >= 500 || code == "RequestTimeout"
         default: false
         }
     }
+
+    /// The store refused the credentials or their permission, for every request alike
+    /// (as opposed to a fault of one object): a revoked or unknown key
+    /// (`InvalidAccessKeyId`), a wrong secret (`SignatureDoesNotMatch`), an expired or
+    /// invalid session token (`ExpiredToken`, `InvalidToken`), a policy that no longer
+    /// allows it (`AccessDenied`), a clock too far off (`RequestTimeTooSkewed`): any 401 or
+    /// 403, and these codes whatever the status. It lasts until the credentials work
+    /// again, so a server answers 503 meanwhile, not "damaged".
+    public var isAccessRefused: Bool {
+        guard case let .service(status, code) = kind else { return false }
+        return status == 401 || status == 403 || Self.accessCodes.contains(code)
+    }
+
+    static let accessCodes: Set<String> = [
+        "AccessDenied", "AccountProblem", "AllAccessDisabled", "AuthorizationHeaderMalformed", "ExpiredToken",
+        "InvalidAccessKeyId", "InvalidToken", "RequestExpired", "RequestTimeTooSkewed", "SignatureDoesNotMatch",
+        "TokenRefreshRequired", "InvalidSecurity",
+    ]
+
+    /// The object is no longer the version a read was pinned to: refused with `412
+    /// PreconditionFailed` (`If-Match`), or answered from another version
+    /// (``Kind/objectChanged``).
+    public var isObjectChanged: Bool { kind == .objectChanged || code == "PreconditionFailed" }
 
     /// Where: `s3://BUCKET/KEY`, `s3://BUCKET`, or nothing.
     public var resource: String {

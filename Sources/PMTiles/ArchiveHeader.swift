@@ -149,7 +149,9 @@ public struct ArchiveHeader: Sendable, Hashable {
     }
 
     /// Checks that every section lies inside a file of `fileSize` bytes (without
-    /// overflow) and that the root directory is not empty.
+    /// overflow), and that the root directory is not empty and lies inside the first
+    /// 16,384 bytes, as the spec requires (so one read at open gets it, and no root can
+    /// be larger than that).
     public func checkSections(fileSize: UInt64) throws(ArchiveFormatError) {
         let sections: [(String, UInt64, UInt64)] = [
             ("root directory", rootOffset, rootLength), ("metadata", metadataOffset, metadataLength),
@@ -162,6 +164,11 @@ public struct ArchiveHeader: Sendable, Hashable {
             }
         }
         guard rootLength > 0 else { throw .corrupt("the root directory is empty") }
+        guard rootOffset + rootLength <= UInt64(Self.headerAndRootLimit) else {
+            throw .corrupt(
+                "the root directory (bytes \(rootOffset)..<\(rootOffset + rootLength)) lies outside the first \(Self.headerAndRootLimit) bytes, where PMTiles v3 puts it"
+            )
+        }
     }
 
     private static func appendLittleEndian(_ value: UInt64, byteCount: Int, to bytes: inout [UInt8]) {

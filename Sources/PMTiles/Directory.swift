@@ -47,12 +47,34 @@ public enum Directory {
         return b
     }
 
+    /// The most bytes a directory can take once its first bytes are known: its entry
+    /// count, then four varints of at most ten bytes per entry. nil while the count is
+    /// still incomplete; throws for a count past `maximumEntries` (so a reader stops
+    /// inflating a directory it would refuse as soon as the count is out) or past 64 bits.
+    public static func byteBound(_ prefix: UnsafeRawBufferPointer, maximumEntries: Int) throws(ArchiveFormatError) -> Int? {
+        var at = 0
+        guard let count = Varint.read(prefix, at: &at) else {
+            if prefix.count >= Varint.maximumBytes { throw .corrupt("directory entry count past 64 bits") }
+            return nil
+        }
+        try checkCount(count, maximumEntries: maximumEntries)
+        return at + Int(count) * 4 * Varint.maximumBytes
+    }
+
+    static func checkCount(_ count: UInt64, maximumEntries: Int) throws(ArchiveFormatError) {
+        guard count <= UInt64(max(0, maximumEntries)) else {
+            throw .tooLarge("a directory of \(count) entries, more than the \(maximumEntries) allowed")
+        }
+    }
+
     /// Decodes uncompressed directory bytes, checking everything a reader relies on:
-    /// at least one entry, no more entries than the bytes can hold (so the count never
-    /// sizes an allocation past the input), ids strictly increasing and runs not
-    /// overlapping, lengths above 0 and within 32 bits, no value past 64 bits, and every
-    /// byte used.
-    public static func decode(_ bytes: UnsafeRawBufferPointer) throws(ArchiveFormatError) -> [DirectoryEntry] {
+    /// at least one entry and at most `maximumEntries`, no more entries than the bytes can
+    /// hold (so the count never sizes an allocation past the input or the limit), ids
+    /// strictly increasing and runs not overlapping, lengths above 0 and within 32 bits,
+    /// no value past 64 bits, and every byte used.
+    public static func decode(
+        _ bytes: UnsafeRawBufferPointer, maximumEntries: Int = .max
+    ) throws(ArchiveFormatError) -> [DirectoryEntry] {
         var at = 0
         func next(_ what: String) throws(ArchiveFormatError) -> UInt64 {
             guard let v = Varint.read(bytes, at: &at) else {
@@ -67,6 +89,7 @@ public enum Directory {
         let count64 = try next("the entry count")
         // Each entry takes at least one byte in each of the four columns.
         guard count64 > 0 else { throw .corrupt("directory has no entries") }
+        try checkCount(count64, maximumEntries: maximumEntries)
         guard count64 <= UInt64((bytes.count - at) / 4) else {
             throw .truncated("directory claims \(count64) entries but holds \(bytes.count) bytes")
         }
@@ -111,8 +134,8 @@ public enum Directory {
     }
 
     /// Decodes uncompressed directory bytes.
-    public static func decode(_ bytes: [UInt8]) throws(ArchiveFormatError) -> [DirectoryEntry] {
-        try bytes.withBytes { (raw) throws(ArchiveFormatError) in try decode(raw) }
+    public static func decode(_ bytes: [UInt8], maximumEntries: Int = .max) throws(ArchiveFormatError) -> [DirectoryEntry] {
+        try bytes.withBytes { (raw) throws(ArchiveFormatError) in try decode(raw, maximumEntries: maximumEntries) }
     }
 
     /// The index of the entry that holds `tileID` (a run containing it, or the leaf

@@ -35,6 +35,19 @@ public enum Gzip {
     /// for data that is not gzip, is cut short, or inflates past `limit` (a small file
     /// never makes a large allocation).
     public static func decompress(_ bytes: UnsafeRawBufferPointer, limit: Int) throws(ArchiveFormatError) -> [UInt8] {
+        try decompress(bytes, limit: limit, bound: nil)
+    }
+
+    /// Like `decompress(_:limit:)`, and `bound` is shown the output each time it grows
+    /// until it answers a lower limit (nil: not yet known), which then holds for the rest:
+    /// a directory reads its entry count from its first bytes and refuses a count past its
+    /// limit, or bounds the rest of the stream by it, before inflating further.
+    public static func decompress(
+        _ bytes: UnsafeRawBufferPointer, limit: Int,
+        bound: ((UnsafeRawBufferPointer) throws(ArchiveFormatError) -> Int?)?
+    ) throws(ArchiveFormatError) -> [UInt8] {
+        var limit = limit
+        var bound = bound
         var stream = z_stream()
         guard inflateInit2_(&stream, 15 + 16, zlibVersion(), Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
             throw .corrupt("zlib cannot start inflating (out of memory)")
@@ -55,6 +68,13 @@ public enum Gzip {
                 throw .tooLarge("compressed data inflates to more than \(limit) bytes")
             }
             output.append(contentsOf: chunk[0..<produced])
+            if let b = bound, produced > 0 {
+                if let lower = try output.withBytes({ (raw) throws(ArchiveFormatError) in try b(raw) }) {
+                    bound = nil
+                    limit = min(limit, lower)
+                    guard output.count <= limit else { throw .tooLarge("compressed data inflates to more than \(limit) bytes") }
+                }
+            }
             switch status {
             case Z_STREAM_END:
                 // Concatenated members are one stream (RFC 1952); trailing bytes are not.
@@ -83,11 +103,17 @@ extension Compression {
         }
     }
 
-    /// `bytes` uncompressed, at most `limit` of them.
-    public func decompress(_ bytes: UnsafeRawBufferPointer, limit: Int) throws(ArchiveFormatError) -> [UInt8] {
+    /// `bytes` uncompressed, at most `limit` of them; `bound` as for
+    /// ``Gzip/decompress(_:limit:bound:)``.
+    public func decompress(
+        _ bytes: UnsafeRawBufferPointer, limit: Int,
+        bound: ((UnsafeRawBufferPointer) throws(ArchiveFormatError) -> Int?)? = nil
+    ) throws(ArchiveFormatError) -> [UInt8] {
         switch self {
-        case .gzip: return try Gzip.decompress(bytes, limit: limit)
+        case .gzip: return try Gzip.decompress(bytes, limit: limit, bound: bound)
         case .none:
+            var limit = limit
+            if let bound, let lower = try bound(bytes) { limit = min(limit, lower) }
             guard bytes.count <= limit else { throw .tooLarge("\(bytes.count) bytes, the limit is \(limit)") }
             return Array(bytes)
         case .unknown: throw .unsupported("the internal compression is 'unknown'")

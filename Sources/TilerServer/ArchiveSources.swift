@@ -67,14 +67,16 @@ extension ArchiveBackedSource {
         validators.derived(String(location.offset, radix: 16))
     }
 
-    /// What a storage error means for a request: storage unavailable (503/504), the object
-    /// replaced (reopen), or a damaged archive (500).
+    /// What a storage error means for a request: the object replaced or gone (reopen),
+    /// storage unavailable (503/504: down, slow, failing, refusing the server's
+    /// credentials, or answering what no store should), or a damaged archive (500). A
+    /// request to object storage that fails says nothing about the archive's bytes, so it
+    /// is never taken for damage: it passes, or lasts until the store (or its credentials)
+    /// works again, and the server recovers by itself either way.
     static func sourceError(_ error: StorageError) -> SourceError {
-        if case let .remote(s3) = error {
-            if s3.isUnavailable { return .unavailable(s3.description, timedOut: s3.kind == .timedOut) }
-            if s3.code == "PreconditionFailed" { return .replaced(s3.description) }
-        }
-        return .damaged(error.description)
+        guard case let .remote(s3) = error else { return .damaged(error.description) }
+        if s3.isObjectChanged || s3.code == "NoSuchKey" { return .replaced(s3.description) }
+        return .unavailable(StorageHealth.reason(s3), timedOut: s3.kind == .timedOut)
     }
 }
 

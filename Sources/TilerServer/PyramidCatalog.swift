@@ -276,7 +276,7 @@ final class PyramidCatalog: Sendable {
         do throws(S3Error) {
             listed = try bucket.client.list(bucket: bucket.location.bucket, prefix: key, maxKeys: 1).objects.first { $0.key == key }
         } catch {
-            if error.isUnavailable { health.failed(error.description) }
+            if error.isUnavailable || error.isAccessRefused { health.failed(StorageHealth.reason(error)) }
             return nil
         }
         let found = listed.flatMap { entry(for: stale.id, candidate: .object($0), in: nil, previous: entry(stale.id.rawValue)) }
@@ -387,8 +387,8 @@ final class PyramidCatalog: Sendable {
             health.succeeded()
             clearReport("")
         } catch {
-            if error.isUnavailable {
-                health.failed(error.description)
+            if error.isUnavailable || error.isAccessRefused {
+                health.failed(StorageHealth.reason(error))
             } else {
                 report("", "list-\(error.code ?? "")", "cannot list \(root): \(error); the images already known are still served")
             }

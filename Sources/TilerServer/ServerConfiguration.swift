@@ -20,8 +20,10 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// 504 (the storage did not answer in time) or 503 (no thread was free in time).
     /// Every storage request and retry is cut to what is left. Default 10.
     public var storageTimeout: Double = 10
-    /// Entries (24 bytes each) of archive leaf directories kept in memory, over all
-    /// archives. Default 262,144 (about 6 MiB).
+    /// Entries (24 bytes each) of archive directories, roots and leaves, kept in memory
+    /// over all archives: all the memory directories take, besides one being read per
+    /// read under way. Also the most one directory may hold: an archive with a larger root
+    /// or leaf is refused as damaged. Default 262,144 (about 6 MiB).
     public var directoryCacheEntries = DirectoryCache.defaultCapacity
     /// Sockets, threads, request limits, timeouts, CORS.
     public var http = HTTPConfiguration()
@@ -144,8 +146,9 @@ public struct ServerConfiguration: Sendable, Hashable {
         public static let renderWait: ClosedRange<Double> = 0...3600
         /// Seconds a request may wait for object storage.
         public static let storageTimeout: ClosedRange<Double> = 0.01...3600
-        /// Directory entries cached, over all archives.
-        public static let directoryCacheEntries = 0...(1 << 28)
+        /// Directory entries kept, over all archives: at least one leaf as tiler writes
+        /// them (4,096 entries), since no directory larger than this is read.
+        public static let directoryCacheEntries = 4096...(1 << 28)
         /// MiB of source tile pixels kept, as `--sources-cache-mb` gives it.
         public static let sourcesCacheMB = 0...(1 << 20)
         /// MiB of temporary disk for decoding sources, as `--sources-spill-mb` gives it:

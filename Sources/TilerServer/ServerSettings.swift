@@ -249,7 +249,8 @@ extension ServerConfiguration {
                     value: .integer(\.http.maximumQueuedStorageReads, H.queueLength))
             case .directoryCacheEntries:
                 return Spec(
-                    summary: "Archive directory entries kept in memory, 24 bytes each, over all archives",
+                    summary:
+                        "Archive directory entries (roots and leaves, 24 bytes each) kept in memory over all archives; also the most one directory may hold (an archive with a larger one is refused)",
                     value: .integer(\.directoryCacheEntries, S.directoryCacheEntries))
             case .host:
                 return Spec(

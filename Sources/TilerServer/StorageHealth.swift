@@ -1,11 +1,13 @@
 import Foundation
 import Logging
+import ObjectStorage
 import Synchronization
 import TilerHTTP
 
 /// Whether object storage answers, as the server's own requests found: a read or a
-/// listing that fails as unavailable (no connection, a timeout, 429, 5xx) marks storage
-/// down, any answer marks it up again.
+/// listing that fails as unavailable (no connection, a timeout, 429, 5xx, credentials
+/// refused, an answer no store should give) marks storage down, any answer marks it up
+/// again.
 ///
 /// While storage is down, requests that need it are refused at once with 503 and
 /// `Retry-After` (so they hold no thread and no client waits out a timeout), except one
@@ -83,6 +85,16 @@ final class StorageHealth: Sendable {
                 "object storage is unavailable (\(why)); requests that need it get 503 or 504 until it answers, cached tiles are still served"
             )
         }
+    }
+
+    /// Why a request to storage failed, for the log line and `/healthz`: the error, and
+    /// what it means when that is not plain.
+    static func reason(_ error: S3Error) -> String {
+        if error.isUnavailable { return error.description }
+        if error.isAccessRefused {
+            return "it refuses the server's credentials (\(error)); check them: requests are served again once they work"
+        }
+        return "it answered what no store should (\(error)), a fault of the store or of a proxy in front of it"
     }
 
     /// For `/healthz`: nil while up; else how long it has been down and the last error.

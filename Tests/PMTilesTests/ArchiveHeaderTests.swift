@@ -80,6 +80,24 @@ struct ArchiveHeaderTests {
         #expect(throws: ArchiveFormatError.self) { try h.checkSections(fileSize: 242) }
     }
 
+    /// Issue #31 item 1: the spec puts the header and the root directory in the first
+    /// 16,384 bytes; a root anywhere else (where it could be megabytes of gzip) is refused.
+    @Test func theRootMustLieInTheFirst16KiB() throws {
+        var h = ArchiveHeader()
+        h.rootOffset = 127; h.rootLength = 16_384 - 127
+        h.tileDataOffset = 16_384; h.tileDataLength = 1 << 20
+        try h.checkSections(fileSize: 16_384 + 1 << 20)
+        h.rootLength += 1
+        #expect(throws: ArchiveFormatError.self) { try h.checkSections(fileSize: 16_384 + 1 << 20) }
+        h.rootOffset = 20_000; h.rootLength = 100
+        do {
+            try h.checkSections(fileSize: 16_384 + 1 << 20)
+            Issue.record("a root at byte 20000 was accepted")
+        } catch {
+            #expect(error.description.contains("outside the first 16384 bytes"), "\(error)")
+        }
+    }
+
     /// A root of leaf pointers is built when the entries do not fit in 16 KiB, and every
     /// tile is reachable through it.
     @Test(arguments: [1, 500, 5000, 60_000])

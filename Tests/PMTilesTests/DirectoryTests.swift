@@ -165,3 +165,57 @@ struct DirectoryTests {
         return entries
     }
 }
+
+/// Issue #31 item 1: a gzip "bomb" directory, a few kilobytes that claim millions of
+/// entries, is refused as soon as its entry count is inflated, before the rest of it is
+/// inflated or any entry allocated.
+struct DirectoryBombTests {
+    /// The raw bytes of a directory of `count` tiles of one byte each (ids 0, 1, 2, ...):
+    /// four bytes an entry, all alike, so gzip shrinks it a thousandfold.
+    static func bomb(entries count: Int) -> [UInt8] {
+        var raw: [UInt8] = []
+        Varint.append(UInt64(count), to: &raw)
+        raw += [UInt8](repeating: 1, count: 3 * count) + [1] + [UInt8](repeating: 0, count: count - 1)
+        return raw
+    }
+
+    @Test func aDirectoryPastTheEntryLimitIsRefusedBeforeItIsInflated() throws {
+        let raw = Self.bomb(entries: 3_000_000)
+        let gzip = Gzip.compress(raw)
+        #expect(gzip.count < 16_384, "\(gzip.count) bytes")
+        var largest = 0
+        do {
+            _ = try gzip.withUnsafeBytes { buffer in
+                try Compression.gzip.decompress(buffer, limit: 16 << 20) { (prefix) throws(ArchiveFormatError) in
+                    largest = max(largest, prefix.count)
+                    return try Directory.byteBound(prefix, maximumEntries: 262_144)
+                }
+            }
+            Issue.record("accepted")
+        } catch let error as ArchiveFormatError {
+            #expect(error.description.contains("3000000 entries, more than the 262144 allowed"), "\(error)")
+        }
+        // Stopped after the first chunk of output, not at 12 MB.
+        #expect(largest <= 1 << 20, "inflated \(largest) bytes first")
+        #expect(throws: ArchiveFormatError.self) { try Directory.decode(raw, maximumEntries: 262_144) }
+        // Within the limit, the same directory decodes; a stream longer than its count
+        // allows is cut off at the bound.
+        let small = Self.bomb(entries: 1000)
+        let entries = try Gzip.compress(small).withUnsafeBytes { buffer in
+            try Compression.gzip.decompress(buffer, limit: 16 << 20) { (prefix) throws(ArchiveFormatError) in
+                try Directory.byteBound(prefix, maximumEntries: 1000)
+            }
+        }
+        #expect(try Directory.decode(entries, maximumEntries: 1000).count == 1000)
+        var padded: [UInt8] = []
+        Varint.append(1, to: &padded)
+        padded += [UInt8](repeating: 0, count: 100_000)
+        #expect(throws: ArchiveFormatError.self) {
+            try Gzip.compress(padded).withUnsafeBytes { buffer in
+                try Compression.gzip.decompress(buffer, limit: 16 << 20) { (prefix) throws(ArchiveFormatError) in
+                    try Directory.byteBound(prefix, maximumEntries: 10)
+                }
+            }
+        }
+    }
+}

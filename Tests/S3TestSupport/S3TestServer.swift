@@ -89,6 +89,15 @@ public final class S3TestServer: @unchecked Sendable {
     /// continuation token (`false` ends it).
     public func loopListings(_ on: Bool) throws { try command("loop-listing \(on ? "on" : "off")") }
 
+    /// Answers every `method` request (or `*`) with `status` and an S3 error document of
+    /// `code`, before any other check (`403`, `InvalidAccessKeyId`: credentials revoked;
+    /// `500`, `InternalError`: a failing store). `status` 0 ends it.
+    public func fail(_ method: String, status: Int, code: String = "-") throws { try command("fail \(method) \(status) \(code)") }
+
+    /// Answers GETs as if they carried no `If-Match` (a proxy or an S3 clone that drops
+    /// it), or honours it again.
+    public func ignoreIfMatch(_ on: Bool) throws { try command("ignore-if-match \(on ? "on" : "off")") }
+
     private func command(_ line: String) throws {
         let word = line.split(separator: " ").first.map(String.init) ?? line
         input.write(Data("\(line)\n".utf8))

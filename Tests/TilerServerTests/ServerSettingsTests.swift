@@ -28,7 +28,7 @@ import TilerStorage
             "TILER_SOURCES_CACHE_MB": "3", "TILER_SOURCES_SPILL_MB": "21", "TILER_MAX_PIXELS": "1000", "TILER_ALLOW_VECTOR": "yes",
             "TILER_KEEP": "TRUE",
             "TILER_STORAGE_TIMEOUT": "2.5", "TILER_STORAGE_THREADS": "3", "TILER_MAX_QUEUED_STORAGE_READS": "4",
-            "TILER_DIRECTORY_CACHE_ENTRIES": "5", "TILER_HOST": "::1", "TILER_PORT": "1234", "TILER_THREADS": "3",
+            "TILER_DIRECTORY_CACHE_ENTRIES": "5000", "TILER_HOST": "::1", "TILER_PORT": "1234", "TILER_THREADS": "3",
             "TILER_BLOCKING_THREADS": "5", "TILER_RENDER_THREADS": "6", "TILER_MAX_QUEUED_READS": "7",
             "TILER_MAX_QUEUED_RENDERS": "8", "TILER_CACHE_MB": "9", "TILER_OPEN_TILES": "10",
             "TILER_CACHE_CONTROL": "", "TILER_CORS_ORIGIN": "https://x.example", "TILER_MAX_CONNECTIONS": "11",
@@ -54,7 +54,7 @@ import TilerStorage
         expected.storageTimeout = 2.5
         expected.http.storageThreads = 3
         expected.http.maximumQueuedStorageReads = 4
-        expected.directoryCacheEntries = 5
+        expected.directoryCacheEntries = 5000
         expected.http.host = "::1"
         expected.http.port = 1234
         expected.http.threads = 3
