@@ -492,7 +492,10 @@ func withSourcesServer(
         let root = try PyramidRoot()
         let budget = 20 << 20
         let (process, port, _) = try ServeCommandTests().launch(
-            [root.path, "--port", "0", "--sources", folder.sources.path, "--sources-spill-mb", "20", "--rescan-interval", "0.2"],
+            [
+                root.path, "--port", "0", "--sources", folder.sources.path, "--sources-spill-mb", "20", "--rescan-interval", "0.2",
+                "--sources-format", "png",
+            ],
             environment: ["TMPDIR": temporary])
         defer {
             process.terminate()
