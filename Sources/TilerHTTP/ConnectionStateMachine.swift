@@ -583,6 +583,6 @@ struct ConnectionStateMachine {
 
     /// The id of the `number`th request of the connection tagged `tag`, as text.
     private static func requestID(_ tag: [UInt8], _ number: Int) -> String {
-        tag.isEmpty ? "" : String(decoding: tag, as: UTF8.self) + String(number)
+        tag.isEmpty ? "" : String(decoding: tag[RequestID.headerStart...], as: UTF8.self) + String(number)
     }
 }

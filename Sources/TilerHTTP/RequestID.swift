@@ -36,14 +36,18 @@ public enum RequestID {
         return z ^ (z >> 31)
     }
 
-    /// The connection's id as 16 lowercase hex digits and `-`: the fixed start of the ids
-    /// of its requests.
+    /// The start of the `X-Request-Id` line of the connection's requests, made once per
+    /// connection: `X-Request-Id: ` then its id as 16 lowercase hex digits and `-` (the
+    /// request's number and CRLF follow).
     static func tag(of connection: UInt64) -> [UInt8] {
         let digits: StaticString = "0123456789abcdef"
-        var bytes = [UInt8](repeating: UInt8(ascii: "-"), count: 17)
-        for i in 0..<16 { bytes[i] = digits.utf8Start[Int((connection >> UInt64(60 - 4 * i)) & 0xF)] }
+        var bytes = Array("X-Request-Id: ".utf8) + [UInt8](repeating: UInt8(ascii: "-"), count: 17)
+        for i in 0..<16 { bytes[headerStart + i] = digits.utf8Start[Int((connection >> UInt64(60 - 4 * i)) & 0xF)] }
         return bytes
     }
+
+    /// Where the id starts in a tag (after `X-Request-Id: `).
+    static let headerStart = 14
 }
 
 extension HTTPRequestHead {
@@ -53,6 +57,6 @@ extension HTTPRequestHead {
     public var requestID: String {
         if !sentRequestID.isEmpty { return String(decoding: sentRequestID, as: UTF8.self) }
         if connectionTag.isEmpty { return "" }
-        return String(decoding: connectionTag, as: UTF8.self) + String(requestNumber)
+        return String(decoding: connectionTag[RequestID.headerStart...], as: UTF8.self) + String(requestNumber)
     }
 }

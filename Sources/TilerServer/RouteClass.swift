@@ -31,7 +31,33 @@ public enum RouteClass: Int, CaseIterable, Sendable {
     /// routes would answer it; `other` for anything else. Reads the first four segments at
     /// most; allocates nothing.
     public static func of(target: [UInt8]) -> RouteClass {
-        target.withUnsafeBufferPointer { classify(path: $0) }
+        target.withUnsafeBufferPointer { t in
+            if let tile = tileFastPath(t) { return tile }
+            return classify(path: t)
+        }
+    }
+
+    /// `/images/ID/tiles/…`, the answer to nearly every request, told in a few instructions:
+    /// eight bytes compared as one word, a scan of the id for its slash, six bytes. nil for
+    /// anything else (the full classification decides).
+    @inline(__always)
+    static func tileFastPath(_ t: UnsafeBufferPointer<UInt8>) -> RouteClass? {
+        guard t.count > 15, let base = t.baseAddress else { return nil }
+        let raw = UnsafeRawPointer(base)
+        // "/images/" little-endian.
+        guard raw.loadUnaligned(as: UInt64.self) == 0x2F73_6567_616D_692F else { return nil }
+        var i = 8
+        while i < t.count, t[i] != UInt8(ascii: "/") {
+            let b = t[i]
+            if b == UInt8(ascii: "?") || b == UInt8(ascii: "#") { return nil }
+            i += 1
+        }
+        // The id may not be empty nor end with `_files` or `.dzi` for this to be a tile path;
+        // "tiles/" after its slash settles it.
+        guard i > 8, t.count - i >= 8 else { return nil }
+        let next = raw.loadUnaligned(fromByteOffset: i, as: UInt64.self) & 0x00FF_FFFF_FFFF_FFFF
+        // "/tiles/" little-endian, seven bytes.
+        return next == 0x002F_7365_6C69_742F ? .tile : nil
     }
 
     static func classify(path t: UnsafeBufferPointer<UInt8>) -> RouteClass {

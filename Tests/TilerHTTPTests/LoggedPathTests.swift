@@ -37,9 +37,11 @@ import Testing
     }
 
     @Test func connectionTagsAreSixteenHexDigitsAndADash() {
-        var seen: Set<[UInt8]> = []
+        var seen: Set<ArraySlice<UInt8>> = []
         for n in 1...1000 as ClosedRange<UInt64> {
-            let tag = RequestID.tag(of: RequestID.connection(seed: 42, number: n))
+            let line = RequestID.tag(of: RequestID.connection(seed: 42, number: n))
+            #expect(line.starts(with: Array("X-Request-Id: ".utf8)))
+            let tag = line[RequestID.headerStart...]
             #expect(tag.count == 17 && tag.last == UInt8(ascii: "-"))
             #expect(tag.dropLast().allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
             seen.insert(tag)
