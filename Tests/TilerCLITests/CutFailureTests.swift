@@ -99,7 +99,8 @@ import TilerTestSupport
             #expect(result.stderr.contains("No space left on device"), "\(result.stderr)")
         } else {
             // dash's `ulimit -f` counts 512-byte blocks: 32 KiB per file, less than one noise tile.
-            let script = "trap '' XFSZ; ulimit -f 64; exec \"$0\" cut \"$1\" -o \"$2\" --quiet \(archive ? "--archive" : "")"
+            let script =
+                "trap '' XFSZ; ulimit -f 64; exec \"$0\" cut \"$1\" --format png -o \"$2\" --quiet \(archive ? "--archive" : "")"
             result = try run("/bin/sh", ["-c", script, try tilerBinary(), input, root.path])
             #expect(result.stderr.contains("File too large"), "\(result.stderr)")
         }
