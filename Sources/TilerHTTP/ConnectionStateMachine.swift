@@ -545,7 +545,7 @@ struct ConnectionStateMachine {
         if settings.recordsAnswers {
             answers.append(
                 Answer(
-                    head: nil, requestID: Self.requestID(connectionTag, number), error: error.message,
+                    head: nil, requestID: RequestID.text(tag: connectionTag, number: number), error: error.message,
                     status: error.status, bytes: error.jsonBody.count, milliseconds: milliseconds))
         }
         state = .draining(lingerUntil: lingerUntil ?? time.milliseconds + settings.lingerTime)
@@ -579,10 +579,5 @@ struct ConnectionStateMachine {
             Answer(
                 head: head, requestID: head.requestID, error: nil, status: written.status, bytes: written.bytes,
                 milliseconds: max(0, time.milliseconds - requestStarted)))
-    }
-
-    /// The id of the `number`th request of the connection tagged `tag`, as text.
-    private static func requestID(_ tag: [UInt8], _ number: Int) -> String {
-        tag.isEmpty ? "" : String(decoding: tag[RequestID.headerStart...], as: UTF8.self) + String(number)
     }
 }

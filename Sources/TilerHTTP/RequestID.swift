@@ -48,6 +48,12 @@ public enum RequestID {
 
     /// Where the id starts in a tag (after `X-Request-Id: `).
     static let headerStart = 14
+
+    /// The id of the `number`th request of the connection tagged `tag`, as text; empty
+    /// for no tag.
+    static func text(tag: [UInt8], number: Int) -> String {
+        tag.isEmpty ? "" : String(decoding: tag[headerStart...], as: UTF8.self) + String(number)
+    }
 }
 
 extension HTTPRequestHead {
@@ -56,7 +62,6 @@ extension HTTPRequestHead {
     /// connection read (tests).
     public var requestID: String {
         if !sentRequestID.isEmpty { return String(decoding: sentRequestID, as: UTF8.self) }
-        if connectionTag.isEmpty { return "" }
-        return String(decoding: connectionTag[RequestID.headerStart...], as: UTF8.self) + String(requestNumber)
+        return RequestID.text(tag: connectionTag, number: requestNumber)
     }
 }

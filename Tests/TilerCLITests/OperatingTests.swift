@@ -175,7 +175,7 @@ import TilerTestSupport
 
         // The scrape passes promtool.
         let text = try served.scrape()
-        let checked = try runWithInput("/usr/bin/promtool", ["check", "metrics"], input: text)
+        let checked = try run("/usr/bin/promtool", ["check", "metrics"], input: text)
         #expect(checked.status == 0, "promtool check metrics: \(checked.stdout) \(checked.stderr)")
 
         // Until Prometheus has scraped after the traffic: every tile request counted.
@@ -316,7 +316,7 @@ import TilerTestSupport
         lines.append(served.startLine)
         #expect(lines.count >= 6, "\(lines)")
         #expect(!stderr.contains(secret) && !served.startLine.contains(secret), "the token reached the log")
-        let parsed = try runWithInput("/usr/bin/jq", ["-c", "."], input: lines.joined(separator: "\n") + "\n")
+        let parsed = try run("/usr/bin/jq", ["-c", "."], input: lines.joined(separator: "\n") + "\n")
         #expect(parsed.status == 0, "jq: \(parsed.stderr)")
         let objects = lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         #expect(objects.count == lines.count, "lines that are not JSON objects: \(lines)")
@@ -383,29 +383,6 @@ final class Locked<Value>: @unchecked Sendable {
         defer { lock.unlock() }
         return try body(&value)
     }
-}
-
-/// Runs a program with `input` on its standard input.
-func runWithInput(_ executable: String, _ arguments: [String], input: String) throws -> ProcessOutput {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let stdin = Pipe(), out = Pipe(), err = Pipe()
-    process.standardInput = stdin
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let group = DispatchGroup()
-    nonisolated(unsafe) var outData = Data(), errData = Data()
-    DispatchQueue.global().async(group: group) { outData = out.fileHandleForReading.readDataToEndOfFile() }
-    DispatchQueue.global().async(group: group) { errData = err.fileHandleForReading.readDataToEndOfFile() }
-    stdin.fileHandleForWriting.write(Data(input.utf8))
-    try stdin.fileHandleForWriting.close()
-    group.wait()
-    process.waitUntilExit()
-    return ProcessOutput(
-        status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-        stderr: String(decoding: errData, as: UTF8.self))
 }
 
 /// A TCP port nothing listens on now, for a process that binds it itself (Prometheus),

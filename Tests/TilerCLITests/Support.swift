@@ -10,11 +10,11 @@ struct ProcessOutput {
 }
 
 /// Runs a program to completion, collecting its output; `environment` adds to (or
-/// replaces) this process's variables.
+/// replaces) this process's variables; `input`, if given, is its standard input.
 @discardableResult
 func run(
     _ executable: String, _ arguments: [String], in directory: URL? = nil,
-    environment: [String: String] = [:]
+    environment: [String: String] = [:], input: String? = nil
 ) throws -> ProcessOutput {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/\(executable)")
@@ -26,7 +26,17 @@ func run(
     let out = Pipe(), err = Pipe()
     process.standardOutput = out
     process.standardError = err
+    let stdin = input.map { _ in Pipe() }
+    if let stdin { process.standardInput = stdin }
     try process.run()
+    if let stdin, let input {
+        // Written on a thread of its own, so that a program that answers before it has read
+        // everything never leaves this waiting.
+        DispatchQueue.global().async {
+            stdin.fileHandleForWriting.write(Data(input.utf8))
+            try? stdin.fileHandleForWriting.close()
+        }
+    }
     // Read both pipes while the process runs so that neither fills up.
     let group = DispatchGroup()
     nonisolated(unsafe) var outData = Data(), errData = Data()
