@@ -15,8 +15,10 @@ struct ConnectionSettings: Sendable {
     var serializer: ResponseSerializer
     /// Whether answers are kept for the access log (`ConnectionStateMachine.takeAnswers`).
     var recordsAnswers: Bool
-    /// Told of every answer and refused connection (metrics), or nil.
-    var observer: (any HTTPObserver)?
+    /// Told of every answer and refused connection (metrics), or nil. Unretained: the
+    /// event loop's `Shared` holds it for as long as any connection can run, and a
+    /// retained reference would be a retain and a release on every answer.
+    unowned(unsafe) var observer: (any HTTPObserver)?
 
     init(configuration c: HTTPConfiguration, recordsAnswers: Bool, observer: (any HTTPObserver)? = nil) {
         parserLimits = c.parserLimits
@@ -116,8 +118,10 @@ struct ConnectionStateMachine {
     struct Answer {
         /// The request, or nil for one that never parsed (`error` says why).
         var head: HTTPRequestHead?
-        /// The id its answer carried (`X-Request-Id`).
-        var requestID: String
+        /// The id the answer to a request that never parsed carried.
+        var unreadRequestID = ""
+        /// The id its answer carried (`X-Request-Id`), made when it is logged.
+        var requestID: String { head?.requestID ?? unreadRequestID }
         var error: String?
         var status: Int
         var bytes: Int
@@ -545,7 +549,7 @@ struct ConnectionStateMachine {
         if settings.recordsAnswers {
             answers.append(
                 Answer(
-                    head: nil, requestID: RequestID.text(tag: connectionTag, number: number), error: error.message,
+                    head: nil, unreadRequestID: RequestID.text(tag: connectionTag, number: number), error: error.message,
                     status: error.status, bytes: error.jsonBody.count, milliseconds: milliseconds))
         }
         state = .draining(lingerUntil: lingerUntil ?? time.milliseconds + settings.lingerTime)
@@ -577,7 +581,7 @@ struct ConnectionStateMachine {
         guard settings.recordsAnswers else { return }
         answers.append(
             Answer(
-                head: head, requestID: head.requestID, error: nil, status: written.status, bytes: written.bytes,
+                head: head, error: nil, status: written.status, bytes: written.bytes,
                 milliseconds: max(0, time.milliseconds - requestStarted)))
     }
 }

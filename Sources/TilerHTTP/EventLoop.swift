@@ -61,6 +61,8 @@ final class EventLoop {
         let sendBufferBytes: Int?
         /// `HTTPConfiguration.yieldsAfterEachBatch`.
         let yieldsAfterEachBatch: Bool
+        /// The observer the connections' settings name without retaining it: held here.
+        let observer: (any HTTPObserver)?
 
         init(
             configuration: HTTPConfiguration, accessLog: Logger?, log: Logger, maximumConnections: Int,
@@ -76,6 +78,7 @@ final class EventLoop {
             gracePeriod = HTTPConfiguration.milliseconds(configuration.shutdownGracePeriod)
             self.sendBufferBytes = sendBufferBytes
             yieldsAfterEachBatch = configuration.yieldsAfterEachBatch
+            self.observer = observer
         }
     }
 

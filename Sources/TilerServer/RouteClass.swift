@@ -46,18 +46,35 @@ public enum RouteClass: Int, CaseIterable, Sendable {
         let raw = UnsafeRawPointer(base)
         // "/images/" little-endian.
         guard raw.loadUnaligned(as: UInt64.self) == 0x2F73_6567_616D_692F else { return nil }
+        // The id ends at the first `/`, `?` or `#`: looked for eight bytes at a time.
         var i = 8
-        while i < t.count, t[i] != UInt8(ascii: "/") {
-            let b = t[i]
-            if b == UInt8(ascii: "?") || b == UInt8(ascii: "#") { return nil }
-            i += 1
+        while i + 8 <= t.count {
+            let found = stopBytes(in: raw.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+            if found != 0 {
+                i += found.trailingZeroBitCount / 8
+                break
+            }
+            i += 8
         }
+        while i < t.count, t[i] != UInt8(ascii: "/"), t[i] != UInt8(ascii: "?"), t[i] != UInt8(ascii: "#") { i += 1 }
+        guard i < t.count, t[i] == UInt8(ascii: "/") else { return nil }
         // The id may not be empty nor end with `_files` or `.dzi` for this to be a tile path;
         // "tiles/" after its slash settles it.
         guard i > 8, t.count - i >= 8 else { return nil }
+        // "_files" little-endian: the six bytes before the slash (a DeepZoom folder).
+        guard raw.loadUnaligned(fromByteOffset: i - 8, as: UInt64.self) >> 16 != 0x7365_6C69_665F else { return nil }
         let next = raw.loadUnaligned(fromByteOffset: i, as: UInt64.self) & 0x00FF_FFFF_FFFF_FFFF
         // "/tiles/" little-endian, seven bytes.
         return next == 0x002F_7365_6C69_742F ? .tile : nil
+    }
+
+    /// The high bit of each byte of `word` (read little-endian) that is `/`, `?` or `#`,
+    /// and perhaps of some bytes after the first such one: the lowest bit set is exact.
+    @inline(__always)
+    static func stopBytes(in word: UInt64) -> UInt64 {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        @inline(__always) func zeroBytes(_ x: UInt64) -> UInt64 { (x &- ones) & ~x & (ones << 7) }
+        return zeroBytes(word ^ (ones &* 0x2F)) | zeroBytes(word ^ (ones &* 0x3F)) | zeroBytes(word ^ (ones &* 0x23))
     }
 
     static func classify(path t: UnsafeBufferPointer<UInt8>) -> RouteClass {

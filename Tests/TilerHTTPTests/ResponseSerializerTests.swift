@@ -2,6 +2,27 @@ import Testing
 @testable import TilerHTTP
 
 @Suite struct ResponseSerializerTests {
+    /// The usual answer's first lines and its `X-Request-Id` line, written with one append
+    /// (and two digits at a time): the same bytes as written piece by piece, for numbers of
+    /// every length and for leads too long for the one-append path.
+    @Test func aLineWithANumberIsItsPiecesInOrder() {
+        let prefix = Array("X-Request-Id: 5c1e0a9b3f2d7e41-".utf8)
+        var numbers = [0, 1, 9, 10, 11, 99, 100, 101, 999, 1000, 4711, 65_535, 123_456_789, Int.max]
+        numbers += (1...18).map { n in (0..<n).reduce(1) { a, _ in a * 10 } }
+        numbers += (1...18).map { n in (0..<n).reduce(1) { a, _ in a * 10 } - 1 }
+        for leadLength in [0, 1, 120, 459, 460, 600] {
+            let lead = (0..<leadLength).map { UInt8(ascii: "a") + UInt8($0 % 26) }
+            for number in numbers {
+                var bytes = Array("kept".utf8)
+                bytes.append(lead, thenLine: prefix, decimal: number)
+                #expect(bytes == Array("kept".utf8) + lead + prefix + Array("\(number)\r\n".utf8), "\(leadLength) \(number)")
+                var line: [UInt8] = []
+                line.appendLine(prefix: prefix, decimal: number)
+                #expect(line == prefix + Array("\(number)\r\n".utf8))
+            }
+        }
+    }
+
     /// A prepared answer's head, for both statuses, versions and connection choices, GET
     /// and HEAD, a body copied after its head and one sent from where it is stored: a
     /// loop's date (which carries the common headers, made once a second) gives the bytes

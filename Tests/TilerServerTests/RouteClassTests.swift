@@ -52,6 +52,23 @@ import Testing
         }
     }
 
+    /// The tile paths' fast path (a word compare, the id scanned eight bytes at a time)
+    /// agrees with the full classification on every path under `/images/`, whatever the
+    /// id's length and wherever a `/`, `?` or `#` falls in it.
+    @Test func theTileFastPathAgreesWithTheFullClassification() {
+        var rng = SystemRandomNumberGenerator()
+        let alphabet = Array("/?#._-aefilsz09".utf8)
+        let tails = ["/tiles/0/0/0.jpg", "/tiles/", "/tiles", "/tile/0", "/visible?x=1", "?/tiles/0", "#/tiles/0", ""]
+        for _ in 0..<50_000 {
+            let n = Int.random(in: 0..<30, using: &rng)
+            var id = (0..<n).map { _ in alphabet.randomElement(using: &rng)! }
+            if Bool.random(using: &rng) { id += Array("_files".utf8) }
+            let path = Array("/images/".utf8) + id + Array(tails.randomElement(using: &rng)!.utf8)
+            let full = path.withUnsafeBufferPointer { RouteClass.classify(path: $0) }
+            #expect(RouteClass.of(target: path) == full, "\(String(decoding: path, as: UTF8.self))")
+        }
+    }
+
     @Test func labelsAreDistinct() {
         #expect(Set(RouteClass.allCases.map(\.label)).count == RouteClass.allCases.count)
     }
