@@ -116,7 +116,7 @@ int tiler_draw_decode_jpeg(const uint8_t *data, size_t size, int denominator, in
 /* ---- Area averaging ------------------------------------------------------------- */
 
 /* The source pixels output index i takes along one axis: from `first`, `count` of them,
-   with weights in 1/65536ths that add up to 65536 (some negative). */
+   with weights in 1/65536ths that add up to 65536 (some negative with Lanczos). */
 typedef struct {
     int first;
     int count;
@@ -131,27 +131,46 @@ static double tiler_draw_lanczos3(double x) {
     return 3 * sin(px) * sin(px / 3) / (px * px);
 }
 
-/* Weights of one axis: Lanczos-3 stretched to the scale (three output pixels each side),
-   sampled at the source pixels' centres and normalised, as libvips' `reduce` (the
-   resampler of its `resize`) does. The edges: source pixels outside the image are the
-   edge pixel (their weights go to it). `weights` holds `stride` slots per output index. */
+/* Up to this reduction an axis is averaged by area (each output pixel the mean of the
+   source it covers, partial pixels weighted by the part covered): as near to libvips'
+   Lanczos resize as Lanczos itself there (TileDrawingTests), for a quarter of its taps.
+   Past it, Lanczos-3 stretched to the scale, as libvips' reduce: a box that wide lets
+   detail finer than the output fold into it. */
+static const double tiler_draw_area_limit = 1.0;
+
+/* The most source pixels one output pixel may take along an axis. */
+static int tiler_draw_taps(double length, int out_length) {
+    double step = length / out_length;
+    return (step <= tiler_draw_area_limit ? 1 : 6) * (int) ceil(step) + 2;
+}
+
+/* Weights of one axis; `weights` holds `stride` slots per output index. Source pixels
+   outside the image count as the edge pixel (their weights go to it). */
 static void tiler_draw_axis(double start, double length, int out_length, int limit, tiler_draw_span *spans,
                             int32_t *weights, int stride) {
     double step = length / out_length;
-    double support = 3 * step;
+    int area = step <= tiler_draw_area_limit;
+    double support = area ? step / 2 : 3 * step;
+    double values[stride];
     for (int i = 0; i < out_length; i++) {
         double centre = start + step * (i + 0.5);
-        int lo = (int) floor(centre - support - 0.5) + 1;
-        int hi = (int) ceil(centre + support - 0.5) - 1;
+        int lo = area ? (int) floor(centre - support) : (int) floor(centre - support - 0.5) + 1;
+        int hi = area ? (int) ceil(centre + support) - 1 : (int) ceil(centre + support - 0.5) - 1;
         int first = lo < 0 ? 0 : lo;
         int last = hi > limit - 1 ? limit - 1 : hi;
         if (last < first) last = first;
         if (last - first + 1 > stride) last = first + stride - 1;
-        double values[last - first + 1];
         for (int k = 0; k <= last - first; k++) values[k] = 0;
         double sum = 0;
         for (int s = lo; s <= hi; s++) {
-            double v = tiler_draw_lanczos3((s + 0.5 - centre) / step);
+            double v;
+            if (area) {
+                double a = centre - support, b = centre + support;
+                double from = s > a ? s : a, to = s + 1 < b ? s + 1 : b;
+                v = to > from ? to - from : 0;
+            } else {
+                v = tiler_draw_lanczos3((s + 0.5 - centre) / step);
+            }
             int at = s < first ? first : s > last ? last : s;
             values[at - first] += v;
             sum += v;
@@ -171,59 +190,84 @@ static void tiler_draw_axis(double start, double length, int out_length, int lim
     }
 }
 
-size_t tiler_draw_resample_scratch(int width, int bands) { return (size_t) width * (size_t) bands; }
-
-/* The most source pixels one output pixel may take along an axis: six times the scale,
-   and one more at each end. */
-static int tiler_draw_taps(double length, int out_length) { return 6 * (int) ceil(length / out_length) + 2; }
+/* One source row filtered across: `out` gets `width * bands` sums in 1/256ths of a level. */
+static void tiler_draw_row(const uint8_t *row, int bands, const tiler_draw_span *xs, const int32_t *xw, int xtaps,
+                           int width, int32_t *out) {
+    if (bands == 3) {
+        for (int i = 0; i < width; i++) {
+            const int32_t *w = xw + (size_t) i * xtaps;
+            const uint8_t *p = row + (size_t) xs[i].first * 3;
+            int32_t r = 0, g = 0, b = 0;
+            for (int s = 0; s < xs[i].count; s++, p += 3) {
+                r += w[s] * p[0];
+                g += w[s] * p[1];
+                b += w[s] * p[2];
+            }
+            out[3 * i] = (r + 128) >> 8;
+            out[3 * i + 1] = (g + 128) >> 8;
+            out[3 * i + 2] = (b + 128) >> 8;
+        }
+        return;
+    }
+    for (int i = 0; i < width; i++) {
+        const int32_t *w = xw + (size_t) i * xtaps;
+        const uint8_t *p = row + (size_t) xs[i].first * bands;
+        for (int c = 0; c < bands; c++) {
+            int32_t h = 0;
+            for (int s = 0; s < xs[i].count; s++) h += w[s] * p[s * bands + c];
+            out[i * bands + c] = (h + 128) >> 8;
+        }
+    }
+}
 
 int tiler_draw_resample(const uint8_t *source, size_t source_stride, int source_width, int source_height, int bands,
                         double x, double y, double region_width, double region_height, uint8_t *out,
-                        size_t out_stride, int width, int height, uint32_t *scratch) {
+                        size_t out_stride, int width, int height) {
     if (bands < 1 || bands > 4 || width < 1 || height < 1 || region_width < width || region_height < height ||
         x < 0 || y < 0 || x + region_width > source_width + 1e-9 || y + region_height > source_height + 1e-9)
         return -1;
     int xtaps = tiler_draw_taps(region_width, width), ytaps = tiler_draw_taps(region_height, height);
-    /* Spans and weights on the stack when small, else on the heap. */
-    size_t words = (size_t) width * (2 + (size_t) xtaps) + (size_t) height * (2 + (size_t) ytaps);
-    uint32_t stack[8192];
-    uint32_t *memory = words <= sizeof stack / sizeof stack[0] ? stack : malloc(words * sizeof(uint32_t));
+    size_t line = (size_t) width * bands;
+    /* Spans and weights of both axes, then a ring of `ytaps` source rows filtered across. */
+    size_t bytes = sizeof(tiler_draw_span) * ((size_t) width + height) +
+                   sizeof(int32_t) * ((size_t) width * xtaps + (size_t) height * ytaps + (size_t) ytaps * line) +
+                   sizeof(int) * (size_t) ytaps;
+    char *memory = malloc(bytes);
     if (!memory) return -1;
     tiler_draw_span *xs = (tiler_draw_span *) memory;
-    int32_t *xw = (int32_t *) (memory + 2 * (size_t) width);
-    tiler_draw_span *ys = (tiler_draw_span *) (xw + (size_t) width * xtaps);
-    int32_t *yw = (int32_t *) (ys + height);
+    tiler_draw_span *ys = xs + width;
+    int32_t *xw = (int32_t *) (ys + height);
+    int32_t *yw = xw + (size_t) width * xtaps;
+    int32_t *ring = yw + (size_t) height * ytaps;
+    int *held = (int *) (ring + (size_t) ytaps * line);
+    for (int k = 0; k < ytaps; k++) held[k] = -1;
     tiler_draw_axis(x, region_width, width, source_width, xs, xw, xtaps);
     tiler_draw_axis(y, region_height, height, source_height, ys, yw, ytaps);
 
-    int32_t *acc = (int32_t *) scratch;
     for (int j = 0; j < height; j++) {
-        /* The source rows under this output row, each filtered across its columns and
-           added with its vertical weight: sums in 1/256ths of a level. */
-        memset(acc, 0, sizeof(int32_t) * (size_t) width * bands);
         const int32_t *wy = yw + (size_t) j * ytaps;
+        /* Each source row is filtered across once: output rows take rows in order, and
+           the ring holds the last `ytaps` of them. */
+        const int32_t *rows[ytaps];
         for (int r = 0; r < ys[j].count; r++) {
-            const uint8_t *row = source + (size_t) (ys[j].first + r) * source_stride;
-            int64_t vy = wy[r];
-            if (vy == 0) continue;
-            for (int i = 0; i < width; i++) {
-                const int32_t *wx = xw + (size_t) i * xtaps;
-                const uint8_t *p = row + (size_t) xs[i].first * bands;
-                int n = xs[i].count;
-                for (int b = 0; b < bands; b++) {
-                    int32_t h = 0; /* |h| < 2 × 255 × 65536 */
-                    for (int s = 0; s < n; s++) h += wx[s] * p[s * bands + b];
-                    acc[i * bands + b] += (int32_t) (((int64_t) h * vy + (1 << 23)) >> 24);
-                }
+            int source_row = ys[j].first + r;
+            int slot = source_row % ytaps;
+            int32_t *filtered = ring + (size_t) slot * line;
+            if (held[slot] != source_row) {
+                tiler_draw_row(source + (size_t) source_row * source_stride, bands, xs, xw, xtaps, width, filtered);
+                held[slot] = source_row;
             }
+            rows[r] = filtered;
         }
         uint8_t *o = out + (size_t) j * out_stride;
-        for (int k = 0; k < width * bands; k++) {
-            int32_t v = (acc[k] + 128) >> 8;
-            o[k] = (uint8_t) (v < 0 ? 0 : v > 255 ? 255 : v);
+        for (size_t k = 0; k < line; k++) {
+            int64_t v = 0;
+            for (int r = 0; r < ys[j].count; r++) v += (int64_t) wy[r] * rows[r][k];
+            int32_t c = (int32_t) ((v + (1 << 23)) >> 24);
+            o[k] = (uint8_t) (c < 0 ? 0 : c > 255 ? 255 : c);
         }
     }
-    if (memory != stack) free(memory);
+    free(memory);
     return 0;
 }
 

@@ -5,8 +5,9 @@ import TilerCore
 /// Draws a job from a JPEG pyramid's tiles without libvips: the cost of a drawing is its
 /// pixels. Each covering tile of the job's level is decoded once by libjpeg, scaled by its
 /// DCT (1/2, 1/4, 1/8) where the output is that much smaller, into one buffer; the region
-/// is resampled once with Lanczos' three-lobed kernel stretched to the scale (as libvips'
-/// `resize` reduces); turned by quarter turns and mirrored, greyed or made bitonal; and encoded with
+/// is resampled once, each axis by area averaging where it shrinks by 2 or less, else
+/// with Lanczos' three-lobed kernel stretched to the scale (as libvips' `resize` reduces);
+/// turned by quarter turns and mirrored, greyed or made bitonal; and encoded with
 /// libjpeg, libdeflate or libwebp directly. The libvips path (`RegionRenderer`) stays for
 /// what this does not draw: other tile formats, enlargements and turns by other angles.
 ///
@@ -90,12 +91,11 @@ struct TileDrawing {
         let x = Double(r.x - columns.lowerBound * T) / Double(d), y = Double(r.y - rows.lowerBound * T) / Double(d)
         let regionWidth = Double(r.width) / Double(d), regionHeight = Double(r.height) / Double(d)
         var resampled = [UInt8](repeating: 0, count: job.width * job.height * bands)
-        var scratch = [UInt32](repeating: 0, count: tiler_draw_resample_scratch(Int32(job.width), Int32(bands)))
         let status = mosaic.withUnsafeBufferPointer { m in
             resampled.withUnsafeMutableBufferPointer { o in
                 tiler_draw_resample(
                     m.baseAddress, stride, Int32(mosaicWidth), Int32(mosaicHeight), Int32(bands), x, y, regionWidth,
-                    regionHeight, o.baseAddress, job.width * bands, Int32(job.width), Int32(job.height), &scratch)
+                    regionHeight, o.baseAddress, job.width * bands, Int32(job.width), Int32(job.height))
             }
         }
         guard status == 0 else { throw .badJob("cannot resample \(r) to \(job.width)×\(job.height)") }

@@ -3,7 +3,7 @@
 
 /* Drawing IIIF regions and sizes from a pyramid's JPEG tiles without libvips: each
    covering tile decoded once with libjpeg (scaled by its DCT where the output is smaller),
-   the region resampled once (Lanczos-3, as libvips' resize), turned, greyed and encoded by the caller
+   the region resampled once (by area, or Lanczos-3 as libvips' resize), turned, greyed and encoded by the caller
    (tiler_jpeg_encode, tiler_webp_encode, libpng). Plain C calls around libjpeg's longjmp. */
 
 #include <stddef.h>
@@ -24,17 +24,14 @@ int tiler_draw_jpeg_size(const uint8_t *data, size_t size, int denominator, int 
 
 /* Resamples the rectangle (`x`, `y`, `region_width`, `region_height`) of `source`
    (`bands` bands of 8 bits, rows `source_stride` bytes apart, at least `source_width` ×
-   `source_height`) to `width` × `height` into `out` (rows `out_stride` apart), with
-   Lanczos' three-lobed kernel stretched to the scale, as libvips' `resize` reduces. Not
-   for enlarging: `width` ≤ `region_width` and `height` ≤ `region_height`. `scratch`
-   holds `tiler_draw_resample_scratch(width, bands)` 32-bit words. 0 on success, -1 on a
-   bad rectangle or no memory. */
+   `source_height`) to `width` × `height` into `out` (rows `out_stride` apart): each axis
+   averaged by area where it shrinks by 2 or less, else with Lanczos' three-lobed kernel
+   stretched to the scale, as libvips' `resize` reduces. Separable: each source row is
+   filtered across once. Not for enlarging: `width` ≤ `region_width` and `height` ≤
+   `region_height`. 0 on success, -1 on a bad rectangle or no memory. */
 int tiler_draw_resample(const uint8_t *source, size_t source_stride, int source_width, int source_height, int bands,
                         double x, double y, double region_width, double region_height, uint8_t *out,
-                        size_t out_stride, int width, int height, uint32_t *scratch);
-
-/* The 32-bit words `tiler_draw_resample` needs as scratch for an output `width` wide. */
-size_t tiler_draw_resample_scratch(int width, int bands);
+                        size_t out_stride, int width, int height);
 
 /* Turns `in` (`width` × `height`, `bands`, rows `in_stride` apart) by `quarter_turns`
    clockwise quarter turns (0 to 3), mirrored first (left to right) when `mirror`, into
