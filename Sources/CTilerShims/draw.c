@@ -116,7 +116,8 @@ int tiler_draw_decode_jpeg(const uint8_t *data, size_t size, int denominator, in
 /* ---- Area averaging ------------------------------------------------------------- */
 
 /* The source pixels output index i takes along one axis: from `first`, `count` of them,
-   with weights in 1/65536ths that add up to 65536 (some negative with Lanczos). */
+   with weights that add up to 1 (some negative with Lanczos). In floating point: the
+   passes below are then plain multiply-adds over rows, which the compiler vectorises. */
 typedef struct {
     int first;
     int count;
@@ -147,7 +148,7 @@ static int tiler_draw_taps(double length, int out_length) {
 /* Weights of one axis; `weights` holds `stride` slots per output index. Source pixels
    outside the image count as the edge pixel (their weights go to it). */
 static void tiler_draw_axis(double start, double length, int out_length, int limit, tiler_draw_span *spans,
-                            int32_t *weights, int stride) {
+                            float *weights, int stride) {
     double step = length / out_length;
     int area = step <= tiler_draw_area_limit;
     double support = area ? step / 2 : 3 * step;
@@ -175,47 +176,39 @@ static void tiler_draw_axis(double start, double length, int out_length, int lim
             values[at - first] += v;
             sum += v;
         }
-        int32_t *w = weights + (size_t) i * stride;
-        int32_t total = 0;
-        int largest = 0;
-        for (int k = 0; k <= last - first; k++) {
-            w[k] = (int32_t) lrint(values[k] / sum * 65536.0);
-            total += w[k];
-            if (w[k] > w[largest]) largest = k;
-        }
-        /* Rounding: the largest weight takes what is missing, so that a flat area stays flat. */
-        w[largest] += 65536 - total;
+        float *w = weights + (size_t) i * stride;
+        for (int k = 0; k <= last - first; k++) w[k] = (float) (values[k] / sum);
         spans[i].first = first;
         spans[i].count = last - first + 1;
     }
 }
 
-/* One source row filtered across: `out` gets `width * bands` sums in 1/256ths of a level. */
-static void tiler_draw_row(const uint8_t *row, int bands, const tiler_draw_span *xs, const int32_t *xw, int xtaps,
-                           int width, int32_t *out) {
+/* One source row filtered across into `out` (`width * bands` values, in levels). */
+static void tiler_draw_row(const uint8_t *row, int bands, const tiler_draw_span *xs, const float *xw, int xtaps,
+                           int width, float *out) {
     if (bands == 3) {
         for (int i = 0; i < width; i++) {
-            const int32_t *w = xw + (size_t) i * xtaps;
+            const float *w = xw + (size_t) i * xtaps;
             const uint8_t *p = row + (size_t) xs[i].first * 3;
-            int32_t r = 0, g = 0, b = 0;
+            float r = 0, g = 0, b = 0;
             for (int s = 0; s < xs[i].count; s++, p += 3) {
                 r += w[s] * p[0];
                 g += w[s] * p[1];
                 b += w[s] * p[2];
             }
-            out[3 * i] = (r + 128) >> 8;
-            out[3 * i + 1] = (g + 128) >> 8;
-            out[3 * i + 2] = (b + 128) >> 8;
+            out[3 * i] = r;
+            out[3 * i + 1] = g;
+            out[3 * i + 2] = b;
         }
         return;
     }
     for (int i = 0; i < width; i++) {
-        const int32_t *w = xw + (size_t) i * xtaps;
+        const float *w = xw + (size_t) i * xtaps;
         const uint8_t *p = row + (size_t) xs[i].first * bands;
         for (int c = 0; c < bands; c++) {
-            int32_t h = 0;
+            float h = 0;
             for (int s = 0; s < xs[i].count; s++) h += w[s] * p[s * bands + c];
-            out[i * bands + c] = (h + 128) >> 8;
+            out[i * bands + c] = h;
         }
     }
 }
@@ -228,43 +221,44 @@ int tiler_draw_resample(const uint8_t *source, size_t source_stride, int source_
         return -1;
     int xtaps = tiler_draw_taps(region_width, width), ytaps = tiler_draw_taps(region_height, height);
     size_t line = (size_t) width * bands;
-    /* Spans and weights of both axes, then a ring of `ytaps` source rows filtered across. */
+    /* Spans and weights of both axes, a ring of `ytaps` source rows filtered across, and
+       the output row being summed. */
     size_t bytes = sizeof(tiler_draw_span) * ((size_t) width + height) +
-                   sizeof(int32_t) * ((size_t) width * xtaps + (size_t) height * ytaps + (size_t) ytaps * line) +
+                   sizeof(float) * ((size_t) width * xtaps + (size_t) height * ytaps + ((size_t) ytaps + 1) * line) +
                    sizeof(int) * (size_t) ytaps;
     char *memory = malloc(bytes);
     if (!memory) return -1;
     tiler_draw_span *xs = (tiler_draw_span *) memory;
     tiler_draw_span *ys = xs + width;
-    int32_t *xw = (int32_t *) (ys + height);
-    int32_t *yw = xw + (size_t) width * xtaps;
-    int32_t *ring = yw + (size_t) height * ytaps;
-    int *held = (int *) (ring + (size_t) ytaps * line);
+    float *xw = (float *) (ys + height);
+    float *yw = xw + (size_t) width * xtaps;
+    float *ring = yw + (size_t) height * ytaps;
+    float *sum = ring + (size_t) ytaps * line;
+    int *held = (int *) (sum + line);
     for (int k = 0; k < ytaps; k++) held[k] = -1;
     tiler_draw_axis(x, region_width, width, source_width, xs, xw, xtaps);
     tiler_draw_axis(y, region_height, height, source_height, ys, yw, ytaps);
 
     for (int j = 0; j < height; j++) {
-        const int32_t *wy = yw + (size_t) j * ytaps;
+        const float *wy = yw + (size_t) j * ytaps;
+        for (size_t k = 0; k < line; k++) sum[k] = 0.5f; /* rounds the truncation below */
         /* Each source row is filtered across once: output rows take rows in order, and
            the ring holds the last `ytaps` of them. */
-        const int32_t *rows[ytaps];
         for (int r = 0; r < ys[j].count; r++) {
             int source_row = ys[j].first + r;
             int slot = source_row % ytaps;
-            int32_t *filtered = ring + (size_t) slot * line;
+            float *filtered = ring + (size_t) slot * line;
             if (held[slot] != source_row) {
                 tiler_draw_row(source + (size_t) source_row * source_stride, bands, xs, xw, xtaps, width, filtered);
                 held[slot] = source_row;
             }
-            rows[r] = filtered;
+            float v = wy[r];
+            for (size_t k = 0; k < line; k++) sum[k] += v * filtered[k];
         }
         uint8_t *o = out + (size_t) j * out_stride;
         for (size_t k = 0; k < line; k++) {
-            int64_t v = 0;
-            for (int r = 0; r < ys[j].count; r++) v += (int64_t) wy[r] * rows[r][k];
-            int32_t c = (int32_t) ((v + (1 << 23)) >> 24);
-            o[k] = (uint8_t) (c < 0 ? 0 : c > 255 ? 255 : c);
+            float c = sum[k];
+            o[k] = (uint8_t) (c < 0 ? 0 : c >= 255 ? 255 : (int) c);
         }
     }
     free(memory);
