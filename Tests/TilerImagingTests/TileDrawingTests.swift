@@ -75,18 +75,18 @@ import TilerTestSupport
         let scratch = try Scratch()
         defer { scratch.cleanUp() }
         let source = try Self.fixture.get().source
-        try vips(["crop", source, scratch.path("crop.v"), "\(x)", "\(y)", "\(w)", "\(h)"])
-        try vips([
+        try runVips(["crop", source, scratch.path("crop.v"), "\(x)", "\(y)", "\(w)", "\(h)"])
+        try runVips([
             "resize", scratch.path("crop.v"), scratch.path("step0.v"), "\(Double(width) / Double(w))",
             "--vscale", "\(Double(height) / Double(h))",
         ])
         var current = scratch.path("step0.v")
         for (i, command) in after.enumerated() {
             let next = scratch.path("step\(i + 1).v")
-            try vips([command[0], current, next] + command.dropFirst())
+            try runVips([command[0], current, next] + command.dropFirst())
             current = next
         }
-        try vips(["pngsave", current, scratch.path("reference.png")])
+        try runVips(["pngsave", current, scratch.path("reference.png")])
         return try DecodedImage(encoded: Array(try Data(contentsOf: URL(fileURLWithPath: scratch.path("reference.png")))))
     }
 
@@ -201,21 +201,5 @@ import TilerTestSupport
         guard case let .image(request) = try IIIFRoute.parse(path: "x/0,0,600,600/300,300/0/default.jpg") else { return }
         let plan = try IIIFImagePlan(request, geometry: broken.geometry)
         #expect(throws: RenderError.self) { try broken.render(plan) }
-    }
-}
-
-/// Runs the `vips` command; fails with its stderr.
-private func vips(_ arguments: [String]) throws {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["vips"] + arguments
-    let errors = Pipe()
-    process.standardError = errors
-    process.standardOutput = FileHandle.nullDevice
-    try process.run()
-    let message = errors.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-        throw ImagingError.encoding("vips \(arguments.joined(separator: " ")): \(String(decoding: message, as: UTF8.self))")
     }
 }
