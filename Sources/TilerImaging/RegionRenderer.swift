@@ -28,6 +28,9 @@ public struct RegionRenderer: Sendable {
     private let readTile: TileReader
     /// Encoder quality for JPEG and WebP output.
     public var encoderQuality: Int = 90
+    /// Whether the jobs `TileDrawing` can draw are drawn that way (without libvips); off
+    /// only to compare the two.
+    public var usesTileDrawing = true
 
     /// - Parameter tiles: how to read a tile's bytes; called once per covering tile.
     public init(manifest: PyramidManifest, tiles: @escaping TileReader) throws(RenderError) {
@@ -162,6 +165,11 @@ public struct RegionRenderer: Sendable {
         }
         let estimate = estimatedPeakBytes(job)
         guard estimate <= maximumBytes else { throw .tooLarge(estimatedBytes: estimate, limit: maximumBytes) }
+        if usesTileDrawing,
+            let drawing = TileDrawing(job: job, format: manifest.format, bands: manifest.bands, geometry: geometry)
+        {
+            return try drawing.draw(columns: columns, rows: rows, encoderQuality: encoderQuality, readTile: readTile)
+        }
         do { try Vips.start(for: .drawing) } catch { throw .libvips(error.description) }
         let r = job.rect
         let T = geometry.tileSize

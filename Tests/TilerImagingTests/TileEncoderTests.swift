@@ -26,22 +26,6 @@ private func picture(width: Int, height: Int, bands: Int, seed: Int = 1) -> [UIn
     return pixels
 }
 
-/// Runs the `vips` command; fails with its stderr.
-private func vips(_ arguments: [String]) throws {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["vips"] + arguments
-    let errors = Pipe()
-    process.standardError = errors
-    process.standardOutput = FileHandle.nullDevice
-    try process.run()
-    let message = errors.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-        throw ImagingError.encoding("vips \(arguments.joined(separator: " ")): \(String(decoding: message, as: UTF8.self))")
-    }
-}
-
 /// The bytes `vips jpegsave`/`vips webpsave` write for these pixels with `--Q quality
 /// --strip` (the source handed over losslessly as a PNG).
 private func libvipsBytes(
@@ -51,7 +35,7 @@ private func libvipsBytes(
     let source = scratch.path("source-\(width)x\(height)x\(bands).png")
     try Data(try PNGEncoder().encode(pixels, width: width, height: height, bands: bands)).write(to: URL(fileURLWithPath: source))
     let output = scratch.path("vips-\(quality).\(format.fileExtension)")
-    try vips([format == .jpeg ? "jpegsave" : "webpsave", source, output, "--Q", "\(quality)", "--strip"])
+    try runVips([format == .jpeg ? "jpegsave" : "webpsave", source, output, "--Q", "\(quality)", "--strip"])
     return Array(try Data(contentsOf: URL(fileURLWithPath: output)))
 }
 

@@ -1,0 +1,324 @@
+/* Drawing from JPEG tiles without libvips (see CTilerShimsDraw.h). A small drawing through
+   libvips pays for a pipeline per request and per tile, its thread pool's wake-ups and
+   fresh buffers; here each covering tile is decoded once by libjpeg into the caller's
+   buffer, and the region is resampled in one pass over it. */
+#include "CTilerShimsDraw.h"
+#include <math.h>
+#include <setjmp.h>
+#include <stdio.h>
+/* jpeglib.h needs stdio.h first. */
+#include <jpeglib.h>
+#include <jerror.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    struct jpeg_error_mgr manager;
+    jmp_buf jump;
+    char *message;
+    size_t message_size;
+} tiler_draw_error;
+
+static void tiler_draw_error_exit(j_common_ptr cinfo) {
+    tiler_draw_error *error = (tiler_draw_error *) cinfo->err;
+    if (error->message && error->message_size) {
+        char text[JMSG_LENGTH_MAX];
+        (*cinfo->err->format_message)(cinfo, text);
+        snprintf(error->message, error->message_size, "%s", text);
+    }
+    longjmp(error->jump, 1);
+}
+
+/* A warning (data cut short, a corrupt marker: libjpeg pads with grey and goes on) fails
+   the decode, as libvips' loaders do with fail_on=truncated; traces are ignored. */
+static void tiler_draw_emit_message(j_common_ptr cinfo, int level) {
+    if (level < 0) tiler_draw_error_exit(cinfo);
+}
+
+static void tiler_draw_silent(j_common_ptr cinfo) { (void) cinfo; }
+
+static int tiler_draw_valid_denominator(int denominator) {
+    return denominator == 1 || denominator == 2 || denominator == 4 || denominator == 8;
+}
+
+int tiler_draw_jpeg_size(const uint8_t *data, size_t size, int denominator, int *width, int *height, int *bands) {
+    if (!tiler_draw_valid_denominator(denominator) || !data || size == 0) return -1;
+    struct jpeg_decompress_struct cinfo;
+    tiler_draw_error error = {.message = NULL, .message_size = 0};
+    cinfo.err = jpeg_std_error(&error.manager);
+    error.manager.error_exit = tiler_draw_error_exit;
+    error.manager.emit_message = tiler_draw_emit_message;
+    error.manager.output_message = tiler_draw_silent;
+    if (setjmp(error.jump)) {
+        jpeg_destroy_decompress(&cinfo);
+        return -1;
+    }
+    jpeg_create_decompress(&cinfo);
+    jpeg_mem_src(&cinfo, data, (unsigned long) size);
+    jpeg_read_header(&cinfo, TRUE);
+    cinfo.scale_num = 1;
+    cinfo.scale_denom = (unsigned int) denominator;
+    jpeg_calc_output_dimensions(&cinfo);
+    *width = (int) cinfo.output_width;
+    *height = (int) cinfo.output_height;
+    *bands = cinfo.num_components == 1 ? 1 : 3;
+    jpeg_destroy_decompress(&cinfo);
+    return 0;
+}
+
+int tiler_draw_decode_jpeg(const uint8_t *data, size_t size, int denominator, int bands, uint8_t *out,
+                           size_t stride, int max_width, int max_height, int *width, int *height, char *message,
+                           size_t message_size) {
+    if (message && message_size) message[0] = 0;
+    if (!tiler_draw_valid_denominator(denominator) || (bands != 1 && bands != 3) || !data || size == 0) {
+        if (message && message_size) snprintf(message, message_size, "bad decode request");
+        return -1;
+    }
+    struct jpeg_decompress_struct cinfo;
+    tiler_draw_error error = {.message = message, .message_size = message_size};
+    cinfo.err = jpeg_std_error(&error.manager);
+    error.manager.error_exit = tiler_draw_error_exit;
+    error.manager.emit_message = tiler_draw_emit_message;
+    error.manager.output_message = tiler_draw_silent;
+    if (setjmp(error.jump)) {
+        jpeg_destroy_decompress(&cinfo);
+        return -1;
+    }
+    jpeg_create_decompress(&cinfo);
+    jpeg_mem_src(&cinfo, data, (unsigned long) size);
+    jpeg_read_header(&cinfo, TRUE);
+    cinfo.scale_num = 1;
+    cinfo.scale_denom = (unsigned int) denominator;
+    cinfo.out_color_space = bands == 3 ? JCS_RGB : JCS_GRAYSCALE;
+    /* libvips' jpegload defaults: the accurate integer IDCT and fancy upsampling. */
+    cinfo.dct_method = JDCT_ISLOW;
+    jpeg_calc_output_dimensions(&cinfo);
+    if ((int) cinfo.output_width > max_width || (int) cinfo.output_height > max_height ||
+        cinfo.output_components != bands) {
+        if (message && message_size)
+            snprintf(message, message_size, "tile is %ux%u with %d bands, more than the %dx%d with %d expected",
+                     cinfo.output_width, cinfo.output_height, cinfo.output_components, max_width, max_height, bands);
+        jpeg_destroy_decompress(&cinfo);
+        return -1;
+    }
+    jpeg_start_decompress(&cinfo);
+    while (cinfo.output_scanline < cinfo.output_height) {
+        JSAMPROW row = out + (size_t) cinfo.output_scanline * stride;
+        jpeg_read_scanlines(&cinfo, &row, 1);
+    }
+    jpeg_finish_decompress(&cinfo);
+    *width = (int) cinfo.output_width;
+    *height = (int) cinfo.output_height;
+    jpeg_destroy_decompress(&cinfo);
+    return 0;
+}
+
+/* ---- Area averaging ------------------------------------------------------------- */
+
+/* The source pixels output index i takes along one axis: from `first`, `count` of them,
+   with weights that add up to 1 (some negative with Lanczos). In floating point: the
+   passes below are then plain multiply-adds over rows, which the compiler vectorises. */
+typedef struct {
+    int first;
+    int count;
+} tiler_draw_span;
+
+/* Lanczos' kernel with three lobes, as libvips' reduce uses it. */
+static double tiler_draw_lanczos3(double x) {
+    x = fabs(x);
+    if (x < 1e-9) return 1;
+    if (x >= 3) return 0;
+    double px = 3.14159265358979323846 * x;
+    return 3 * sin(px) * sin(px / 3) / (px * px);
+}
+
+/* Up to this reduction an axis is averaged by area (each output pixel the mean of the
+   source it covers, partial pixels weighted by the part covered): as near to libvips'
+   Lanczos resize as Lanczos itself there (TileDrawingTests), for a quarter of its taps.
+   Past it, Lanczos-3 stretched to the scale, as libvips' reduce: a box that wide lets
+   detail finer than the output fold into it. */
+static const double tiler_draw_area_limit = 1.0;
+
+/* The most source pixels one output pixel may take along an axis. */
+static int tiler_draw_taps(double length, int out_length) {
+    double step = length / out_length;
+    return (step <= tiler_draw_area_limit ? 1 : 6) * (int) ceil(step) + 2;
+}
+
+/* Weights of one axis; `weights` holds `stride` slots per output index. Source pixels
+   outside the image count as the edge pixel (their weights go to it). */
+static void tiler_draw_axis(double start, double length, int out_length, int limit, tiler_draw_span *spans,
+                            float *weights, int stride) {
+    double step = length / out_length;
+    int area = step <= tiler_draw_area_limit;
+    double support = area ? step / 2 : 3 * step;
+    double values[stride];
+    for (int i = 0; i < out_length; i++) {
+        double centre = start + step * (i + 0.5);
+        int lo = area ? (int) floor(centre - support) : (int) floor(centre - support - 0.5) + 1;
+        int hi = area ? (int) ceil(centre + support) - 1 : (int) ceil(centre + support - 0.5) - 1;
+        int first = lo < 0 ? 0 : lo;
+        int last = hi > limit - 1 ? limit - 1 : hi;
+        if (last < first) last = first;
+        if (last - first + 1 > stride) last = first + stride - 1;
+        for (int k = 0; k <= last - first; k++) values[k] = 0;
+        double sum = 0;
+        for (int s = lo; s <= hi; s++) {
+            double v;
+            if (area) {
+                double a = centre - support, b = centre + support;
+                double from = s > a ? s : a, to = s + 1 < b ? s + 1 : b;
+                v = to > from ? to - from : 0;
+            } else {
+                v = tiler_draw_lanczos3((s + 0.5 - centre) / step);
+            }
+            int at = s < first ? first : s > last ? last : s;
+            values[at - first] += v;
+            sum += v;
+        }
+        float *w = weights + (size_t) i * stride;
+        for (int k = 0; k <= last - first; k++) w[k] = (float) (values[k] / sum);
+        spans[i].first = first;
+        spans[i].count = last - first + 1;
+    }
+}
+
+/* One source row filtered across into `out` (`width * bands` values, in levels). */
+static void tiler_draw_row(const uint8_t *row, int bands, const tiler_draw_span *xs, const float *xw, int xtaps,
+                           int width, float *out) {
+    if (bands == 3) {
+        for (int i = 0; i < width; i++) {
+            const float *w = xw + (size_t) i * xtaps;
+            const uint8_t *p = row + (size_t) xs[i].first * 3;
+            float r = 0, g = 0, b = 0;
+            for (int s = 0; s < xs[i].count; s++, p += 3) {
+                r += w[s] * p[0];
+                g += w[s] * p[1];
+                b += w[s] * p[2];
+            }
+            out[3 * i] = r;
+            out[3 * i + 1] = g;
+            out[3 * i + 2] = b;
+        }
+        return;
+    }
+    for (int i = 0; i < width; i++) {
+        const float *w = xw + (size_t) i * xtaps;
+        const uint8_t *p = row + (size_t) xs[i].first * bands;
+        for (int c = 0; c < bands; c++) {
+            float h = 0;
+            for (int s = 0; s < xs[i].count; s++) h += w[s] * p[s * bands + c];
+            out[i * bands + c] = h;
+        }
+    }
+}
+
+int tiler_draw_resample(const uint8_t *source, size_t source_stride, int source_width, int source_height, int bands,
+                        double x, double y, double region_width, double region_height, uint8_t *out,
+                        size_t out_stride, int width, int height) {
+    if (bands < 1 || bands > 4 || width < 1 || height < 1 || region_width < width || region_height < height ||
+        x < 0 || y < 0 || x + region_width > source_width + 1e-9 || y + region_height > source_height + 1e-9)
+        return -1;
+    int xtaps = tiler_draw_taps(region_width, width), ytaps = tiler_draw_taps(region_height, height);
+    size_t line = (size_t) width * bands;
+    /* Spans and weights of both axes, a ring of `ytaps` source rows filtered across, and
+       the output row being summed. */
+    size_t bytes = sizeof(tiler_draw_span) * ((size_t) width + height) +
+                   sizeof(float) * ((size_t) width * xtaps + (size_t) height * ytaps + ((size_t) ytaps + 1) * line) +
+                   sizeof(int) * (size_t) ytaps;
+    char *memory = malloc(bytes);
+    if (!memory) return -1;
+    tiler_draw_span *xs = (tiler_draw_span *) memory;
+    tiler_draw_span *ys = xs + width;
+    float *xw = (float *) (ys + height);
+    float *yw = xw + (size_t) width * xtaps;
+    float *ring = yw + (size_t) height * ytaps;
+    float *sum = ring + (size_t) ytaps * line;
+    int *held = (int *) (sum + line);
+    for (int k = 0; k < ytaps; k++) held[k] = -1;
+    tiler_draw_axis(x, region_width, width, source_width, xs, xw, xtaps);
+    tiler_draw_axis(y, region_height, height, source_height, ys, yw, ytaps);
+
+    for (int j = 0; j < height; j++) {
+        const float *wy = yw + (size_t) j * ytaps;
+        for (size_t k = 0; k < line; k++) sum[k] = 0.5f; /* rounds the truncation below */
+        /* Each source row is filtered across once: output rows take rows in order, and
+           the ring holds the last `ytaps` of them. */
+        for (int r = 0; r < ys[j].count; r++) {
+            int source_row = ys[j].first + r;
+            int slot = source_row % ytaps;
+            float *filtered = ring + (size_t) slot * line;
+            if (held[slot] != source_row) {
+                tiler_draw_row(source + (size_t) source_row * source_stride, bands, xs, xw, xtaps, width, filtered);
+                held[slot] = source_row;
+            }
+            float v = wy[r];
+            for (size_t k = 0; k < line; k++) sum[k] += v * filtered[k];
+        }
+        uint8_t *o = out + (size_t) j * out_stride;
+        for (size_t k = 0; k < line; k++) {
+            float c = sum[k];
+            o[k] = (uint8_t) (c < 0 ? 0 : c >= 255 ? 255 : (int) c);
+        }
+    }
+    free(memory);
+    return 0;
+}
+
+/* ---- Turns and grey ------------------------------------------------------------- */
+
+void tiler_draw_turn(const uint8_t *in, size_t in_stride, int width, int height, int bands, int quarter_turns,
+                     int mirror, uint8_t *out, size_t out_stride) {
+    quarter_turns &= 3;
+    for (int y = 0; y < height; y++) {
+        const uint8_t *row = in + (size_t) y * in_stride;
+        for (int x = 0; x < width; x++) {
+            int sx = mirror ? width - 1 - x : x;
+            /* Where (x, y) lands after the clockwise turns. */
+            int dx, dy;
+            switch (quarter_turns) {
+            case 1: dx = height - 1 - y; dy = x; break;
+            case 2: dx = width - 1 - x; dy = height - 1 - y; break;
+            case 3: dx = y; dy = width - 1 - x; break;
+            default: dx = x; dy = y; break;
+            }
+            memcpy(out + (size_t) dy * out_stride + (size_t) dx * bands, row + (size_t) sx * bands, (size_t) bands);
+        }
+    }
+}
+
+/* sRGB's curve: to linear light, and back from linear light in 4096 steps. */
+static float tiler_draw_to_linear[256];
+static uint8_t tiler_draw_from_linear[4097];
+static int tiler_draw_tables_made;
+
+static void tiler_draw_make_tables(void) {
+    for (int i = 0; i < 256; i++) {
+        double v = i / 255.0;
+        tiler_draw_to_linear[i] = (float) (v <= 0.04045 ? v / 12.92 : pow((v + 0.055) / 1.055, 2.4));
+    }
+    for (int i = 0; i <= 4096; i++) {
+        double l = i / 4096.0;
+        double v = l <= 0.0031308 ? l * 12.92 : 1.055 * pow(l, 1 / 2.4) - 0.055;
+        long c = lrint(v * 255.0);
+        tiler_draw_from_linear[i] = (uint8_t) (c < 0 ? 0 : c > 255 ? 255 : c);
+    }
+    __atomic_store_n(&tiler_draw_tables_made, 1, __ATOMIC_RELEASE);
+}
+
+void tiler_draw_grey(const uint8_t *in, size_t in_stride, int width, int height, uint8_t *out, size_t out_stride,
+                     int threshold) {
+    /* Making the tables twice from two threads writes the same values: harmless. */
+    if (!__atomic_load_n(&tiler_draw_tables_made, __ATOMIC_ACQUIRE)) tiler_draw_make_tables();
+    for (int y = 0; y < height; y++) {
+        const uint8_t *p = in + (size_t) y * in_stride;
+        uint8_t *o = out + (size_t) y * out_stride;
+        for (int x = 0; x < width; x++, p += 3) {
+            float l = 0.2126f * tiler_draw_to_linear[p[0]] + 0.7152f * tiler_draw_to_linear[p[1]] +
+                      0.0722f * tiler_draw_to_linear[p[2]];
+            int index = (int) (l * 4096.0f + 0.5f);
+            uint8_t g = tiler_draw_from_linear[index < 0 ? 0 : index > 4096 ? 4096 : index];
+            o[x] = threshold >= 0 ? (g >= threshold ? 255 : 0) : g;
+        }
+    }
+}

@@ -1,0 +1,186 @@
+import CTilerShims
+import Foundation
+import TilerCore
+
+/// Draws a job from a JPEG pyramid's tiles without libvips: the cost of a drawing is its
+/// pixels. Each covering tile of the job's level is decoded once by libjpeg, scaled by its
+/// DCT (1/2, 1/4, 1/8) where the output is that much smaller, into one buffer; the region
+/// is resampled once, each axis by area averaging where it shrinks by 2 or less, else
+/// with Lanczos' three-lobed kernel stretched to the scale (as libvips' `resize` reduces);
+/// turned by quarter turns and mirrored, greyed or made bitonal; and encoded with
+/// libjpeg, libdeflate or libwebp directly. The libvips path (`RegionRenderer`) stays for
+/// what this does not draw: other tile formats, enlargements and turns by other angles.
+///
+/// Quality: the resampling is never nearest-neighbour; `TileDrawingTests` compare its
+/// pixels with libvips' `resize` of the same region from the full-resolution source.
+struct TileDrawing {
+    let job: RegionRenderer.Job
+    let geometry: PyramidGeometry
+    let bands: Int
+    /// libjpeg's DCT scaling: tiles are decoded at 1/`denominator` of their size.
+    let denominator: Int
+
+    /// The drawing of `job` from tiles in `format`, or nil when this path does not draw it.
+    init?(job: RegionRenderer.Job, format: TileFormat, bands: Int?, geometry: PyramidGeometry) {
+        guard format == .jpeg, job.rotation.isRightAngle,
+            job.width <= job.rect.width, job.height <= job.rect.height
+        else { return nil }
+        let bands = bands ?? 3
+        guard bands == 1 || bands == 3 else { return nil }
+        // Colour from a grey pyramid is libvips' to make.
+        if bands == 1, job.quality == .color { return nil }
+        self.job = job
+        self.geometry = geometry
+        self.bands = bands
+        // The most the tiles can be scaled down by and still have twice the output's
+        // pixels: the resampling after the DCT's scaling then reduces by two or more, which
+        // keeps fine detail from folding into coarser (a DCT scaled to the output's size
+        // alone averages 8 × 8 blocks, a filter with little to stop it).
+        var denominator = 8
+        while denominator > 1
+            && (job.rect.width / denominator < 2 * job.width || job.rect.height / denominator < 2 * job.height
+                || geometry.tileSize % denominator != 0)
+        {
+            denominator /= 2
+        }
+        self.denominator = denominator
+    }
+
+    /// Draws the job from the tiles `columns` × `rows` of its level, each read by `readTile`.
+    func draw(
+        columns: ClosedRange<Int>, rows: ClosedRange<Int>, encoderQuality: Int,
+        readTile: RegionRenderer.TileReader
+    ) throws(RenderError) -> [UInt8] {
+        let T = geometry.tileSize
+        let level = geometry.level(job.level)
+        let d = denominator
+        // The tiles' scaled sizes: the last column and row may be narrower.
+        func scaled(_ n: Int) -> Int { (n + d - 1) / d }
+        let lastWidth = min(T, level.width - columns.upperBound * T)
+        let lastHeight = min(T, level.height - rows.upperBound * T)
+        let mosaicWidth = (columns.count - 1) * (T / d) + scaled(lastWidth)
+        let mosaicHeight = (rows.count - 1) * (T / d) + scaled(lastHeight)
+        let stride = mosaicWidth * bands
+        var mosaic = [UInt8](repeating: 0, count: stride * mosaicHeight)
+        var message = [CChar](repeating: 0, count: 256)
+
+        try mosaic.withUnsafeMutableBufferPointer { (m: inout UnsafeMutableBufferPointer<UInt8>) throws(RenderError) in
+            for row in rows {
+                for column in columns {
+                    let tile = TileCoordinate(level: job.level, row: row, column: column)
+                    let bytes = try readTile(tile)
+                    let x = (column - columns.lowerBound) * (T / d), y = (row - rows.lowerBound) * (T / d)
+                    let tileWidth = min(T, level.width - column * T), tileHeight = min(T, level.height - row * T)
+                    var width: Int32 = 0, height: Int32 = 0
+                    let status = bytes.withUnsafeBytes { b in
+                        tiler_draw_decode_jpeg(
+                            b.bindMemory(to: UInt8.self).baseAddress, b.count, Int32(d), Int32(bands),
+                            m.baseAddress! + y * stride + x * bands, stride, Int32(scaled(tileWidth)),
+                            Int32(scaled(tileHeight)), &width, &height, &message, message.count)
+                    }
+                    guard status == 0 else { throw .badTile("tile \(tile): \(Self.text(message))") }
+                    guard Int(width) == scaled(tileWidth), Int(height) == scaled(tileHeight) else {
+                        throw .badTile("tile \(tile) is \(width)×\(height) at 1/\(d), not \(scaled(tileWidth))×\(scaled(tileHeight))")
+                    }
+                }
+            }
+        }
+
+        // The region in the mosaic's pixels.
+        let r = job.rect
+        let x = Double(r.x - columns.lowerBound * T) / Double(d), y = Double(r.y - rows.lowerBound * T) / Double(d)
+        let regionWidth = Double(r.width) / Double(d), regionHeight = Double(r.height) / Double(d)
+        var resampled = [UInt8](repeating: 0, count: job.width * job.height * bands)
+        let status = mosaic.withUnsafeBufferPointer { m in
+            resampled.withUnsafeMutableBufferPointer { o in
+                tiler_draw_resample(
+                    m.baseAddress, stride, Int32(mosaicWidth), Int32(mosaicHeight), Int32(bands), x, y, regionWidth,
+                    regionHeight, o.baseAddress, job.width * bands, Int32(job.width), Int32(job.height))
+            }
+        }
+        guard status == 0 else { throw .badJob("cannot resample \(r) to \(job.width)×\(job.height)") }
+        mosaic = []
+
+        var pixels = resampled
+        var width = job.width, height = job.height, outBands = bands
+        // Quality before the turn: fewer bands to turn.
+        if job.quality == .gray || job.quality == .bitonal {
+            let threshold: Int32 = job.quality == .bitonal ? 128 : -1
+            if bands == 3 {
+                var grey = [UInt8](repeating: 0, count: width * height)
+                pixels.withUnsafeBufferPointer { p in
+                    grey.withUnsafeMutableBufferPointer { g in
+                        tiler_draw_grey(p.baseAddress, width * 3, Int32(width), Int32(height), g.baseAddress, width, threshold)
+                    }
+                }
+                pixels = grey
+            } else if threshold >= 0 {
+                for i in pixels.indices { pixels[i] = pixels[i] >= UInt8(threshold) ? 255 : 0 }
+            }
+            outBands = 1
+        }
+        let turns = Int(job.rotation.degrees / 90) % 4
+        if turns != 0 || job.rotation.mirror {
+            var turned = [UInt8](repeating: 0, count: pixels.count)
+            let (w, h) = turns % 2 == 1 ? (height, width) : (width, height)
+            pixels.withUnsafeBufferPointer { p in
+                turned.withUnsafeMutableBufferPointer { t in
+                    tiler_draw_turn(
+                        p.baseAddress, width * outBands, Int32(width), Int32(height), Int32(outBands), Int32(turns),
+                        job.rotation.mirror ? 1 : 0, t.baseAddress, w * outBands)
+                }
+            }
+            pixels = turned
+            width = w
+            height = h
+        }
+        return try Self.encode(pixels, width: width, height: height, bands: outBands, as: job.format, quality: encoderQuality)
+    }
+
+    /// Encodes rows of 8-bit pixels as `format`, the way libvips' savers would (same
+    /// libraries and settings for JPEG and WebP; PNG through libdeflate).
+    static func encode(
+        _ pixels: [UInt8], width: Int, height: Int, bands: Int, as format: IIIFFormat, quality: Int
+    ) throws(RenderError) -> [UInt8] {
+        var buffer: UnsafeMutablePointer<UInt8>?
+        var length = 0
+        var message = [CChar](repeating: 0, count: 256)
+        let stride = width * bands
+        let status: Int32
+        switch format {
+        case .jpg:
+            status = pixels.withUnsafeBufferPointer {
+                tiler_jpeg_encode(
+                    $0.baseAddress, stride, Int32(width), Int32(height), Int32(bands), Int32(quality), &buffer, &length,
+                    &message, message.count)
+            }
+        case .webp:
+            status = pixels.withUnsafeBufferPointer {
+                tiler_webp_encode(
+                    $0.baseAddress, stride, Int32(width), Int32(height), Int32(bands), Int32(quality), &buffer, &length,
+                    &message, message.count)
+            }
+        case .png:
+            do {
+                return try pixels.withUnsafeBufferPointer { p in
+                    try PNGEncoder(settings: Self.png).withEncoded(
+                        pixels: p.baseAddress!, stride: stride, width: width, height: height, bands: bands
+                    ) { Array($0) }
+                }
+            } catch {
+                throw .libvips("encoding png: \(error)")
+            }
+        }
+        guard status == 0, let buffer else { throw .libvips("encoding \(format.rawValue): \(Self.text(message))") }
+        defer { free(buffer) }
+        return Array(UnsafeBufferPointer(start: buffer, count: length))
+    }
+
+    /// A C message buffer's text, up to its NUL.
+    static func text(_ message: [CChar]) -> String {
+        String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Drawn PNGs: zlib level 6 (libvips' pngsave default) after the Up filter.
+    static let png = PNGSettings(zlibLevel: 6, filter: .up, strategy: .default, library: .libdeflate)
+}

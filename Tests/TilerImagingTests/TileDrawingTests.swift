@@ -1,0 +1,205 @@
+import Foundation
+import Testing
+import TilerCore
+import TilerTestSupport
+@testable import TilerImaging
+
+/// IIIF drawings made from a JPEG pyramid's tiles without libvips (`TileDrawing`), checked
+/// against libvips itself: the same drawing through libvips' path (`usesTileDrawing`
+/// off) differs by at most 2 levels on average and 6 in any column or row (tile seams run
+/// along them), and against `vips crop` of the full-resolution source then `vips resize`
+/// to the asked size (turned with `vips rot`/`flip`, greyed with `vips colourspace b-w`)
+/// it is at least as near as libvips' path is; for every level choice (DCT scaling
+/// included), odd sizes and regions touching the image's edges.
+@Suite(.serialized) struct TileDrawingTests {
+    static let width = 1537
+    static let height = 1101
+
+    /// The source (a PNG) and its JPEG pyramid, made once for the suite.
+    static let fixture: Result<(source: String, renderer: RegionRenderer), Error> = Result {
+        let root = try ProcessFolders.fresh(named: "drawing")
+        let source = root.appendingPathComponent("source.png").path
+        let pixels = photo(width: width, height: height)
+        try Data(try PNGEncoder().encode(pixels, width: width, height: height, bands: 3)).write(to: URL(fileURLWithPath: source))
+        let result = try PyramidCutter(root: root.appendingPathComponent("pyramids"), options: CutOptions(format: .jpeg, force: true))
+            .cut(source, id: PyramidID("photo")!)
+        let dir = result.output.path
+        let manifest = result.manifest
+        let renderer = try RegionRenderer(manifest: manifest) { (tile: TileCoordinate) throws(RenderError) -> [UInt8] in
+            let path = dir + "/" + manifest.tilePath(tile)
+            guard let data = FileManager.default.contents(atPath: path) else { throw .missingTile(path) }
+            return Array(data)
+        }
+        return (source, renderer)
+    }
+
+    /// Smooth shading, waves of several frequencies (the finer ones fainter, as in a
+    /// photograph), hard edges and a little grain: what a photograph asks of a resampler,
+    /// without detail at the edge of what the output can show, on which no two
+    /// resamplers agree.
+    static func photo(width: Int, height: Int) -> [UInt8] {
+        var pixels = [UInt8](repeating: 0, count: width * height * 3)
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        for y in 0..<height {
+            for x in 0..<width {
+                state ^= state << 13
+                state ^= state >> 7
+                state ^= state << 17
+                let grain = Int(state % 7) - 3
+                let fx = Double(x), fy = Double(y)
+                let edge = ((x / 97) + (y / 83)) % 2 == 0 ? 35 : -35
+                for band in 0..<3 {
+                    let shade = 60 + (x + y * (band + 1)) * 120 / (width + height * 3)
+                    let wave = 40 * sin(fx / (53 + 9 * Double(band)) + fy / 71) + 12 * cos(fy / (11 + Double(band)) - fx / 37)
+                    pixels[(y * width + x) * 3 + band] = UInt8(clamping: shade + Int(wave) + edge + grain)
+                }
+            }
+        }
+        return pixels
+    }
+
+    /// The pixels of a IIIF request drawn by the renderer, with or without `TileDrawing`.
+    func drawn(_ iiif: String, fast: Bool = true) throws -> DecodedImage {
+        var renderer = try Self.fixture.get().renderer
+        renderer.usesTileDrawing = fast
+        guard case let .image(request) = try IIIFRoute.parse(path: Substring("x/" + iiif)) else { throw IIIFError.notFound(iiif) }
+        let plan = try IIIFImagePlan(request, geometry: renderer.geometry)
+        return try DecodedImage(encoded: try renderer.render(plan))
+    }
+
+    /// libvips' own drawing of `region` (full-resolution pixels) at `width` × `height`,
+    /// then `after` (more vips commands on the file, e.g. a turn).
+    func reference(
+        x: Int, y: Int, w: Int, h: Int, width: Int, height: Int, after: [[String]] = []
+    ) throws -> DecodedImage {
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let source = try Self.fixture.get().source
+        try runVips(["crop", source, scratch.path("crop.v"), "\(x)", "\(y)", "\(w)", "\(h)"])
+        try runVips([
+            "resize", scratch.path("crop.v"), scratch.path("step0.v"), "\(Double(width) / Double(w))",
+            "--vscale", "\(Double(height) / Double(h))",
+        ])
+        var current = scratch.path("step0.v")
+        for (i, command) in after.enumerated() {
+            let next = scratch.path("step\(i + 1).v")
+            try runVips([command[0], current, next] + command.dropFirst())
+            current = next
+        }
+        try runVips(["pngsave", current, scratch.path("reference.png")])
+        return try DecodedImage(encoded: Array(try Data(contentsOf: URL(fileURLWithPath: scratch.path("reference.png")))))
+    }
+
+    /// The mean absolute difference over the area both images cover (libvips' resize may
+    /// round a side one pixel differently), and the worst mean of any one column or row.
+    func difference(_ a: DecodedImage, _ b: DecodedImage) -> (mean: Double, worstLine: Double) {
+        #expect(abs(a.width - b.width) <= 1 && abs(a.height - b.height) <= 1, "\(a.width)×\(a.height) vs \(b.width)×\(b.height)")
+        #expect(a.bands == b.bands)
+        let w = min(a.width, b.width), h = min(a.height, b.height), n = min(a.bands, b.bands)
+        var total = 0
+        var columns = [Int](repeating: 0, count: w), rows = [Int](repeating: 0, count: h)
+        for y in 0..<h {
+            for x in 0..<w {
+                var d = 0
+                for band in 0..<n {
+                    d += abs(Int(a.pixels[(y * a.width + x) * a.bands + band]) - Int(b.pixels[(y * b.width + x) * b.bands + band]))
+                }
+                total += d
+                columns[x] += d
+                rows[y] += d
+            }
+        }
+        let worstColumn = Double(columns.max() ?? 0) / Double(h * n)
+        let worstRow = Double(rows.max() ?? 0) / Double(w * n)
+        return (Double(total) / Double(w * h * n), max(worstColumn, worstRow))
+    }
+
+    /// Regions and sizes: whole image, corners and edges, odd sizes, every level choice
+    /// (the level's region from just above the output to eight times it: DCT scaling
+    /// 1/2, 1/4 and 1/8).
+    @Test(arguments: [
+        (0, 0, 1537, 1101, 700, 501),
+        (0, 0, 1537, 1101, 301, 215),
+        (0, 0, 1537, 1101, 97, 69),
+        (0, 0, 1537, 1101, 23, 17),
+        (100, 50, 1000, 700, 613, 429),
+        (1037, 601, 500, 500, 300, 300),
+        (1037, 601, 500, 500, 251, 251),
+        (0, 601, 777, 500, 389, 250),
+        (1, 1, 1535, 1099, 511, 366),
+        (255, 255, 514, 514, 257, 257),
+        (256, 0, 1281, 1101, 640, 550),
+        (700, 300, 129, 131, 61, 67),
+        (1400, 1000, 137, 101, 130, 96),
+        (300, 200, 800, 600, 100, 75),
+        (0, 0, 4000, 4000, 0, 0),  // a region past the edges: clipped, like IIIF
+    ])
+    func regionsAndSizesMatchLibvips(x: Int, y: Int, w: Int, h: Int, width: Int, height: Int) throws {
+        let clippedW = min(w, Self.width - x), clippedH = min(h, Self.height - y)
+        let (outW, outH) = width == 0 ? (clippedW / 4, clippedH / 4) : (width, height)
+        let iiif = "\(x),\(y),\(w),\(h)/\(outW),\(outH)/0/default.png"
+        let fast = try drawn(iiif)
+        #expect(fast.width == outW && fast.height == outH && fast.bands == 3)
+        let viaLibvips = try drawn(iiif, fast: false)
+        // The same drawing as libvips' path makes from the same level's tiles, with no
+        // seam (a column or row off) where covering tiles meet.
+        let (mean, worst) = difference(fast, viaLibvips)
+        #expect(mean <= 2, "\(iiif): mean difference from libvips' path \(mean)")
+        #expect(worst <= 6, "\(iiif): worst column or row \(worst)")
+        // At least as near as libvips' path to libvips' resize of the full-resolution source.
+        let expected = try reference(x: x, y: y, w: clippedW, h: clippedH, width: outW, height: outH)
+        let ours = difference(fast, expected).mean, theirs = difference(viaLibvips, expected).mean
+        #expect(ours <= theirs + 0.25, "\(iiif): \(ours) from the source's resize, libvips' path \(theirs)")
+    }
+
+    /// Quarter turns and mirroring, as libvips turns the same drawing.
+    @Test(arguments: [
+        ("0", [[String]]()),
+        ("90", [["rot", "d90"]]),
+        ("180", [["rot", "d180"]]),
+        ("270", [["rot", "d270"]]),
+        ("!0", [["flip", "horizontal"]]),
+        ("!90", [["flip", "horizontal"], ["rot", "d90"]]),
+        ("!270", [["flip", "horizontal"], ["rot", "d270"]]),
+    ])
+    func turnsMatchLibvips(rotation: String, after: [[String]]) throws {
+        let fast = try drawn("200,100,900,600/301,201/\(rotation)/default.png")
+        let expected = try reference(x: 200, y: 100, w: 900, h: 600, width: 301, height: 201, after: after)
+        #expect(fast.width == expected.width && fast.height == expected.height)
+        let (mean, _) = difference(fast, expected)
+        #expect(mean <= 2, "rotation \(rotation): mean difference \(mean)")
+    }
+
+    /// Grey as libvips' `colourspace b-w`; bitonal as its grey at or above 128: all but a
+    /// few pixels near the threshold agree.
+    @Test func greyAndBitonalMatchLibvips() throws {
+        let grey = try drawn("100,100,1200,900/401,301/0/gray.png")
+        #expect(grey.bands == 1)
+        let expectedGrey = try reference(
+            x: 100, y: 100, w: 1200, h: 900, width: 401, height: 301, after: [["colourspace", "b-w"]])
+        #expect(difference(grey, expectedGrey).mean <= 2)
+
+        let bitonal = try drawn("100,100,1200,900/401,301/0/bitonal.png")
+        #expect(bitonal.pixels.allSatisfy { $0 == 0 || $0 == 255 })
+        let agreeing = zip(bitonal.pixels, expectedGrey.pixels).filter { ($0 == 255) == ($1 >= 128) }.count
+        #expect(Double(agreeing) / Double(bitonal.pixels.count) >= 0.97)
+    }
+
+    /// Every output format the server writes decodes to the same drawing.
+    @Test(arguments: ["jpg", "webp"]) func lossyFormatsAreTheSameDrawing(format: String) throws {
+        let png = try drawn("300,200,800,600/401,301/0/default.png")
+        let lossy = try drawn("300,200,800,600/401,301/0/default.\(format)")
+        #expect(difference(png, lossy).mean <= 3)
+    }
+
+    /// A damaged tile fails the drawing (no grey patch in its place).
+    @Test func aDamagedTileIsAnError() throws {
+        let good = try Self.fixture.get().renderer
+        let broken = try RegionRenderer(manifest: good.manifest) { (tile: TileCoordinate) throws(RenderError) -> [UInt8] in
+            Array("\u{FF}\u{D8}\u{FF}\u{E0} not a jpeg".utf8)
+        }
+        guard case let .image(request) = try IIIFRoute.parse(path: "x/0,0,600,600/300,300/0/default.jpg") else { return }
+        let plan = try IIIFImagePlan(request, geometry: broken.geometry)
+        #expect(throws: RenderError.self) { try broken.render(plan) }
+    }
+}
