@@ -41,31 +41,6 @@ static int tiler_draw_valid_denominator(int denominator) {
     return denominator == 1 || denominator == 2 || denominator == 4 || denominator == 8;
 }
 
-int tiler_draw_jpeg_size(const uint8_t *data, size_t size, int denominator, int *width, int *height, int *bands) {
-    if (!tiler_draw_valid_denominator(denominator) || !data || size == 0) return -1;
-    struct jpeg_decompress_struct cinfo;
-    tiler_draw_error error = {.message = NULL, .message_size = 0};
-    cinfo.err = jpeg_std_error(&error.manager);
-    error.manager.error_exit = tiler_draw_error_exit;
-    error.manager.emit_message = tiler_draw_emit_message;
-    error.manager.output_message = tiler_draw_silent;
-    if (setjmp(error.jump)) {
-        jpeg_destroy_decompress(&cinfo);
-        return -1;
-    }
-    jpeg_create_decompress(&cinfo);
-    jpeg_mem_src(&cinfo, data, (unsigned long) size);
-    jpeg_read_header(&cinfo, TRUE);
-    cinfo.scale_num = 1;
-    cinfo.scale_denom = (unsigned int) denominator;
-    jpeg_calc_output_dimensions(&cinfo);
-    *width = (int) cinfo.output_width;
-    *height = (int) cinfo.output_height;
-    *bands = cinfo.num_components == 1 ? 1 : 3;
-    jpeg_destroy_decompress(&cinfo);
-    return 0;
-}
-
 int tiler_draw_decode_jpeg(const uint8_t *data, size_t size, int denominator, int bands, uint8_t *out,
                            size_t stride, int max_width, int max_height, int *width, int *height, char *message,
                            size_t message_size) {

@@ -18,10 +18,6 @@ int tiler_draw_decode_jpeg(const uint8_t *data, size_t size, int denominator, in
                            size_t stride, int max_width, int max_height, int *width, int *height, char *message,
                            size_t message_size);
 
-/* The size of the JPEG `data` scaled by 1/`denominator`, and its bands, from its header
-   alone. 0 on success. */
-int tiler_draw_jpeg_size(const uint8_t *data, size_t size, int denominator, int *width, int *height, int *bands);
-
 /* Resamples the rectangle (`x`, `y`, `region_width`, `region_height`) of `source`
    (`bands` bands of 8 bits, rows `source_stride` bytes apart, at least `source_width` ×
    `source_height`) to `width` × `height` into `out` (rows `out_stride` apart): each axis
