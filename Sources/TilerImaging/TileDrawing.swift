@@ -5,9 +5,8 @@ import TilerCore
 /// Draws a job from a JPEG pyramid's tiles without libvips: the cost of a drawing is its
 /// pixels. Each covering tile of the job's level is decoded once by libjpeg, scaled by its
 /// DCT (1/2, 1/4, 1/8) where the output is that much smaller, into one buffer; the region
-/// is resampled once, each axis by area averaging where it shrinks by 2 or less, else
-/// with Lanczos' three-lobed kernel stretched to the scale (as libvips' `resize` reduces);
-/// turned by quarter turns and mirrored, greyed or made bitonal; and encoded with
+/// is resampled once with Lanczos' three-lobed kernel stretched to the scale (as libvips'
+/// `resize` reduces); turned by quarter turns and mirrored, greyed or made bitonal; and encoded with
 /// libjpeg, libdeflate or libwebp directly. The libvips path (`RegionRenderer`) stays for
 /// what this does not draw: other tile formats, enlargements and turns by other angles.
 ///

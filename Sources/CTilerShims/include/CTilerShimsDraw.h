@@ -3,8 +3,9 @@
 
 /* Drawing IIIF regions and sizes from a pyramid's JPEG tiles without libvips: each
    covering tile decoded once with libjpeg (scaled by its DCT where the output is smaller),
-   the region resampled once (by area, or Lanczos-3 as libvips' resize), turned, greyed and encoded by the caller
-   (tiler_jpeg_encode, tiler_webp_encode, libpng). Plain C calls around libjpeg's longjmp. */
+   the region resampled once (Lanczos-3, as libvips' resize), turned and greyed; the caller
+   encodes (tiler_jpeg_encode, tiler_webp_encode, libdeflate). Plain C calls around
+   libjpeg's longjmp. */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -20,11 +21,11 @@ int tiler_draw_decode_jpeg(const uint8_t *data, size_t size, int denominator, in
 
 /* Resamples the rectangle (`x`, `y`, `region_width`, `region_height`) of `source`
    (`bands` bands of 8 bits, rows `source_stride` bytes apart, at least `source_width` ×
-   `source_height`) to `width` × `height` into `out` (rows `out_stride` apart): each axis
-   averaged by area where it shrinks by 2 or less, else with Lanczos' three-lobed kernel
-   stretched to the scale, as libvips' `resize` reduces. Separable: each source row is
-   filtered across once. Not for enlarging: `width` ≤ `region_width` and `height` ≤
-   `region_height`. 0 on success, -1 on a bad rectangle or no memory. */
+   `source_height`) to `width` × `height` into `out` (rows `out_stride` apart): an axis
+   that shrinks with Lanczos' three-lobed kernel stretched to the scale, as libvips'
+   `resize` reduces; one that keeps its size by area (a copy when aligned). Separable:
+   each source row is filtered across once. Not for enlarging: `width` ≤ `region_width`
+   and `height` ≤ `region_height`. 0 on success, -1 on a bad rectangle or no memory. */
 int tiler_draw_resample(const uint8_t *source, size_t source_stride, int source_width, int source_height, int bands,
                         double x, double y, double region_width, double region_height, uint8_t *out,
                         size_t out_stride, int width, int height);
