@@ -166,7 +166,8 @@ public struct RegionRenderer: Sendable {
         let estimate = estimatedPeakBytes(job)
         guard estimate <= maximumBytes else { throw .tooLarge(estimatedBytes: estimate, limit: maximumBytes) }
         if usesTileDrawing,
-            let drawing = TileDrawing(job: job, format: manifest.format, bands: manifest.bands, geometry: geometry)
+            let drawing = TileDrawing(
+                job: job, format: manifest.format, bands: manifest.bands, padded: manifest.isPadded, geometry: geometry)
         {
             return try drawing.draw(columns: columns, rows: rows, encoderQuality: encoderQuality, readTile: readTile)
         }

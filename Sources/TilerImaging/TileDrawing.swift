@@ -20,8 +20,11 @@ struct TileDrawing {
     let denominator: Int
 
     /// The drawing of `job` from tiles in `format`, or nil when this path does not draw it.
-    init?(job: RegionRenderer.Job, format: TileFormat, bands: Int?, geometry: PyramidGeometry) {
-        guard format == .jpeg, job.rotation.isRightAngle,
+    init?(job: RegionRenderer.Job, format: TileFormat, bands: Int?, padded: Bool, geometry: PyramidGeometry) {
+        // Padded edge tiles (`cut --pad`) hold the padding in the JPEG blocks that also
+        // hold the image's last pixels, and DCT scaling mixes it into them: libvips' path
+        // draws those pyramids (TileDrawingTests.paddedPyramidsDrawTheirPixelsOnly).
+        guard format == .jpeg, !padded, job.rotation.isRightAngle,
             job.width <= job.rect.width, job.height <= job.rect.height
         else { return nil }
         let bands = bands ?? 3
@@ -53,14 +56,15 @@ struct TileDrawing {
         let T = geometry.tileSize
         let level = geometry.level(job.level)
         let d = denominator
-        // The tiles' scaled sizes: the last column and row may be narrower.
+        // Each tile gets a slot of T/d × T/d: a padded pyramid's edge tiles fill theirs
+        // (the padding is never read), others only hold the level's pixels. The content
+        // ends where the level does: that is the edge the resampling extends.
         func scaled(_ n: Int) -> Int { (n + d - 1) / d }
-        let lastWidth = min(T, level.width - columns.upperBound * T)
-        let lastHeight = min(T, level.height - rows.upperBound * T)
-        let mosaicWidth = (columns.count - 1) * (T / d) + scaled(lastWidth)
-        let mosaicHeight = (rows.count - 1) * (T / d) + scaled(lastHeight)
-        let stride = mosaicWidth * bands
-        var mosaic = [UInt8](repeating: 0, count: stride * mosaicHeight)
+        let slot = T / d
+        let contentWidth = (columns.count - 1) * slot + scaled(min(T, level.width - columns.upperBound * T))
+        let contentHeight = (rows.count - 1) * slot + scaled(min(T, level.height - rows.upperBound * T))
+        let stride = columns.count * slot * bands
+        var mosaic = [UInt8](repeating: 0, count: stride * rows.count * slot)
         var message = [CChar](repeating: 0, count: 256)
 
         try mosaic.withUnsafeMutableBufferPointer { (m: inout UnsafeMutableBufferPointer<UInt8>) throws(RenderError) in
@@ -68,18 +72,19 @@ struct TileDrawing {
                 for column in columns {
                     let tile = TileCoordinate(level: job.level, row: row, column: column)
                     let bytes = try readTile(tile)
-                    let x = (column - columns.lowerBound) * (T / d), y = (row - rows.lowerBound) * (T / d)
+                    let x = (column - columns.lowerBound) * slot, y = (row - rows.lowerBound) * slot
                     let tileWidth = min(T, level.width - column * T), tileHeight = min(T, level.height - row * T)
                     var width: Int32 = 0, height: Int32 = 0
                     let status = bytes.withUnsafeBytes { b in
                         tiler_draw_decode_jpeg(
                             b.bindMemory(to: UInt8.self).baseAddress, b.count, Int32(d), Int32(bands),
-                            m.baseAddress! + y * stride + x * bands, stride, Int32(scaled(tileWidth)),
-                            Int32(scaled(tileHeight)), &width, &height, &message, message.count)
+                            m.baseAddress! + y * stride + x * bands, stride, Int32(slot), Int32(slot), &width, &height,
+                            &message, message.count)
                     }
                     guard status == 0 else { throw .badTile("tile \(tile): \(Self.text(message))") }
-                    guard Int(width) == scaled(tileWidth), Int(height) == scaled(tileHeight) else {
-                        throw .badTile("tile \(tile) is \(width)×\(height) at 1/\(d), not \(scaled(tileWidth))×\(scaled(tileHeight))")
+                    guard Int(width) >= scaled(tileWidth), Int(height) >= scaled(tileHeight) else {
+                        throw .badTile(
+                            "tile \(tile) is \(width)×\(height) at 1/\(d), less than \(scaled(tileWidth))×\(scaled(tileHeight))")
                     }
                 }
             }
@@ -93,7 +98,7 @@ struct TileDrawing {
         let status = mosaic.withUnsafeBufferPointer { m in
             resampled.withUnsafeMutableBufferPointer { o in
                 tiler_draw_resample(
-                    m.baseAddress, stride, Int32(mosaicWidth), Int32(mosaicHeight), Int32(bands), x, y, regionWidth,
+                    m.baseAddress, stride, Int32(contentWidth), Int32(contentHeight), Int32(bands), x, y, regionWidth,
                     regionHeight, o.baseAddress, job.width * bands, Int32(job.width), Int32(job.height))
             }
         }

@@ -192,6 +192,41 @@ import TilerTestSupport
         #expect(difference(png, lossy).mean <= 3)
     }
 
+    /// A padded pyramid (`cut --pad`, for Leaflet) is drawn by libvips' path: its edge
+    /// tiles hold the padding in the JPEG blocks that also hold the image's last pixels,
+    /// and DCT scaling mixed it into them (13 levels off in an edge line of a DeepZoom
+    /// level below the pyramid; at first such tiles even failed as damaged, which cost the
+    /// README's OpenSeadragon page its small levels: `ReadmePagesTests`).
+    @Test func paddedPyramidsAreDrawnByLibvips() throws {
+        let root = try ProcessFolders.fresh(named: "drawing-padded")
+        let source = root.appendingPathComponent("padded.png").path
+        let (width, height) = (701, 499)
+        try Data(try PNGEncoder().encode(Self.photo(width: width, height: height), width: width, height: height, bands: 3))
+            .write(to: URL(fileURLWithPath: source))
+        let result = try PyramidCutter(
+            root: root.appendingPathComponent("pyramids"), options: CutOptions(format: .jpeg, force: true, pad: true)
+        ).cut(source, id: PyramidID("photo")!)
+        let dir = result.output.path
+        let manifest = result.manifest
+        var padded = try RegionRenderer(manifest: manifest) { (tile: TileCoordinate) throws(RenderError) -> [UInt8] in
+            guard let data = FileManager.default.contents(atPath: dir + "/" + manifest.tilePath(tile)) else {
+                throw .missingTile(tile.description)
+            }
+            return Array(data)
+        }
+        var jobs = [(300, 213), (37, 26), (1, 1)].map { padded.shrunkLevelZeroJob(width: $0, height: $1) }
+        jobs.append(
+            RegionRenderer.Job(
+                level: padded.geometry.levelNumbers.last!, rect: PixelRect(x: 400, y: 200, width: 301, height: 299),
+                width: 150, height: 149, format: .png))
+        for job in jobs {
+            padded.usesTileDrawing = true
+            let drawn = try padded.render(job)
+            padded.usesTileDrawing = false
+            #expect(try padded.render(job) == drawn, "\(job.width)×\(job.height) of level \(job.level)")
+        }
+    }
+
     /// A damaged tile fails the drawing (no grey patch in its place).
     @Test func aDamagedTileIsAnError() throws {
         let good = try Self.fixture.get().renderer
