@@ -141,20 +141,15 @@ extension Array where Element == UInt8 {
 
     /// Appends an integer in decimal.
     mutating func appendDecimal(_ value: Int) {
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of room
-        var m = value.magnitude
-        var n = 0
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of room: a sign and 20 digits
         Swift.withUnsafeMutableBytes(of: &digits) { d in
-            repeat {
-                d[23 - n] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: m % 10)
-                m /= 10
-                n += 1
-            } while m > 0
+            var n = 0
             if value < 0 {
-                d[23 - n] = UInt8(ascii: "-")
-                n += 1
+                d[0] = UInt8(ascii: "-")
+                n = 1
             }
-            append(contentsOf: UnsafeRawBufferPointer(rebasing: d[(24 - n)...]))
+            n += Self.writeDecimal(value.magnitude, to: d.baseAddress! + n)
+            append(contentsOf: UnsafeRawBufferPointer(rebasing: d[..<n]))
         }
     }
 }

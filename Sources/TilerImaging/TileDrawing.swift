@@ -53,16 +53,18 @@ struct TileDrawing {
         columns: ClosedRange<Int>, rows: ClosedRange<Int>, encoderQuality: Int,
         readTile: RegionRenderer.TileReader
     ) throws(RenderError) -> [UInt8] {
-        let T = geometry.tileSize
-        let level = geometry.level(job.level)
         let d = denominator
-        // Each tile gets a slot of T/d × T/d: a padded pyramid's edge tiles fill theirs
-        // (the padding is never read), others only hold the level's pixels. The content
-        // ends where the level does: that is the edge the resampling extends.
+        // Each tile gets a slot of T/d × T/d, holding its pixels of the level (an edge
+        // tile's fewer: `rectInLevel`). The content ends where the level does: that is the
+        // edge the resampling extends.
         func scaled(_ n: Int) -> Int { (n + d - 1) / d }
-        let slot = T / d
-        let contentWidth = (columns.count - 1) * slot + scaled(min(T, level.width - columns.upperBound * T))
-        let contentHeight = (rows.count - 1) * slot + scaled(min(T, level.height - rows.upperBound * T))
+        func pixels(column: Int, row: Int) -> PixelRect {
+            geometry.rectInLevel(TileCoordinate(level: job.level, row: row, column: column))
+        }
+        let slot = geometry.tileSize / d
+        let last = pixels(column: columns.upperBound, row: rows.upperBound)
+        let contentWidth = (columns.count - 1) * slot + scaled(last.width)
+        let contentHeight = (rows.count - 1) * slot + scaled(last.height)
         let stride = columns.count * slot * bands
         var mosaic = [UInt8](repeating: 0, count: stride * rows.count * slot)
         var message = [CChar](repeating: 0, count: 256)
@@ -73,7 +75,8 @@ struct TileDrawing {
                     let tile = TileCoordinate(level: job.level, row: row, column: column)
                     let bytes = try readTile(tile)
                     let x = (column - columns.lowerBound) * slot, y = (row - rows.lowerBound) * slot
-                    let tileWidth = min(T, level.width - column * T), tileHeight = min(T, level.height - row * T)
+                    let expected = pixels(column: column, row: row)
+                    let (tileWidth, tileHeight) = (scaled(expected.width), scaled(expected.height))
                     var width: Int32 = 0, height: Int32 = 0
                     let status = bytes.withUnsafeBytes { b in
                         tiler_draw_decode_jpeg(
@@ -82,9 +85,8 @@ struct TileDrawing {
                             &message, message.count)
                     }
                     guard status == 0 else { throw .badTile("tile \(tile): \(Self.text(message))") }
-                    guard Int(width) >= scaled(tileWidth), Int(height) >= scaled(tileHeight) else {
-                        throw .badTile(
-                            "tile \(tile) is \(width)×\(height) at 1/\(d), less than \(scaled(tileWidth))×\(scaled(tileHeight))")
+                    guard Int(width) >= tileWidth, Int(height) >= tileHeight else {
+                        throw .badTile("tile \(tile) is \(width)×\(height) at 1/\(d), less than \(tileWidth)×\(tileHeight)")
                     }
                 }
             }
@@ -92,7 +94,8 @@ struct TileDrawing {
 
         // The region in the mosaic's pixels.
         let r = job.rect
-        let x = Double(r.x - columns.lowerBound * T) / Double(d), y = Double(r.y - rows.lowerBound * T) / Double(d)
+        let first = pixels(column: columns.lowerBound, row: rows.lowerBound)
+        let x = Double(r.x - first.x) / Double(d), y = Double(r.y - first.y) / Double(d)
         let regionWidth = Double(r.width) / Double(d), regionHeight = Double(r.height) / Double(d)
         var resampled = [UInt8](repeating: 0, count: job.width * job.height * bands)
         let status = mosaic.withUnsafeBufferPointer { m in

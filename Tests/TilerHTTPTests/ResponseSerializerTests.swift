@@ -4,7 +4,8 @@ import Testing
 @Suite struct ResponseSerializerTests {
     /// The usual answer's first lines and its `X-Request-Id` line, written with one append
     /// (and two digits at a time): the same bytes as written piece by piece, for numbers of
-    /// every length and for leads too long for the one-append path.
+    /// every length and for leads too long for the one-append path; `appendDecimal`, which
+    /// writes its digits the same way, for both signs.
     @Test func aLineWithANumberIsItsPiecesInOrder() {
         let prefix = Array("X-Request-Id: 5c1e0a9b3f2d7e41-".utf8)
         var numbers = [0, 1, 9, 10, 11, 99, 100, 101, 999, 1000, 4711, 65_535, 123_456_789, Int.max]
@@ -19,6 +20,11 @@ import Testing
                 var line: [UInt8] = []
                 line.appendLine(prefix: prefix, decimal: number)
                 #expect(line == prefix + Array("\(number)\r\n".utf8))
+                for signed in [number, -number, Int.min] {
+                    var text: [UInt8] = []
+                    text.appendDecimal(signed)
+                    #expect(text == Array("\(signed)".utf8))
+                }
             }
         }
     }
