@@ -456,8 +456,15 @@
     viewer.hashTimer = setTimeout(writeHash, 250);
   }
 
+  /**
+   * Keeps the address on the current view. Only an address that still names the current
+   * image is rewritten: one the user (or a link, or the back button) has just changed is
+   * a navigation whose hashchange may not have run yet, and must not be undone.
+   */
   function writeHash() {
     if (!viewer.image) return;
+    const current = parseHash(location.hash);
+    if (!current || current.id !== viewer.image.id) return;
     const params = `x=${Math.round(viewer.cx)}&y=${Math.round(viewer.cy)}&z=${+viewer.scale.toPrecision(5)}` +
       (viewer.wrap ? '&wrap=x' : '');
     const hash = imageHash(viewer.image.id, params);
@@ -634,6 +641,7 @@
   }
 
   function clearViewer() {
+    clearTimeout(viewer.hashTimer);
     for (const entry of viewer.active.values()) enqueueTile(entry);
     viewer.active.clear();
     viewer.backdrops.forEach((b) => b.remove());
@@ -887,16 +895,19 @@
     }).catch((e) => status('Could not list the images: ' + e.message));
   }
 
+  /** The image and view an address names (`#/image/ID?x=…`), or null for the album. */
+  function parseHash(hash) {
+    const match = /^#\/image\/([^?]+)(?:\?(.*))?$/.exec(hash || '#/');
+    if (!match) return null;
+    let id;
+    try { id = decodeURIComponent(match[1]); } catch (_) { id = match[1]; }
+    return { id, params: new URLSearchParams(match[2] || '') };
+  }
+
   function route() {
-    const hash = location.hash || '#/';
-    const match = /^#\/image\/([^?]+)(?:\?(.*))?$/.exec(hash);
-    if (match) {
-      let id;
-      try { id = decodeURIComponent(match[1]); } catch (_) { id = match[1]; }
-      openImage(id, new URLSearchParams(match[2] || ''));
-    } else {
-      showAlbum();
-    }
+    const target = parseHash(location.hash);
+    if (target) openImage(target.id, target.params);
+    else showAlbum();
   }
   addEventListener('hashchange', route);
   route();
