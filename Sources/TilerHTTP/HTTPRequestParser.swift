@@ -59,6 +59,13 @@ public struct HTTPRequestHead: Sendable {
     public internal(set) var connectionTag: [UInt8] = []
     /// The request's number on its connection, from 1.
     public internal(set) var requestNumber = 0
+    /// The raw value of `Authorization` (the last one when repeated), or empty. At most
+    /// `HTTPRequestParser.maximumAuthorizationBytes`; a longer one is 431.
+    public internal(set) var authorization: [UInt8] = []
+    /// The value of the cookie `tiler_token` (the first one, as browsers send the most
+    /// specific first), or empty: only that cookie of `Cookie` is kept. A longer one than
+    /// `HTTPRequestParser.maximumTokenBytes` is 431.
+    public internal(set) var cookieToken: [UInt8] = []
 
     public init() {}
 
@@ -101,6 +108,8 @@ public struct HTTPRequestHead: Sendable {
         Self.empty(&xForwardedPrefix)
         Self.empty(&accept)
         Self.empty(&sentRequestID)
+        Self.empty(&authorization)
+        Self.empty(&cookieToken)
     }
 
     @inline(__always)
@@ -179,12 +188,31 @@ public struct HTTPRequestParser: Sendable {
     private enum Field: Sendable {
         case other, host, connection, contentLength, transferEncoding, ifNoneMatch, ifModifiedSince
         case forwarded, xForwardedProto, xForwardedHost, xForwardedPrefix, accept, xRequestID
+        case authorization, cookie
     }
 
     public let limits: Limits
     /// The most bytes of one header value the parser keeps (for the fields it reads); a
     /// longer one is 431.
     static let maximumKeptValueBytes = 1024
+    /// The longest access token taken (a JWT: `Authorization: Bearer`, the cookie
+    /// `tiler_token`, the query's `token`): an RS256 token signed with a 4096-bit key and a
+    /// few claims is about 1,100 bytes. Longer ones are refused (431, or 414 in the query)
+    /// before anything decodes them.
+    public static let maximumTokenBytes = 4096
+    /// `Authorization: Bearer TOKEN` with the longest token taken.
+    static let maximumAuthorizationBytes = maximumTokenBytes + "Bearer ".count
+
+    /// The most bytes of `field`'s value kept: `Cookie` is read for its `tiler_token` only,
+    /// so the whole line is bounded by the head's limit alone.
+    @inline(__always)
+    private static func maximumValueBytes(_ field: Field) -> Int {
+        switch field {
+        case .other, .cookie: Int.max
+        case .authorization: maximumAuthorizationBytes
+        default: maximumKeptValueBytes
+        }
+    }
     /// The head of the request most recently completed (valid until the next `parse`).
     /// Read it only after `.complete`: while a head is being parsed, and after a failure,
     /// it may still hold the previous request's target and `Host` (see `clear()`).
@@ -389,7 +417,7 @@ public struct HTTPRequestParser: Sendable {
                     let j = endOfRun(bytes, from: i + 1, whole: isValueWord, isValueByte)
                     let room = min(
                         limits.maximumHeaderBytes - headerBytes,
-                        field == .other ? Int.max : Self.maximumKeptValueBytes - value.count)
+                        Self.maximumValueBytes(field) == Int.max ? Int.max : Self.maximumValueBytes(field) - value.count)
                     if j - i > room { return fail(.headersTooLarge, i + max(room, 0)) }
                     headerBytes += j - i
                     if field != .other { value.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[i..<j])) }
@@ -490,7 +518,7 @@ public struct HTTPRequestParser: Sendable {
             guard n - j >= 2, bytes[j] == cr, bytes[j + 1] == lf else { return nil }
             headerBytes += j + 2 - p  // checked at the head's end: the count only grows
             if field != .other {
-                guard j - valueStart <= Self.maximumKeptValueBytes,
+                guard j - valueStart <= Self.maximumValueBytes(field),
                     Self.apply(field, trimmed(UnsafeRawBufferPointer(rebasing: bytes[valueStart..<j])), to: &head) == nil
                 else { return nil }
             }
@@ -567,6 +595,8 @@ public struct HTTPRequestParser: Sendable {
         case 18 where `is`("x-forwarded-prefix"): .xForwardedPrefix
         case 6 where `is`("accept"): .accept
         case 12 where `is`("x-request-id"): .xRequestID
+        case 13 where `is`("authorization"): .authorization
+        case 6 where `is`("cookie"): .cookie
         default: .other
         }
     }
@@ -625,6 +655,31 @@ public struct HTTPRequestParser: Sendable {
             } else if !head.sentRequestID.isEmpty {
                 head.sentRequestID.removeAll(keepingCapacity: true)
             }
+        case .authorization:
+            head.authorization.replaceSubrange(0..<head.authorization.count, with: value)
+        case .cookie:
+            guard head.cookieToken.isEmpty, let token = cookie(named: "tiler_token", in: value) else { break }
+            if token.count > maximumTokenBytes { return .headersTooLarge }
+            head.cookieToken.append(contentsOf: token)
+        }
+        return nil
+    }
+
+    /// The value of the cookie `name` in a `Cookie` line (`a=1; tiler_token=…`), without
+    /// quotes, or nil.
+    static func cookie(named name: StaticString, in line: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        var start = 0
+        for end in 0...line.count where end == line.count || line[end] == UInt8(ascii: ";") {
+            let pair = trimmed(UnsafeRawBufferPointer(rebasing: line[start..<end]), leading: true)
+            start = end + 1
+            guard let eq = pair.firstIndex(of: UInt8(ascii: "=")), eq == name.utf8CodeUnitCount,
+                (0..<eq).allSatisfy({ pair[$0] == name.utf8Start[$0] })
+            else { continue }
+            var value = UnsafeRawBufferPointer(rebasing: pair[(eq + 1)...])
+            if value.count >= 2, value.first == UInt8(ascii: "\""), value.last == UInt8(ascii: "\"") {
+                value = UnsafeRawBufferPointer(rebasing: value[1..<(value.count - 1)])
+            }
+            return value
         }
         return nil
     }

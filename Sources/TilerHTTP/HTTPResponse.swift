@@ -7,6 +7,8 @@ public enum HTTPStatus {
         case 303: "See Other"
         case 304: "Not Modified"
         case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
         case 404: "Not Found"
         case 405: "Method Not Allowed"
         case 408: "Request Timeout"
@@ -30,6 +32,8 @@ public enum HTTPStatus {
         case 303: "HTTP/1.1 303 See Other\r\n"
         case 304: "HTTP/1.1 304 Not Modified\r\n"
         case 400: "HTTP/1.1 400 Bad Request\r\n"
+        case 401: "HTTP/1.1 401 Unauthorized\r\n"
+        case 403: "HTTP/1.1 403 Forbidden\r\n"
         case 404: "HTTP/1.1 404 Not Found\r\n"
         case 405: "HTTP/1.1 405 Method Not Allowed\r\n"
         case 408: "HTTP/1.1 408 Request Timeout\r\n"
@@ -159,10 +163,14 @@ extension Array where Element == UInt8 {
 public struct HTTPError: Error, Sendable, Hashable, CustomStringConvertible {
     public var status: Int
     public var message: String
+    /// For a 401, the `WWW-Authenticate` value (RFC 6750: `Bearer`, with
+    /// `error="invalid_token"` when a token was sent and refused).
+    public var challenge: String?
 
-    public init(_ status: Int, _ message: String) {
+    public init(_ status: Int, _ message: String, challenge: String? = nil) {
         self.status = status
         self.message = message
+        self.challenge = challenge
     }
 
     public var jsonBody: [UInt8] {
@@ -214,24 +222,29 @@ public final class PreparedResponse: Sendable {
 
     public convenience init(
         body: [UInt8], contentType: String, etag: String?, lastModified: Int64?,
-        cacheControl: String?
+        cacheControl: String?, vary: String? = nil
     ) {
         self.init(
             .bytes(body), contentType: contentType, etag: etag, lastModified: lastModified,
-            cacheControl: cacheControl)
+            cacheControl: cacheControl, vary: vary)
     }
 
     /// A response whose body is `file`'s range, sent straight from the page cache.
     public convenience init(
         file: FileRange, contentType: String, etag: String?, lastModified: Int64?,
-        cacheControl: String?
+        cacheControl: String?, vary: String? = nil
     ) {
         self.init(
             .file(file), contentType: contentType, etag: etag, lastModified: lastModified,
-            cacheControl: cacheControl)
+            cacheControl: cacheControl, vary: vary)
     }
 
-    public init(_ content: Content, contentType: String, etag: String?, lastModified: Int64?, cacheControl: String?) {
+    /// `vary`, when given, is a `Vary` line sent with the validators (and so with a 304
+    /// too): `Authorization, Cookie` on a private image's responses.
+    public init(
+        _ content: Content, contentType: String, etag: String?, lastModified: Int64?, cacheControl: String?,
+        vary: String? = nil
+    ) {
         self.etag = etag.map { Array($0.utf8) } ?? []
         self.lastModified = lastModified
         let length =
@@ -244,6 +257,7 @@ public final class PreparedResponse: Sendable {
         if let etag { lines += Array("ETag: \(etag)\r\n".utf8) }
         if let lastModified { lines += Array("Last-Modified: ".utf8) + HTTPDate.format(lastModified) + [0x0D, 0x0A] }
         if let cacheControl, !cacheControl.isEmpty { lines += Array("Cache-Control: \(cacheControl)\r\n".utf8) }
+        if let vary { lines += Array("Vary: \(vary)\r\n".utf8) }
         lines += [0x0D, 0x0A]
         bodyStart = lines.count
         switch content {
@@ -391,7 +405,8 @@ struct ResponseSerializer {
         var options = Self.allowHeader
         if corsAllowOrigin != nil {
             options += Array("Access-Control-Allow-Methods: GET, HEAD, OPTIONS\r\n".utf8)
-            options += Array("Access-Control-Allow-Headers: *\r\n".utf8)
+            // `*` does not cover `Authorization` (Fetch standard): named, for Bearer tokens.
+            options += Array("Access-Control-Allow-Headers: Authorization, *\r\n".utf8)
             options += Array("Access-Control-Max-Age: 86400\r\n".utf8)
         }
         optionsHeaders = options
@@ -468,7 +483,9 @@ struct ResponseSerializer {
             let body = e.jsonBody
             writeBytes(
                 status: e.status, contentType: "application/json", body: body, cacheControl: "no-store",
-                extra: e.status == 405 ? extra + Self.allowHeader : extra,
+                extra: e.status == 405
+                    ? extra + Self.allowHeader
+                    : e.status == 401 ? extra + Array("WWW-Authenticate: \(e.challenge ?? "Bearer")\r\n".utf8) : extra,
                 isHead: isHead, keepAlive: keepAlive, version: head.version, date: date,
                 requestID: { appendRequestID(of: head, into: &$0) }, into: &out)
             return Written(status: e.status, bytes: body.count)

@@ -19,7 +19,7 @@ func deepZoomRoutes(store: TileStore) -> [Route] {
             guard s.first == "images" else { return nil }
             if s.count == 2, s[1].hasSuffix(".dzi") {
                 // An id may itself end in .dzi: then this is the image API's manifest.
-                if try store.pyramidIfPresent(named: s[1], for: request) != nil { return nil }
+                if try store.pyramidIfVisible(named: s[1], for: request) != nil { return nil }
                 let pyramid = try store.pyramid(named: String(s[1].dropLast(4)), for: request)
                 return .prepared(
                     store.document("dzi", of: pyramid, contentType: "application/xml; charset=utf-8") { p in

@@ -17,7 +17,7 @@ func drawnResponse(
     _ name: String, of pyramid: Pyramid, store: TileStore, contentType: String, quality: Int? = nil,
     job makeJob: (RegionRenderer) -> RegionRenderer.Job
 ) throws(HTTPError) -> HTTPResponse {
-    let key = CachedItem.document(generation: pyramid.generation, name: name)
+    let key = CachedItem.document(generation: store.cacheGeneration(of: pyramid), name: name)
     if let hit = store.cache.value(for: key) { return .prepared(hit) }
     var renderer: RegionRenderer
     do {
@@ -62,11 +62,12 @@ func drawnResponse(
         }
         // Large drawings (a big IIIF region) are sent once and not kept, like large files.
         guard bytes.count <= store.configuration.maximumCachedFileBytes else {
+            let headers = store.cacheHeaders(generation: key.generation)
             return .prepared(
                 PreparedResponse(
                     body: bytes, contentType: contentType, etag: nil,
                     lastModified: pyramid.validators.lastModified,
-                    cacheControl: store.configuration.cacheControl))
+                    cacheControl: headers.cacheControl, vary: headers.vary))
         }
         return .prepared(store.document(name, of: pyramid, contentType: contentType) { _ in bytes })
     }

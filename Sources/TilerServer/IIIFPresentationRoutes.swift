@@ -22,13 +22,24 @@ func iiifPresentationRoutes(store: TileStore, address: PublicAddress) -> [Route]
         Route("iiif-presentation", firstSegments: ["iiif"]) { request throws(HTTPError) in
             let s = request.segments
             guard s.count >= 3, s[0] == "iiif", s[1] == "3" else { return nil }
-            let (base, vary) = address.absoluteBase(for: request.head)
-            let cacheControl = vary == nil ? store.configuration.cacheControl : "no-cache"
+            let (base, hostVary) = address.absoluteBase(for: request.head)
+            var vary = hostVary
+            var cacheControl = vary == nil ? store.configuration.cacheControl : "no-cache"
+            /// A response that depends on who asks: private, and saying so in `Vary`.
+            func callerDependent() {
+                cacheControl = TileStore.privateCacheControl
+                vary = [vary, TileStore.privateVary].compactMap { $0 }.joined(separator: ", ")
+            }
             let response: PreparedResponse
             if s.count == 3, s[2] == "collection.json" {
                 // From memory, like `/images`. (A pyramid named `collection.json` loses only its
-                // IIIF base URL's redirect; its info.json and images are unaffected.)
-                let pyramids = store.pyramids
+                // IIIF base URL's redirect; its info.json and images are unaffected.) Under
+                // `--access`, only what the caller may see; the cache is keyed by that list.
+                var pyramids = store.pyramids
+                if let access = store.access {
+                    pyramids = pyramids.filter { access.mayList($0.id.rawValue, request.head) }
+                    callerDependent()
+                }
                 if vary == nil {
                     response = collectionCache.response(for: pyramids) {
                         prepared(collectionDocument(pyramids, base: base), cacheControl: cacheControl)
@@ -40,10 +51,12 @@ func iiifPresentationRoutes(store: TileStore, address: PublicAddress) -> [Route]
                 let pyramid = try store.pyramid(named: s[2], for: request)
                 let limits = store.configuration.iiifLimits
                 if vary == nil {
+                    // Kept per pyramid generation, private ones apart with their own headers.
                     response = store.document("presentation", of: pyramid, contentType: presentationMediaType) {
                         manifestDocument($0, base: base, limits: limits)
                     }
                 } else {
+                    if store.cacheGeneration(of: pyramid) & CachedItem.privateBit != 0 { callerDependent() }
                     response = prepared(manifestDocument(pyramid, base: base, limits: limits), cacheControl: cacheControl)
                 }
             } else {

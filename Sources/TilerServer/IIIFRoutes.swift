@@ -30,7 +30,11 @@ func iiifRoutes(store: TileStore, address: PublicAddress) -> [Route] {
             let rest = path.dropFirst(iiifPrefix.count)
             let route = try httpError { () throws(IIIFError) in try IIIFRoute.parse(path: Substring(rest)) }
             let pyramid = try store.pyramid(named: route.identifier, for: request)
-            let (publicBase, vary) = address.absoluteBase(for: request.head)
+            let (publicBase, hostVary) = address.absoluteBase(for: request.head)
+            // A private image's answers depend on the caller's token: say so.
+            let isPrivate = store.cacheGeneration(of: pyramid) & CachedItem.privateBit != 0
+            let vary = isPrivate ? [hostVary, TileStore.privateVary].compactMap { $0 }.joined(separator: ", ") : hostVary
+            let documentCacheControl = isPrivate ? TileStore.privateCacheControl : "no-cache"
             let base = publicBase + iiifPrefix + rest.prefix { $0 != "/" }
             let varyHeader = vary.map { [("Vary", $0)] } ?? []
             let limits = store.configuration.iiifLimits
@@ -40,7 +44,7 @@ func iiifRoutes(store: TileStore, address: PublicAddress) -> [Route] {
                     [("Location", base + "/info.json")] + varyHeader,
                     .bytes(
                         status: 303, contentType: "application/json",
-                        body: Array(#"{"location":"\#(base)/info.json"}"#.utf8), cacheControl: "no-cache"))
+                        body: Array(#"{"location":"\#(base)/info.json"}"#.utf8), cacheControl: documentCacheControl))
             case .info:
                 let info = IIIFImageInfo(id: base, geometry: pyramid.geometry, format: pyramid.manifest.format, limits: limits)
                 let encoder = JSONEncoder()
@@ -57,7 +61,7 @@ func iiifRoutes(store: TileStore, address: PublicAddress) -> [Route] {
                     > accept.quality(type: "application", subtype: "ld+json")
                 let response = HTTPResponse.bytes(
                     status: 200, contentType: plain ? "application/json" : IIIF.jsonLDMediaType, body: Array(body),
-                    cacheControl: "no-cache")
+                    cacheControl: documentCacheControl)
                 return .withHeaders([("Vary", ["Accept", vary].compactMap { $0 }.joined(separator: ", "))], response)
             case let .image(request):
                 let plan = try httpError { () throws(IIIFError) in

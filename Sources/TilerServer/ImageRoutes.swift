@@ -165,6 +165,9 @@ func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: 
                 TileFormat(fileExtensionBytes: UnsafeBufferPointer(rebasing: last[(dot + 1)...])) == pyramid.manifest.format
             else { return nil }
             do throws(HTTPError) {
+                // A private pyramid's tile only with a token that opens it (a 401 or 403
+                // here is the one the routes would give: the check comes first there too).
+                if let access = store.access { _ = try access.authorize(pyramid, head) }
                 return try store.tileResponse(TileCoordinate(level: level, row: row, column: column), of: pyramid)
             } catch {
                 return .error(error)
@@ -337,7 +340,8 @@ private func listImages(_ request: Request, _ store: TileStore, _ links: Links) 
     // From memory: the catalog's background scan keeps the listing, no request waits.
     // Until its first scan ends the listing would be incomplete: wait for it.
     try store.awaitCatalog(for: request)
-    let all = store.pyramids
+    // Under `--access`, only what the caller may see, counted in `total` too.
+    let all = store.access.map { access in store.pyramids.filter { access.mayList($0.id.rawValue, request.head) } } ?? store.pyramids
     var json = JSONWriter(capacity: 4096)
     json.beginObject()
     json.key("images")
@@ -354,7 +358,9 @@ private func listImages(_ request: Request, _ store: TileStore, _ links: Links) 
     json.field("offset", offset)
     json.field("limit", limit)
     json.endObject()
-    return .json(json.bytes)
+    guard store.access != nil else { return .json(json.bytes) }
+    return .withHeaders(
+        [("Vary", TileStore.privateVary)], .json(json.bytes, cacheControl: TileStore.privateCacheControl))
 }
 
 private func visible(_ request: Request, _ name: String, _ store: TileStore, _ links: Links) throws(HTTPError) -> HTTPResponse {
@@ -372,7 +378,10 @@ private func visible(_ request: Request, _ name: String, _ store: TileStore, _ l
     } catch {
         throw HTTPError(400, "\(error)")
     }
-    return .json(
-        visibleDocument(answer, of: pyramid, linkPrefix: links.escapedPrefix),
-        cacheControl: store.configuration.cacheControl.isEmpty ? nil : store.configuration.cacheControl)
+    let headers = store.cacheHeaders(generation: store.cacheGeneration(of: pyramid))
+    let document = visibleDocument(answer, of: pyramid, linkPrefix: links.escapedPrefix)
+    guard let vary = headers.vary else {
+        return .json(document, cacheControl: headers.cacheControl?.isEmpty == false ? headers.cacheControl : nil)
+    }
+    return .withHeaders([("Vary", vary)], .json(document, cacheControl: headers.cacheControl))
 }

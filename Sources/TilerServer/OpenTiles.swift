@@ -169,7 +169,7 @@ final class OpenTiles: Sendable {
     /// tile `key`, sent with these headers.
     func keep(
         _ fd: FileDescriptor, _ info: FileInfo, in folder: FileInfo, root: String, path: [String], contentType: String,
-        validators: Validators, cacheControl: String, for key: CachedItem,
+        validators: Validators, cacheControl: String?, vary: String?, for key: CachedItem,
         now: Int64 = SystemClock.monotonicMilliseconds()
     ) {
         let file = OpenFile(taking: fd)
@@ -178,7 +178,7 @@ final class OpenTiles: Sendable {
         let countsPages = (try? fd.cachedPages(count: info.size)) == FileDescriptor.pages(info.size)
         let sent = PreparedResponse(
             file: FileRange(file: file, count: info.size), contentType: contentType,
-            etag: validators.etag, lastModified: validators.lastModified, cacheControl: cacheControl)
+            etag: validators.etag, lastModified: validators.lastModified, cacheControl: cacheControl, vary: vary)
         let shared = self.folder(root: root, path.dropLast(), identity: folder, now: now)
         let entry = Entry(response: sent, file: file, info: info, folder: shared, countsPages: countsPages)
         entries.insert(entry, cost: 1, for: key)

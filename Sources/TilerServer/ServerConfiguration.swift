@@ -71,6 +71,12 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var logFormat = LogFormat.text
     /// The port of the metrics listener (`--metrics-port`), or nil for none.
     public var metricsPort: Int?
+    /// The access policy file (`--access`): which images are private and the keys whose
+    /// tokens open them; nil (the default) for every image public.
+    public var accessPolicy: String?
+    /// Verified tokens remembered (`--token-cache`), so that a tile request with a token
+    /// seen before pays a lookup, not a signature check.
+    public var tokenCacheEntries = 10_000
 
     public enum LogFormat: String, Sendable, CaseIterable {
         /// One readable line each (swift-log's stream format).
@@ -156,6 +162,8 @@ public struct ServerConfiguration: Sendable, Hashable {
         public static let sourcesSpillMB = 1...(1 << 30)
         /// Tile files kept open.
         public static let openTiles = 0...(1 << 20)
+        /// Verified tokens remembered: each takes its bytes (at most 4 KiB) and its globs.
+        public static let tokenCache = 16...(1 << 20)
     }
 
     /// Throws for the first setting outside its range, here or in `http`.
@@ -179,6 +187,7 @@ public struct ServerConfiguration: Sendable, Hashable {
             try check("sources.maxPixels", sources.maxPixels, 1...Int.max)
         }
         try check("openTiles", openTiles, Range.openTiles)
+        try check("tokenCacheEntries", tokenCacheEntries, Range.tokenCache)
         try check("maximumVisibleTiles", maximumVisibleTiles, Range.visibleTiles)
         try check("maximumListLimit", maximumListLimit, Range.listLimit)
         try check("iiifLimits.maxWidth", iiifLimits.maxWidth, Range.iiifSide)

@@ -54,6 +54,8 @@ extension ServerConfiguration {
         case rescanInterval = "rescan-interval"
         case baseURL = "base-url"
         case trustProxy = "trust-proxy"
+        case access
+        case tokenCache = "token-cache"
         case accessLog = "access-log"
         case logFormat = "log-format"
         case metricsPort = "metrics-port"
@@ -388,6 +390,18 @@ extension ServerConfiguration {
                     summary:
                         "Build absolute URLs (IIIF ids, Presentation manifests) from the Forwarded, X-Forwarded-Proto and X-Forwarded-Host headers; only behind a proxy that sets them, and only without --base-url",
                     value: .toggle(\.trustProxy))
+            case .access:
+                return Spec(
+                    summary:
+                        "An access policy (JSON): which images are private and the keys whose tokens (JWT) open them; re-read when it changes",
+                    value: .other(valueName: "file", emptyIsValue: false) { c, text, _ throws(SettingError) in
+                        c.accessPolicy = text
+                    },
+                    defaultText: "none, every image is public")
+            case .tokenCache:
+                return Spec(
+                    summary: "Verified access tokens remembered, so that a request with one seen before pays no signature check",
+                    value: .integer(\.tokenCacheEntries, S.tokenCache))
             case .accessLog:
                 return Spec(
                     summary:

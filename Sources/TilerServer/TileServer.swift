@@ -22,12 +22,13 @@ public final class TileServer: Sendable {
     ///     the port closed or SIGTERM waiting; see `TileStore.catalogIsLoading`).
     public init(
         configuration: ServerConfiguration, accessLog: Logger? = nil, log: Logger = Logger(label: "tiler"),
-        loadingFirst: Bool = true
+        loadingFirst: Bool = true, access: AccessControl? = nil
     ) {
         self.configuration = configuration
         let metrics = configuration.metricsPort == nil ? nil : ServerMetrics()
         self.metrics = metrics
-        store = TileStore(configuration: configuration, log: log, loadingFirst: loadingFirst, metrics: metrics)
+        store = TileStore(
+            configuration: configuration, log: log, loadingFirst: loadingFirst, metrics: metrics, access: access)
         let store = store
         let hints = Router.proxyHints(store: store)
         // A router per event loop: what a router keeps (`RecentPyramid`) is never shared
@@ -90,6 +91,7 @@ public final class TileServer: Sendable {
     /// Stops accepting and finishes in-flight responses; stops scanning ROOT.
     public func stop() {
         store.stopRescanning()
+        store.access?.stopWatching()
         http.stop()
         metricsHTTP?.stop()
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ObjectStorage
+import Synchronization
 import TilerCore
 import TilerHTTP
 import TilerImaging
@@ -25,6 +26,9 @@ public final class Pyramid: Sendable {
     let folderSource: FolderSource?
     /// Its tile grids, so that a tile request's check costs two compares.
     let grids: TileGrids
+    /// Whether it is private under the access policy in force, memoized per policy
+    /// (`AccessControl.isPrivate`): the policy's generation, shifted, and 1 for private.
+    let accessMemo = Atomic<UInt64>(0)
 
     init(
         id: PyramidID, manifest: PyramidManifest, geometry: PyramidGeometry, source: any PyramidSource,
@@ -75,6 +79,17 @@ public enum CachedItem: ClockCacheKey {
     case file(generation: UInt64, name: String)
     case document(generation: UInt64, name: String)
 
+    /// Set in the generation of a private pyramid's entries (`TileStore.cacheGeneration`);
+    /// generations are counted from 1 and never reach it.
+    static let privateBit: UInt64 = 1 << 63
+
+    /// The generation the entry is kept under.
+    var generation: UInt64 {
+        switch self {
+        case let .tile(generation, _, _, _), let .file(generation, _), let .document(generation, _): generation
+        }
+    }
+
     /// The fields of a tile in one word (the cache's index mixes it): the generation
     /// spread by a multiplier, the level, row and column laid beside it. Files and
     /// documents are rare and add their name's hash.
@@ -123,6 +138,8 @@ public final class TileStore: Sendable {
     let openTiles: OpenTiles?
     /// Counts cache hits, storage reads and scans (`--metrics-port`), or nil.
     let metrics: ServerMetrics?
+    /// Private images (`--access`), or nil when every image is public.
+    public let access: AccessControl?
 
     /// Scans ROOT once (so every pyramid there is known before the first request), then
     /// keeps scanning it every `configuration.rescanInterval` seconds on a background
@@ -136,11 +153,12 @@ public final class TileStore: Sendable {
     /// (10 s at most), then get a 503 with `Retry-After`.
     public init(
         configuration: ServerConfiguration, log: Logger = Logger(label: "tiler"), loadingFirst: Bool = true,
-        metrics: ServerMetrics? = nil
+        metrics: ServerMetrics? = nil, access: AccessControl? = nil
     ) {
         self.configuration = configuration
         self.log = log
         self.metrics = metrics
+        self.access = access
         cache = ResponseCache(capacity: configuration.cacheBytes)
         renderBudget = RenderBudget(capacity: configuration.renderMemoryBytes, wait: configuration.renderWait)
         faults = OnceLog(log: log)
@@ -220,6 +238,8 @@ public final class TileStore: Sendable {
 
     /// Like `pyramid(named:for:)`, but nil when there is no pyramid of that name.
     public func pyramidIfPresent(named name: String, for request: Request) throws(HTTPError) -> Pyramid? {
+        // Before anything is looked up: a private id, known or not, is 401 without a token.
+        if let access { try access.authorize(name, request.head) }
         var entry = catalog.entry(name)
         if entry == nil {
             guard catalog.looksUpUnknownNames, let id = PyramidID(name) else {
@@ -237,6 +257,35 @@ public final class TileStore: Sendable {
         case nil: return nil
         }
     }
+
+    /// Like `pyramidIfPresent(named:for:)`, but nil also when the caller may not see it:
+    /// for a route that only asks whether a name is an image's before it reads it as
+    /// something else (`/images/ID.dzi`).
+    func pyramidIfVisible(named name: String, for request: Request) throws(HTTPError) -> Pyramid? {
+        if let access, access.policy.isPrivate(name), !access.mayList(name, request.head) { return nil }
+        return try pyramidIfPresent(named: name, for: request)
+    }
+
+    /// The generation a pyramid's cached responses are kept under: its own, marked when
+    /// the pyramid is private under the policy in force, so that a private response (sent
+    /// `Cache-Control: private`) and a public one are never each other's cache entry,
+    /// whatever the policy says from one request to the next.
+    func cacheGeneration(of pyramid: Pyramid) -> UInt64 {
+        guard let access, access.isPrivate(pyramid) else { return pyramid.generation }
+        return pyramid.generation | CachedItem.privateBit
+    }
+
+    /// `Cache-Control` and `Vary` of a response kept under `generation`: a private image's
+    /// may be kept by the caller's browser only, and revalidated (with its token) each time.
+    func cacheHeaders(generation: UInt64) -> (cacheControl: String?, vary: String?) {
+        if generation & CachedItem.privateBit != 0 { return (Self.privateCacheControl, Self.privateVary) }
+        return (configuration.cacheControl, nil)
+    }
+
+    /// The `Cache-Control` and `Vary` of every private image's response, and of listings
+    /// under `--access` (what they list depends on the caller).
+    static let privateCacheControl = "private, no-cache"
+    static let privateVary = "Authorization, Cookie"
 
     /// Thrown by lookups that would have to read the disk on an event loop; `Router`
     /// catches it and answers the request from the blocking pool instead. Never sent.
@@ -259,7 +308,7 @@ public final class TileStore: Sendable {
     public func thumbnailResponse(of pyramid: Pyramid, contentType: String) throws(HTTPError) -> HTTPResponse {
         guard let file = pyramid.thumbnailFile else { throw HTTPError(404, "image '\(pyramid.id)' has no thumbnail") }
         return try partResponse(
-            .thumbnail, of: pyramid, key: .file(generation: pyramid.generation, name: file),
+            .thumbnail, of: pyramid, key: .file(generation: cacheGeneration(of: pyramid), name: file),
             contentType: contentType)
     }
 
@@ -348,7 +397,8 @@ public final class TileStore: Sendable {
             }
             openTiles.keep(
                 fd, info, in: folderInfo, root: folder.root, path: opened.path, contentType: contentType,
-                validators: stored.validators, cacheControl: configuration.cacheControl, for: key)
+                validators: stored.validators, cacheControl: cacheHeaders(generation: key.generation).cacheControl,
+                vary: cacheHeaders(generation: key.generation).vary, for: key)
             return .read(stored)
         case .unavailable, .tooLarge:  // it shrank or failed since it was opened and checked
             fd.close()
@@ -455,7 +505,7 @@ public final class TileStore: Sendable {
     /// it runs on the render lane) without taking cache room from the tiles clients fetch.
     func tileForDrawing(_ coordinate: TileCoordinate, of pyramid: Pyramid) throws(RenderError) -> [UInt8] {
         let key = CachedItem.tile(
-            generation: pyramid.generation, level: Int32(coordinate.level),
+            generation: cacheGeneration(of: pyramid), level: Int32(coordinate.level),
             row: Int32(coordinate.row), column: Int32(coordinate.column))
         if let hit = cache.value(for: key) { return hit.body }
         let where_ = pyramid.source.location(of: .tile(coordinate))
@@ -529,9 +579,10 @@ public final class TileStore: Sendable {
             let what = "\(pyramid.source.location(of: part)) is not a complete \(format.rawValue) file (\(stored.bytes.count) bytes)"
             throw httpError(.damaged(what), part, of: pyramid)
         }
+        let headers = cacheHeaders(generation: key.generation)
         let response = PreparedResponse(
             body: stored.bytes, contentType: contentType, etag: stored.validators.etag,
-            lastModified: stored.validators.lastModified, cacheControl: configuration.cacheControl)
+            lastModified: stored.validators.lastModified, cacheControl: headers.cacheControl, vary: headers.vary)
         if response.contentLength <= cachedUpTo ?? configuration.maximumCachedFileBytes { cache.insert(response, for: key) }
         return response
     }
@@ -542,7 +593,7 @@ public final class TileStore: Sendable {
             throw HTTPError(404, "no tile \(coordinate) in image '\(pyramid.id)' (levels 0...\(pyramid.geometry.maxLevel))")
         }
         return .tile(
-            generation: pyramid.generation, level: Int32(coordinate.level),
+            generation: cacheGeneration(of: pyramid), level: Int32(coordinate.level),
             row: Int32(coordinate.row), column: Int32(coordinate.column))
     }
 
@@ -552,14 +603,15 @@ public final class TileStore: Sendable {
         _ name: String, of pyramid: Pyramid, contentType: String,
         make: (Pyramid) -> [UInt8]
     ) -> PreparedResponse {
-        let key = CachedItem.document(generation: pyramid.generation, name: name)
+        let key = CachedItem.document(generation: cacheGeneration(of: pyramid), name: name)
         if let hit = cache.value(for: key) { return hit }
         let validators = pyramid.validators
         // A distinct tag per document kind, still tied to the pyramid's identity.
         let tag = "\"\(name)-" + validators.etag.dropFirst()
+        let headers = cacheHeaders(generation: key.generation)
         let response = PreparedResponse(
             body: make(pyramid), contentType: contentType, etag: tag,
-            lastModified: validators.lastModified, cacheControl: configuration.cacheControl)
+            lastModified: validators.lastModified, cacheControl: headers.cacheControl, vary: headers.vary)
         cache.insert(response, for: key)
         return response
     }

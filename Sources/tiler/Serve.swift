@@ -90,9 +90,20 @@ extension Tiler {
                 }
             }
             let log = logger("tiler")
+            // A policy that does not load keeps the server from starting: never serve
+            // private images as public because of a typo.
+            var access: AccessControl?
+            if let policy = config.accessPolicy {
+                do {
+                    access = try AccessControl(path: policy, tokenCacheEntries: config.tokenCacheEntries, log: log)
+                } catch {
+                    throw ValidationError("--access: \(error)")
+                }
+                access?.startWatching(every: AccessControl.watchInterval)
+            }
             let server = TileServer(
                 configuration: config, accessLog: config.accessLog ? logger("tiler.access") : nil, log: log,
-                loadingFirst: false)
+                loadingFirst: false, access: access)
             do {
                 try server.start()
             } catch {

@@ -56,6 +56,8 @@ struct ServeOptions: ParsableArguments {
     @Option(name: .setting(.rescanInterval), help: .setting(.rescanInterval)) var rescanInterval: String?
     @Option(name: .setting(.baseURL), help: .setting(.baseURL)) var baseURL: String?
     @Flag(name: .setting(.trustProxy), inversion: .prefixedNo, help: .setting(.trustProxy)) var trustProxy: Bool?
+    @Option(name: .setting(.access), help: .setting(.access)) var access: String?
+    @Option(name: .setting(.tokenCache), help: .setting(.tokenCache)) var tokenCache: String?
     @Flag(name: .setting(.accessLog), inversion: .prefixedNo, help: .setting(.accessLog)) var accessLog: Bool?
     @Option(name: .setting(.logFormat), help: .setting(.logFormat)) var logFormat: String?
     @Option(name: .setting(.metricsPort), help: .setting(.metricsPort)) var metricsPort: String?
@@ -77,7 +79,8 @@ struct ServeOptions: ParsableArguments {
             .maxHeaders: maxHeaders, .maxVisibleTiles: maxVisibleTiles, .iiifMaxWidth: iiifMaxWidth,
             .iiifMaxHeight: iiifMaxHeight, .iiifMaxArea: iiifMaxArea, .renderMemoryMB: renderMemoryMB,
             .renderWait: renderWait, .rescanInterval: rescanInterval, .baseURL: baseURL,
-            .trustProxy: on(trustProxy), .accessLog: on(accessLog), .logFormat: logFormat, .metricsPort: metricsPort,
+            .trustProxy: on(trustProxy), .access: access, .tokenCache: tokenCache, .accessLog: on(accessLog), .logFormat: logFormat,
+            .metricsPort: metricsPort,
         ]
         return given.compactMapValues { $0 }
     }

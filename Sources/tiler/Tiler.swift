@@ -11,7 +11,7 @@ struct Tiler: ParsableCommand {
         version: TilerVersion.current,
         subcommands: [
             Cut.self, Serve.self, Info.self, Verify.self, List.self, Remove.self, Pack.self, Unpack.self,
-            Healthcheck.self,
+            Healthcheck.self, Token.self,
         ]
     )
 

@@ -52,6 +52,42 @@ private func status(of text: String, limits: HTTPRequestParser.Limits = .init())
         #expect(h.keepAlive)
     }
 
+    /// `Authorization` is kept whole; of `Cookie`, only the `tiler_token` cookie's value
+    /// (unquoted; the first when sent twice), however long the rest of the line; a token
+    /// past `maximumTokenBytes` is 431. The same in one piece and byte by byte.
+    @Test func keepsTheAuthorizationAndTheTokenCookie() {
+        let token = "eyJhbGciOiJIUzI1NiJ9.eyJleHAiOjF9.c2ln"
+        let others = (0..<40).map { "c\($0)=\(String(repeating: "v", count: 50))" }.joined(separator: "; ")
+        let cases: [(headers: String, authorization: String, cookie: String)] = [
+            ("Authorization: Bearer \(token)\r\n", "Bearer \(token)", ""),
+            ("Cookie: a=1; tiler_token=\(token); b=2\r\n", "", token),
+            ("Cookie: tiler_token=\"\(token)\"\r\n", "", token),
+            ("Cookie: \(others)\r\nCookie: tiler_token=\(token)\r\n", "", token),
+            ("Cookie: tiler_token=first; tiler_token=second\r\n", "", "first"),
+            ("Cookie: xtiler_token=\(token); tiler_tokenx=1\r\n", "", ""),
+            ("Cookie: \(others)\r\n", "", ""),
+        ]
+        for c in cases {
+            for byteByByte in [false, true] {
+                let r = parseAll(Array("GET / HTTP/1.1\r\nHost: h\r\n\(c.headers)\r\n".utf8), byteByByte: byteByByte)
+                #expect(r.statuses == [.complete], "\(c.headers.prefix(60))")
+                #expect(String(decoding: r.heads.first?.authorization ?? [], as: UTF8.self) == c.authorization)
+                #expect(String(decoding: r.heads.first?.cookieToken ?? [], as: UTF8.self) == c.cookie, "\(c.headers.prefix(60))")
+            }
+        }
+        let long = String(repeating: "t", count: HTTPRequestParser.maximumTokenBytes + 1)
+        #expect(status(of: "GET / HTTP/1.1\r\nHost: h\r\nCookie: tiler_token=\(long)\r\n\r\n") == 431)
+        #expect(status(of: "GET / HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer \(long)\r\n\r\n") == 431)
+        let fits = String(repeating: "t", count: HTTPRequestParser.maximumTokenBytes)
+        #expect(status(of: "GET / HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer \(fits)\r\n\r\n") == 200)
+        // The next request on the connection starts with neither.
+        let two = parseAll(
+            Array(
+                "GET / HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer x\r\nCookie: tiler_token=y\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n"
+                    .utf8))
+        #expect(two.heads.count == 2 && two.heads[1].authorization.isEmpty && two.heads[1].cookieToken.isEmpty)
+    }
+
     @Test func byteByByteGivesTheSameHead() {
         let whole = parseAll(Array(get.utf8)).heads[0]
         let split = parseAll(Array(get.utf8), byteByByte: true)

@@ -141,6 +141,9 @@ final class CollectedLog: @unchecked Sendable {
     private var lines: [String] = []
 
     var messages: [String] { lock.withLock { lines } }
+    /// Each message with its metadata (an access log's fields), as logged.
+    var linesWithMetadata: [String] { lock.withLock { full } }
+    private var full: [String] = []
 
     /// A logger whose messages land here.
     var logger: Logger {
@@ -158,7 +161,10 @@ final class CollectedLog: @unchecked Sendable {
         }
 
         func log(event: LogEvent) {
-            log.lock.withLock { log.lines.append("\(event.level): \(event.message)") }
+            log.lock.withLock {
+                log.lines.append("\(event.level): \(event.message)")
+                log.full.append("\(event.level): \(event.message) \(metadata.merging(event.metadata ?? [:]) { $1 })")
+            }
         }
     }
 }
@@ -167,14 +173,18 @@ final class CollectedLog: @unchecked Sendable {
 /// as `kind` (the folders themselves, archives, or archives in the S3 test server).
 func withTileServer(
     _ root: PyramidRoot, as kind: RootKind = .folders, log: CollectedLog? = nil,
+    access: AccessControl? = nil, accessLog: CollectedLog? = nil,
     _ configure: (inout ServerConfiguration) -> Void = { _ in }, _ body: (Int) throws -> Void
 ) throws {
-    try withRunningTileServer(root, as: kind, log: log, configure) { server in try body(server.port) }
+    try withRunningTileServer(root, as: kind, log: log, access: access, accessLog: accessLog, configure) { server in
+        try body(server.port)
+    }
 }
 
 /// The same, handing over the server itself (its connection count, its pool, its store).
 func withRunningTileServer(
     _ root: PyramidRoot, as kind: RootKind = .folders, log: CollectedLog? = nil,
+    access: AccessControl? = nil, accessLog: CollectedLog? = nil,
     _ configure: (inout ServerConfiguration) -> Void = { _ in },
     _ body: (TileServer) throws -> Void
 ) throws {
@@ -190,7 +200,8 @@ func withRunningTileServer(
     configure(&config)
     // Without a log of its own, a test still shows what would break every test after it
     // (an event loop that stopped) on standard error.
-    let server = TileServer(configuration: config, log: log?.logger ?? criticalOnly)
+    let server = TileServer(
+        configuration: config, accessLog: accessLog?.logger, log: log?.logger ?? criticalOnly, access: access)
     try server.start()
     defer {
         server.stop()

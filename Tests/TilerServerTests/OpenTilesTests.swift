@@ -392,7 +392,7 @@ import TilerTestSupport
             }
             openTiles.keep(
                 fd, info, in: folderInfo, root: root.path, path: [folder, name], contentType: "image/png",
-                validators: Validators(info), cacheControl: "no-cache", for: Self.key(column))
+                validators: Validators(info), cacheControl: "no-cache", vary: nil, for: Self.key(column))
         }
         // Both tiles of the folder written first: a name added to it later changes it.
         try write("kept", "t.png")

@@ -38,6 +38,7 @@ import TilerStorage
             "TILER_IIIF_MAX_HEIGHT": "18", "TILER_IIIF_MAX_AREA": "19", "TILER_RENDER_MEMORY_MB": "20",
             "TILER_RENDER_WAIT": "0.5", "TILER_RESCAN_INTERVAL": "30", "TILER_BASE_URL": "https://example.org/t",
             "TILER_TRUST_PROXY": "1", "TILER_ACCESS_LOG": "on", "TILER_LOG_FORMAT": "json", "TILER_METRICS_PORT": "9100",
+            "TILER_ACCESS": "/etc/tiler/access.json", "TILER_TOKEN_CACHE": "100",
         ]
         #expect(Set(Setting.allCases.compactMap(\.variable)).union(["TILER_ROOT"]) == Set(environment.keys))
 
@@ -84,6 +85,8 @@ import TilerStorage
         expected.accessLog = true
         expected.logFormat = .json
         expected.metricsPort = 9100
+        expected.accessPolicy = "/etc/tiler/access.json"
+        expected.tokenCacheEntries = 100
         #expect(try ServerConfiguration(environment: environment) == expected)
     }
 

@@ -1,0 +1,227 @@
+import Foundation
+import Glibc
+import Logging
+import Synchronization
+import TilerCore
+import TilerHTTP
+
+/// Private images (`tiler serve --access POLICY.json`): the policy in force, re-read when
+/// its file or a key file changes (a bad new file is logged and the last good policy
+/// stays), the verified tokens, and the one question every route asks before it reveals
+/// anything of an image: may this request see this id?
+///
+/// A request's token is taken from `Authorization: Bearer`, the cookie `tiler_token` or
+/// the query's `token`; each one sent is judged, and any that opens the id is enough. No
+/// token ever reaches a log: the access log's `path` already hides the query's `token`.
+public final class AccessControl: Sendable {
+    /// A policy and what was verified under it: a new policy starts with no tokens.
+    final class Snapshot: Sendable {
+        let policy: AccessPolicy
+        /// Tells apart the decisions memoized under each policy (`Pyramid.accessMemo`).
+        let generation: UInt64
+        let tokens: TokenCache
+        init(policy: AccessPolicy, generation: UInt64, tokenCacheEntries: Int) {
+            self.policy = policy
+            self.generation = generation
+            tokens = TokenCache(capacity: tokenCacheEntries)
+        }
+    }
+
+    public let path: String
+    let tokenCacheEntries: Int
+    let log: Logger
+    private let state: Mutex<(snapshot: Snapshot, signature: [FileSignature])>
+    private let watching = Atomic<Bool>(false)
+
+    /// Reads the policy at `path`; throws (the server refuses to start) when it is bad.
+    public init(path: String, tokenCacheEntries: Int, log: Logger) throws(AccessPolicyError) {
+        self.path = path
+        self.tokenCacheEntries = tokenCacheEntries
+        self.log = log
+        let policy = try AccessPolicy.load(from: path)
+        state = Mutex(
+            (Snapshot(policy: policy, generation: 1, tokenCacheEntries: tokenCacheEntries), Self.signature(path, policy)))
+    }
+
+    /// How often `tiler serve` looks whether the policy or a key file changed, seconds.
+    public static let watchInterval = 2.0
+
+    var snapshot: Snapshot { state.withLock { $0.snapshot } }
+    public var policy: AccessPolicy { snapshot.policy }
+
+    /// Re-reads the policy every `interval` seconds when its file or a key file changed,
+    /// on a thread of its own, until `stopWatching`.
+    public func startWatching(every interval: Double) {
+        guard !watching.exchange(true, ordering: .relaxed) else { return }
+        let thread = Thread { [weak self] in
+            while true {
+                Thread.sleep(forTimeInterval: interval)
+                guard let self, self.watching.load(ordering: .relaxed) else { return }
+                self.reloadIfChanged()
+            }
+        }
+        thread.name = "tiler-access"
+        thread.start()
+    }
+
+    public func stopWatching() { watching.store(false, ordering: .relaxed) }
+
+    /// Loads the policy again if a file it was read from changed; a file that does not
+    /// load is logged (once per change) and the policy in force stays.
+    public func reloadIfChanged() {
+        let (old, oldSignature) = state.withLock { ($0.snapshot, $0.signature) }
+        let current = Self.signature(path, old.policy)
+        guard current != oldSignature else { return }
+        do {
+            let policy = try AccessPolicy.load(from: path)
+            let next = Snapshot(policy: policy, generation: old.generation + 1, tokenCacheEntries: tokenCacheEntries)
+            state.withLock { $0 = (next, Self.signature(path, policy)) }
+            log.info(
+                "access policy reloaded", metadata: ["policy": "\(path)", "rules": "\(policy.rules.count)", "keys": "\(policy.keys.count)"])
+        } catch {
+            state.withLock { $0.signature = current }
+            log.error("access policy not reloaded; the last good one stays in force", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// What tells a file changed: device, inode, size and modification time (or that it
+    /// is missing). The policy file's and each key file's.
+    struct FileSignature: Equatable, Sendable {
+        var device: UInt64 = 0, inode: UInt64 = 0, size: Int64 = -1, seconds = 0, nanoseconds = 0
+    }
+
+    static func signature(_ path: String, _ policy: AccessPolicy) -> [FileSignature] {
+        [path].map(fileSignature) + policy.keyFiles.map(fileSignature)
+    }
+
+    static func fileSignature(_ path: String) -> FileSignature {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return FileSignature() }
+        return FileSignature(
+            device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
+            seconds: info.st_mtim.tv_sec, nanoseconds: info.st_mtim.tv_nsec)
+    }
+
+    // MARK: - Decisions
+
+    /// Whether `pyramid` is private under the policy in force, memoized on the pyramid
+    /// per policy generation (a tile request pays one atomic load, not the rules' globs).
+    func isPrivate(_ pyramid: Pyramid) -> Bool {
+        let snapshot = snapshot
+        let memo = pyramid.accessMemo.load(ordering: .relaxed)
+        if memo >> 1 == snapshot.generation { return memo & 1 == 1 }
+        let isPrivate = snapshot.policy.isPrivate(pyramid.id.rawValue)
+        pyramid.accessMemo.store(snapshot.generation << 1 | (isPrivate ? 1 : 0), ordering: .relaxed)
+        return isPrivate
+    }
+
+    /// Throws 401 (no valid token) or 403 (valid tokens, none opening it) unless `head`
+    /// may see the image `id`, which need not exist: an unknown id under a private rule
+    /// is refused the same way, so no status tells what exists. Returns whether `id` is
+    /// private (its responses are then `Cache-Control: private`).
+    @discardableResult
+    func authorize(_ id: String, _ head: HTTPRequestHead) throws(HTTPError) -> Bool {
+        let snapshot = snapshot
+        guard snapshot.policy.isPrivate(id) else { return false }
+        try authorize(id, head, under: snapshot)
+        return true
+    }
+
+    /// `authorize` for a pyramid already found (the plain-tile fast path): true when it
+    /// is private and `head` may see it, false when it is public; throws otherwise.
+    func authorize(_ pyramid: Pyramid, _ head: HTTPRequestHead) throws(HTTPError) -> Bool {
+        guard isPrivate(pyramid) else { return false }
+        try authorize(pyramid.id.rawValue, head, under: snapshot)
+        return true
+    }
+
+    /// Whether `head` may list (and so see) `id`: for `/images` and the IIIF collections.
+    func mayList(_ id: String, _ head: HTTPRequestHead) -> Bool {
+        let snapshot = snapshot
+        guard snapshot.policy.isPrivate(id) else { return true }
+        do throws(HTTPError) {
+            try authorize(id, head, under: snapshot)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    private func authorize(_ id: String, _ head: HTTPRequestHead, under snapshot: Snapshot) throws(HTTPError) {
+        let now = Date().timeIntervalSince1970
+        var refused: TokenProblem?
+        var valid = false
+        func judge(_ token: UnsafeRawBufferPointer) -> Bool {
+            let grant: Grant
+            if let cached = snapshot.tokens.grant(for: token), cached.isValid(at: now) {
+                grant = cached
+            } else {
+                switch snapshot.policy.verify(token, now: now) {
+                case let .success(verified):
+                    snapshot.tokens.insert(token, verified)
+                    grant = verified
+                case let .failure(problem):
+                    refused = refused ?? problem
+                    return false
+                }
+            }
+            valid = true
+            return grant.opens(id)
+        }
+        if let bearer = Self.bearerToken(head.authorization) {
+            if head.authorization.withUnsafeBytes({ judge(UnsafeRawBufferPointer(rebasing: $0[bearer])) }) { return }
+        }
+        if !head.cookieToken.isEmpty, head.cookieToken.withUnsafeBytes(judge) { return }
+        switch Self.queryToken(head.target) {
+        case .none: break
+        case let .raw(range):
+            if head.target.withUnsafeBytes({ judge(UnsafeRawBufferPointer(rebasing: $0[range])) }) { return }
+        case let .decoded(bytes):
+            if bytes.withUnsafeBytes(judge) { return }
+        }
+        if valid { throw HTTPError(403, "no token sent opens image '\(id.prefix(200))'") }
+        if let refused {
+            throw HTTPError(401, "\(refused)", challenge: #"Bearer realm="tiler", error="invalid_token""#)
+        }
+        throw HTTPError(
+            401, "image '\(id.prefix(200))' is private: send a token (Authorization: Bearer, the cookie tiler_token or ?token=)",
+            challenge: #"Bearer realm="tiler""#)
+    }
+
+    /// The token's range in an `Authorization` value `Bearer TOKEN` (scheme in any case).
+    static func bearerToken(_ value: [UInt8]) -> Range<Int>? {
+        guard value.count > 7 else { return nil }
+        let scheme = "bearer".utf8
+        guard zip(value.prefix(6), scheme).allSatisfy({ $0 | 0x20 == $1 }), value[6] == UInt8(ascii: " ") else { return nil }
+        var start = 7
+        while start < value.count, value[start] == UInt8(ascii: " ") { start += 1 }
+        return start < value.count ? start..<value.count : nil
+    }
+
+    enum QueryToken { case none, raw(Range<Int>), decoded([UInt8]) }
+
+    /// The query's `token` (the first), as sent or percent-decoded.
+    static func queryToken(_ target: [UInt8]) -> QueryToken {
+        guard let q = target.firstIndex(of: UInt8(ascii: "?")) else { return .none }
+        let end = target[q...].firstIndex(of: UInt8(ascii: "#")) ?? target.count
+        var start = q + 1
+        while start < end {
+            let stop = target[start..<end].firstIndex(of: UInt8(ascii: "&")) ?? end
+            if stop - start > 6, target[start..<(start + 6)].elementsEqual("token=".utf8) {
+                let value = (start + 6)..<stop
+                guard target[value].contains(UInt8(ascii: "%")) else {
+                    return .raw(value)
+                }
+                guard let decoded = percentDecodedBytes(target[value]) else { return .decoded([]) }
+                return .decoded(decoded)
+            }
+            start = stop + 1
+        }
+        return .none
+    }
+}
+
+extension AccessPolicy {
+    /// The key files it was read from (`secretFile`, `publicKeyFile`), resolved.
+    var keyFiles: [String] { keys.values.map(\.file).sorted() }
+}
