@@ -24,15 +24,24 @@
 'use strict';
 (() => {
   const $ = (id) => document.getElementById(id);
+  /**
+   * The access token of a share link (`/?token=…#/image/ID`), carried into every URL the
+   * viewer makes, so that private images open for whoever holds the link.
+   */
+  const token = new URLSearchParams(location.search).get('token');
+  const withToken = (url) => {
+    if (token && url.origin === new URL(document.baseURI).origin) url.searchParams.set('token', token);
+    return url.href;
+  };
   /** A URL of the server's API, relative to the page (or the server's <base>). */
-  const api = (path) => new URL(path, document.baseURI).href;
+  const api = (path) => withToken(new URL(path, document.baseURI));
   /**
    * A link from the server's documents, as this page should ask for it: a root-relative
    * one (/images/a/tiles/…, written by a server without --base-url, which cannot know a
    * proxy's prefix) relative to the page, so that it keeps the prefix the page was
    * reached under; an absolute one as given.
    */
-  const here = (link) => (link.startsWith('/') && !link.startsWith('//') ? api(link.slice(1)) : link);
+  const here = (link) => (link.startsWith('/') && !link.startsWith('//') ? api(link.slice(1)) : withToken(new URL(link)));
   /** An image of /images with its thumbnail's link made `here`. */
   const located = (image) => ({ ...image, thumbnail: { ...image.thumbnail, url: here(image.thumbnail.url) } });
   const stats = {
