@@ -20,9 +20,9 @@ let package = Package(
         // Metrics: swift-metrics' API, exposed in the Prometheus text format by swift-prometheus.
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
-        // Private images: JWTs verified (and, by `tiler token`, signed) by jwt-kit on
-        // swift-crypto; no cryptography of our own.
-        .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
+        // Private images: JWT signatures verified (and, by `tiler token`, made) by
+        // swift-crypto (HMAC, ECDSA; RSA from its CryptoExtras); no cryptography of our own.
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // System libraries: a module map and one header each, nothing else.
@@ -73,7 +73,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
             ],
             resources: [
                 .embedInCode("Viewer/index.html"), .embedInCode("Viewer/viewer.css"), .embedInCode("Viewer/viewer.js"),

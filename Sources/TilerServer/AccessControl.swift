@@ -32,6 +32,10 @@ public final class AccessControl: Sendable {
     let log: Logger
     private let state: Mutex<(snapshot: Snapshot, signature: [FileSignature])>
     private let watching = Atomic<Bool>(false)
+    /// Access tokens of the IIIF token service: opaque, random, accepted by the probe only.
+    private let accessTokens = Mutex<[String: (grant: Grant, cookie: [UInt8])]>([:])
+    /// How long an access token lives at most (less when its cookie's token ends sooner).
+    public static let accessTokenLifetime = 3600.0
 
     /// Reads the policy at `path`; throws (the server refuses to start) when it is bad.
     public init(path: String, tokenCacheEntries: Int, log: Logger) throws(AccessPolicyError) {
@@ -186,6 +190,56 @@ public final class AccessControl: Sendable {
         throw HTTPError(
             401, "image '\(id.prefix(200))' is private: send a token (Authorization: Bearer, the cookie tiler_token or ?token=)",
             challenge: #"Bearer realm="tiler""#)
+    }
+
+    // MARK: - IIIF access tokens
+
+    enum AccessTokenIssue { case issued(String, expiresIn: Int), refused(profile: String) }
+
+    /// An access token for the IIIF probe, from the request's `tiler_token` cookie: the
+    /// profile of the error (`missingAspect`, `expiredAspect`, `invalidAspect`) when it
+    /// has none or a bad one. At most `tokenCacheEntries` live at once; the oldest expire.
+    func issueAccessToken(_ head: HTTPRequestHead) -> AccessTokenIssue {
+        guard !head.cookieToken.isEmpty else { return .refused(profile: "missingAspect") }
+        let now = Date().timeIntervalSince1970
+        let verified = head.cookieToken.withUnsafeBytes { snapshot.policy.verify($0, now: now) }
+        let grant: Grant
+        switch verified {
+        case let .success(g): grant = g
+        case .failure(.expired): return .refused(profile: "expiredAspect")
+        case .failure: return .refused(profile: "invalidAspect")
+        }
+        var random = SystemRandomNumberGenerator()  // getrandom(2): fit for secrets
+        let bytes = (0..<4).flatMap { _ in withUnsafeBytes(of: random.next() as UInt64) { Array($0) } }
+        let token = Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        let expires = min(grant.expires, now + Self.accessTokenLifetime)
+        let limited = Grant(images: grant.images, expires: expires, notBefore: grant.notBefore)
+        accessTokens.withLock { tokens in
+            if tokens.count >= tokenCacheEntries {
+                tokens = tokens.filter { $0.value.grant.isValid(at: now) }
+                while tokens.count >= tokenCacheEntries, let oldest = tokens.min(by: { $0.value.grant.expires < $1.value.grant.expires }) {
+                    tokens[oldest.key] = nil
+                }
+            }
+            tokens[token] = (limited, head.cookieToken)
+        }
+        return .issued(token, expiresIn: max(1, Int(expires - now)))
+    }
+
+    /// What the request's access token (`Authorization: Bearer`, from the token service)
+    /// opens, if it is one and still valid.
+    func accessTokenGrant(_ head: HTTPRequestHead) -> Grant? {
+        guard let range = Self.bearerToken(head.authorization) else { return nil }
+        let token = String(decoding: head.authorization[range], as: UTF8.self)
+        let now = Date().timeIntervalSince1970
+        return accessTokens.withLock { $0[token]?.grant }.flatMap { $0.isValid(at: now) ? $0 : nil }
+    }
+
+    /// Forgets the access tokens issued from `cookie` (logout).
+    func revokeAccessTokens(issuedFrom cookie: [UInt8]) {
+        guard !cookie.isEmpty else { return }
+        accessTokens.withLock { tokens in tokens = tokens.filter { $0.value.cookie != cookie } }
     }
 
     /// The token's range in an `Authorization` value `Bearer TOKEN` (scheme in any case).

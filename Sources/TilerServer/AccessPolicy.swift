@@ -1,6 +1,6 @@
+import Crypto
+import CryptoExtras
 import Foundation
-import JWTKit
-import Synchronization
 import TilerHTTP
 
 /// `tiler serve --access POLICY.json`: which images are private, and the keys whose tokens
@@ -35,7 +35,7 @@ public struct AccessPolicy: Sendable {
         public let alg: String
         /// The file it was read from.
         let file: String
-        let algorithm: any JWTAlgorithm
+        let verifier: SignatureVerifier
     }
 
     public let rules: [Rule]
@@ -43,6 +43,9 @@ public struct AccessPolicy: Sendable {
     public let issuer: String?
     public let audience: String?
     public let loginURL: String?
+    /// Origins (`https://viewer.example.org`) of other sites' viewers that may get an
+    /// access token from the IIIF token service; the server's own always may.
+    public let origins: [String]
 
     /// The algorithms a key may have, and for HMAC the shortest secret (the hash's size).
     static let algorithms: [String: Int] = [
@@ -76,7 +79,7 @@ public struct AccessPolicy: Sendable {
             throw AccessPolicyError("\(path) is not JSON: \(error.localizedDescription)")
         }
         guard let top = object as? [String: Any] else { throw AccessPolicyError("\(path) must hold a JSON object") }
-        let known: Set = ["keys", "issuer", "audience", "loginURL", "rules"]
+        let known: Set = ["keys", "issuer", "audience", "loginURL", "origins", "rules"]
         if let unknown = top.keys.filter({ !known.contains($0) }).sorted().first {
             throw AccessPolicyError("\(path): unknown field '\(unknown)' (the fields are \(known.sorted().joined(separator: ", ")))")
         }
@@ -95,6 +98,18 @@ public struct AccessPolicy: Sendable {
             throw AccessPolicyError("\(path): 'loginURL' must be an http or https URL, not '\(loginURL)'")
         }
 
+        var origins: [String] = []
+        if let list = top["origins"] {
+            guard let texts = list as? [String], texts.count <= 100 else {
+                throw AccessPolicyError("\(path): 'origins' must be a list of at most 100 origins (https://host[:port])")
+            }
+            for text in texts {
+                guard let origin = WebOrigin(text), origin.text == text.lowercased().trimmingSuffix("/") else {
+                    throw AccessPolicyError("\(path): '\(text)' in 'origins' is not an origin (http[s]://host[:port], no path)")
+                }
+                origins.append(origin.text)
+            }
+        }
         guard let ruleList = top["rules"] as? [Any] else { throw AccessPolicyError("\(path): 'rules' must be a list") }
         guard ruleList.count <= maximumEntries else { throw AccessPolicyError("\(path): more than \(maximumEntries) rules") }
         var rules: [Rule] = []
@@ -133,25 +148,20 @@ public struct AccessPolicy: Sendable {
             }
             let secretFile = try string("secretFile", in: key, place)
             let publicKeyFile = try string("publicKeyFile", in: key, place)
-            let algorithm: any JWTAlgorithm
+            let verifier: SignatureVerifier
             let file: String
             if alg.hasPrefix("HS") {
                 guard let secretFile, publicKeyFile == nil else {
                     throw AccessPolicyError("\(path): \(place)an \(alg) key names a 'secretFile' (and no 'publicKeyFile')")
                 }
                 file = resolve(secretFile, in: folder)
-                var secret = [UInt8](try read(file, what: "the secret of key '\(kid)'"))
-                // The file's bytes, without the line break an editor or `echo` leaves.
-                while let last = secret.last, last == 0x0A || last == 0x0D { secret.removeLast() }
+                let secret = try secretBytes(file, what: "the secret of key '\(kid)'")
                 guard secret.count >= shortest else {
                     throw AccessPolicyError(
                         "\(file): an \(alg) secret must have at least \(shortest) bytes (it has \(secret.count)); e.g. `openssl rand -base64 \(shortest) > \(secretFile)`"
                     )
                 }
-                let key = HMACKey(from: secret)
-                algorithm = try Self.algorithm(kid: kid) { keys in
-                    await keys.add(hmac: key, digestAlgorithm: digest(alg), kid: JWKIdentifier(string: kid))
-                }
+                verifier = .hmac(SymmetricKey(data: secret), bits: Int(alg.dropFirst(2))!)
             } else {
                 guard let publicKeyFile, secretFile == nil else {
                     throw AccessPolicyError("\(path): \(place)an \(alg) key names a 'publicKeyFile' (PEM; and no 'secretFile')")
@@ -160,54 +170,25 @@ public struct AccessPolicy: Sendable {
                 let pem = String(decoding: try read(file, what: "the public key of key '\(kid)'"), as: UTF8.self)
                 do {
                     switch alg {
-                    case "ES256":
-                        let key = try ES256PublicKey(pem: pem)
-                        algorithm = try Self.algorithm(kid: kid) { await $0.add(ecdsa: key, kid: JWKIdentifier(string: kid)) }
-                    case "ES384":
-                        let key = try ES384PublicKey(pem: pem)
-                        algorithm = try Self.algorithm(kid: kid) { await $0.add(ecdsa: key, kid: JWKIdentifier(string: kid)) }
-                    default:
-                        let key = try Insecure.RSA.PublicKey(pem: pem)
-                        algorithm = try Self.algorithm(kid: kid) {
-                            await $0.add(rsa: key, digestAlgorithm: digest(alg), kid: JWKIdentifier(string: kid))
-                        }
+                    case "ES256": verifier = .p256(try P256.Signing.PublicKey(pemRepresentation: pem))
+                    case "ES384": verifier = .p384(try P384.Signing.PublicKey(pemRepresentation: pem))
+                    default: verifier = .rsa(try _RSA.Signing.PublicKey(pemRepresentation: pem), bits: Int(alg.dropFirst(2))!)
                     }
-                } catch let error as AccessPolicyError {
-                    throw error
                 } catch {
-                    throw AccessPolicyError("\(file) is not a PEM public key for \(alg): \(error)")
+                    throw AccessPolicyError("\(file) is not a PEM public key for \(alg) (RSA keys have 2048 bits or more): \(error)")
                 }
             }
-            guard algorithm.name == alg else {
-                throw AccessPolicyError("\(path): \(place)the key loaded as \(algorithm.name), not \(alg)")
-            }
-            keys[kid] = Key(kid: kid, alg: alg, file: file, algorithm: algorithm)
+            keys[kid] = Key(kid: kid, alg: alg, file: file, verifier: verifier)
         }
-        return AccessPolicy(rules: rules, keys: keys, issuer: issuer, audience: audience, loginURL: loginURL)
+        return AccessPolicy(
+            rules: rules, keys: keys, issuer: issuer, audience: audience, loginURL: loginURL, origins: origins)
     }
 
-    private static func digest(_ alg: String) -> DigestAlgorithm {
-        switch alg.suffix(3) {
-        case "384": .sha384
-        case "512": .sha512
-        default: .sha256
-        }
-    }
-
-    /// The verifier jwt-kit made for one key (its collection is an actor; a policy is
-    /// loaded at start and on change, never on a request's path).
-    private static func algorithm(
-        kid: String, _ add: @escaping @Sendable (JWTKeyCollection) async -> Void
-    ) throws(AccessPolicyError) -> any JWTAlgorithm {
-        let result = waitFor { () async throws -> any JWTAlgorithm in
-            let keys = JWTKeyCollection()
-            await add(keys)
-            return try await keys.getKey(for: JWKIdentifier(string: kid))
-        }
-        switch result {
-        case let .success(algorithm): return algorithm
-        case let .failure(error): throw AccessPolicyError("key '\(kid)' cannot be used: \(error)")
-        }
+    /// A secret file's bytes, without the line break an editor or `echo` leaves.
+    static func secretBytes(_ path: String, what: String) throws(AccessPolicyError) -> [UInt8] {
+        var secret = [UInt8](try read(path, what: what))
+        while let last = secret.last, last == 0x0A || last == 0x0D { secret.removeLast() }
+        return secret
     }
 
     static func resolve(_ file: String, in folder: String) -> String {
@@ -238,39 +219,12 @@ public struct AccessPolicyError: Error, CustomStringConvertible, Sendable {
     init(_ description: String) { self.description = description }
 }
 
-/// Runs `body` to its end from synchronous code and returns its result. For jwt-kit's
-/// actor, which is only met while a policy is loaded or a token minted.
-func waitFor<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) -> Result<T, any Error> {
-    let done = DispatchSemaphore(value: 0)
-    let box = ResultBox<T>()
-    Task {
-        do { box.set(.success(try await body())) } catch { box.set(.failure(error)) }
-        done.signal()
-    }
-    done.wait()
-    return box.get()
-}
-
-private final class ResultBox<T: Sendable>: Sendable {
-    private let result = Mutex<Result<T, any Error>?>(nil)
-    func set(_ value: Result<T, any Error>) { result.withLock { $0 = value } }
-    func get() -> Result<T, any Error> { result.withLock { $0! } }
-}
-
-/// `tiler token`: a token signed by jwt-kit with a key a policy trusts: HS256 from a
-/// secret file (the same file the policy names), RS256 or ES256 from a PEM private key.
+/// `tiler token`: a token signed with a key a policy trusts: HS256 from a secret file (the
+/// same file the policy names), RS256 or ES256 from a PEM private key; the signature by
+/// swift-crypto, the JWS compact form (RFC 7515) around it.
 public enum TokenMinter {
     /// The longest life a token may be given: a share link is not forever.
     public static let maximumLifetime = 366.0 * 86_400
-
-    struct Claims: JWTPayload {
-        var exp: Int
-        var iat: Int
-        var iss: String?
-        var aud: String?
-        var images: [String]
-        func verify(using algorithm: some JWTAlgorithm) async throws {}
-    }
 
     /// A signed token opening `images` (globs) for `lifetime` seconds from `now`.
     public static func mint(
@@ -284,37 +238,94 @@ public enum TokenMinter {
         guard lifetime > 0, lifetime <= maximumLifetime else {
             throw AccessPolicyError("the lifetime must be more than 0 s and at most 366 days")
         }
-        let bytes = [UInt8](try AccessPolicy.read(keyFile, what: "the key"))
-        let text = String(decoding: bytes, as: UTF8.self)
-        let add: @Sendable (JWTKeyCollection) async throws -> Void
+        let text = String(decoding: try AccessPolicy.read(keyFile, what: "the key"), as: UTF8.self)
+        enum Signer {
+            case hmac(SymmetricKey), rsa(_RSA.Signing.PrivateKey), p256(P256.Signing.PrivateKey)
+        }
+        let signer: Signer
+        let alg: String
         if text.contains("-----BEGIN") {
-            if let key = try? Insecure.RSA.PrivateKey(pem: text) {
-                add = { await $0.add(rsa: key, digestAlgorithm: .sha256, kid: JWKIdentifier(string: kid)) }
-            } else if let key = try? ES256PrivateKey(pem: text) {
-                add = { await $0.add(ecdsa: key, kid: JWKIdentifier(string: kid)) }
+            if let key = try? _RSA.Signing.PrivateKey(pemRepresentation: text) {
+                (signer, alg) = (.rsa(key), "RS256")
+            } else if let key = try? P256.Signing.PrivateKey(pemRepresentation: text) {
+                (signer, alg) = (.p256(key), "ES256")
             } else {
-                throw AccessPolicyError("\(keyFile) is neither an RSA nor a P-256 private key (PEM)")
+                throw AccessPolicyError("\(keyFile) is neither an RSA (2048 bits or more) nor a P-256 private key (PEM)")
             }
         } else {
-            var secret = bytes
-            while let last = secret.last, last == 0x0A || last == 0x0D { secret.removeLast() }
+            let secret = try AccessPolicy.secretBytes(keyFile, what: "the key")
             guard secret.count >= 32 else {
                 throw AccessPolicyError("\(keyFile): an HS256 secret must have at least 32 bytes (it has \(secret.count))")
             }
-            let key = HMACKey(from: secret)
-            add = { await $0.add(hmac: key, digestAlgorithm: .sha256, kid: JWKIdentifier(string: kid)) }
+            (signer, alg) = (.hmac(SymmetricKey(data: secret)), "HS256")
         }
         let issued = Int(now.timeIntervalSince1970)
-        let claims = Claims(
-            exp: issued + Int(lifetime.rounded(.up)), iat: issued, iss: issuer, aud: audience, images: images)
-        let result = waitFor { () async throws -> String in
-            let keys = JWTKeyCollection()
-            try await add(keys)
-            return try await keys.sign(claims, kid: JWKIdentifier(string: kid))
+        var claims: [String: Any] = ["exp": issued + Int(lifetime.rounded(.up)), "iat": issued, "images": images]
+        if let issuer { claims["iss"] = issuer }
+        if let audience { claims["aud"] = audience }
+        func part(_ object: [String: Any]) -> String {
+            let json = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+            return base64URL(json)
         }
-        switch result {
-        case let .success(token): return token
-        case let .failure(error): throw AccessPolicyError("cannot sign with \(keyFile): \(error)")
+        let signingInput = part(["alg": alg, "kid": kid, "typ": "JWT"]) + "." + part(claims)
+        let data = Data(signingInput.utf8)
+        let signature: Data
+        do {
+            switch signer {
+            case let .hmac(key): signature = Data(HMAC<SHA256>.authenticationCode(for: data, using: key))
+            case let .rsa(key): signature = try key.signature(for: SHA256.hash(data: data), padding: .insecurePKCS1v1_5).rawRepresentation
+            case let .p256(key): signature = try key.signature(for: data).rawRepresentation
+            }
+        } catch {
+            throw AccessPolicyError("cannot sign with \(keyFile): \(error)")
         }
+        return signingInput + "." + base64URL(signature)
+    }
+
+    static func base64URL(_ data: Data) -> String {
+        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+}
+
+/// What checks a token's signature: the key's algorithm, from swift-crypto. HMAC tags are
+/// compared in constant time by `isValidAuthenticationCode`.
+enum SignatureVerifier: Sendable {
+    case hmac(SymmetricKey, bits: Int)
+    case rsa(_RSA.Signing.PublicKey, bits: Int)
+    case p256(P256.Signing.PublicKey)
+    case p384(P384.Signing.PublicKey)
+
+    /// Whether `signature` (the JWS signature's bytes) signs `input`.
+    func verify(_ signature: Data, signs input: UnsafeRawBufferPointer) -> Bool {
+        switch self {
+        case let .hmac(key, bits):
+            switch bits {
+            case 384: return HMAC<SHA384>.isValidAuthenticationCode(signature, authenticating: input, using: key)
+            case 512: return HMAC<SHA512>.isValidAuthenticationCode(signature, authenticating: input, using: key)
+            default: return HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: input, using: key)
+            }
+        case let .rsa(key, bits):
+            let rsa = _RSA.Signing.RSASignature(rawRepresentation: signature)
+            switch bits {
+            case 384: return key.isValidSignature(rsa, for: SHA384.hash(data: input), padding: .insecurePKCS1v1_5)
+            case 512: return key.isValidSignature(rsa, for: SHA512.hash(data: input), padding: .insecurePKCS1v1_5)
+            default: return key.isValidSignature(rsa, for: SHA256.hash(data: input), padding: .insecurePKCS1v1_5)
+            }
+        case let .p256(key):
+            // JWS's ECDSA signature is r ‖ s, 64 bytes (RFC 7518 §3.4).
+            guard let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature) else { return false }
+            return key.isValidSignature(ecdsa, for: SHA256.hash(data: input))
+        case let .p384(key):
+            guard let ecdsa = try? P384.Signing.ECDSASignature(rawRepresentation: signature) else { return false }
+            return key.isValidSignature(ecdsa, for: SHA384.hash(data: input))
+        }
+    }
+}
+
+extension String {
+    /// Without one trailing `suffix`, if it ends with it.
+    fileprivate func trimmingSuffix(_ suffix: String) -> String {
+        hasSuffix(suffix) ? String(dropLast(suffix.count)) : self
     }
 }

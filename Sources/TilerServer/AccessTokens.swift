@@ -1,6 +1,5 @@
 import Foundation
 import Glibc
-import JWTKit
 import Synchronization
 import TilerHTTP
 
@@ -54,7 +53,7 @@ extension AccessPolicy {
 
     /// Verifies a JWS compact token (`HEADER.PAYLOAD.SIGNATURE`, RFC 7515/7519): the
     /// header's `kid` picks the key, its `alg` must be that key's, the signature is checked
-    /// by the key's jwt-kit algorithm before the payload is read, and then the claims:
+    /// by the key's swift-crypto verifier before the payload is read, and then the claims:
     /// `exp` required, `nbf`, `iss` and `aud` (when the policy names them), `images`.
     func verify(_ token: UnsafeRawBufferPointer, now: Double) -> Result<Grant, TokenProblem> {
         guard !token.isEmpty, token.count <= HTTPRequestParser.maximumTokenBytes else {
@@ -83,7 +82,7 @@ extension AccessPolicy {
             return .failure(.malformed("the signature is not base64url"))
         }
         let signed = UnsafeRawBufferPointer(rebasing: token[..<dots[1]])
-        guard (try? key.algorithm.verify(signature, signs: signed)) == true else { return .failure(.badSignature) }
+        guard key.verifier.verify(signature, signs: signed) else { return .failure(.badSignature) }
 
         guard let payloadBytes = base64URLDecoded(payloadPart, limit: Self.maximumPayloadBytes),
             let claims = (try? JSONSerialization.jsonObject(with: payloadBytes)) as? [String: Any]

@@ -29,7 +29,18 @@ func iiifRoutes(store: TileStore, address: PublicAddress) -> [Route] {
             }
             let rest = path.dropFirst(iiifPrefix.count)
             let route = try httpError { () throws(IIIFError) in try IIIFRoute.parse(path: Substring(rest)) }
-            let pyramid = try store.pyramid(named: route.identifier, for: request)
+            let pyramid: Pyramid
+            do throws(HTTPError) {
+                pyramid = try store.pyramid(named: route.identifier, for: request)
+            } catch {
+                // IIIF Auth 2.0: a private image's info.json names its services even to a
+                // caller it is not open to (with the 401 or 403, and without its size).
+                if case .info = route, let access = store.access, error.status == 401 || error.status == 403 {
+                    let publicBase = address.absoluteBase(for: request.head).url
+                    return privateInfoResponse(error, id: route.identifier, base: publicBase, policy: access.policy)
+                }
+                throw error
+            }
             let (publicBase, hostVary) = address.absoluteBase(for: request.head)
             // A private image's answers depend on the caller's token: say so.
             let isPrivate = store.cacheGeneration(of: pyramid) & CachedItem.privateBit != 0
@@ -49,8 +60,11 @@ func iiifRoutes(store: TileStore, address: PublicAddress) -> [Route] {
                 let info = IIIFImageInfo(id: base, geometry: pyramid.geometry, format: pyramid.manifest.format, limits: limits)
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-                guard let body = try? encoder.encode(info) else {
+                guard var body = try? encoder.encode(info) else {
                     throw HTTPError(500, "cannot encode info.json for '\(pyramid.id)'")
+                }
+                if isPrivate, let access = store.access {
+                    body = infoWithAuthServices(body, id: route.identifier, base: publicBase, policy: access.policy)
                 }
                 // Not cached as a document: without --base-url the id depends on the request.
                 // JSON-LD with the IIIF context as profile unless the client prefers plain

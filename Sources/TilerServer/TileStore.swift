@@ -238,15 +238,21 @@ public final class TileStore: Sendable {
 
     /// Like `pyramid(named:for:)`, but nil when there is no pyramid of that name.
     public func pyramidIfPresent(named name: String, for request: Request) throws(HTTPError) -> Pyramid? {
+        try pyramidIfPresent(named: name, for: request, checkingAccess: true)
+    }
+
+    /// `checkingAccess` false only where the caller's access was decided otherwise (the
+    /// IIIF probe, with an access token of the token service).
+    func pyramidIfPresent(named name: String, for request: Request, checkingAccess: Bool) throws(HTTPError) -> Pyramid? {
         // Before anything is looked up: a private id, known or not, is 401 without a token.
-        if let access { try access.authorize(name, request.head) }
+        if checkingAccess, let access { try access.authorize(name, request.head) }
         var entry = catalog.entry(name)
         if entry == nil {
             guard catalog.looksUpUnknownNames, let id = PyramidID(name) else {
                 // A bucket's names come from its listing, which may not be read yet.
                 guard catalogIsLoading, PyramidID(name) != nil else { return nil }
                 try awaitCatalog(for: request)
-                return try pyramidIfPresent(named: name, for: request)
+                return try pyramidIfPresent(named: name, for: request, checkingAccess: false)
             }
             guard request.mayBlock else { throw Self.lookupMustBlock }
             entry = catalog.load(id)

@@ -41,7 +41,7 @@ import TilerTestSupport
             toFile: scratch.path("bad.pem"), atomically: true, encoding: .utf8)
         for (arguments, expected) in [
             (["--key", scratch.path("short.key")], "at least 32 bytes"),
-            (["--key", scratch.path("bad.pem")], "neither an RSA nor a P-256 private key"),
+            (["--key", scratch.path("bad.pem")], "is neither an RSA"),
             (["--key", scratch.path("missing.key")], "cannot read"),
             (["--key", keys.secret, "--ttl", "400d"], "at most 366 days"),
             (["--key", keys.secret, "--ttl", "soon"], "is not a duration"),

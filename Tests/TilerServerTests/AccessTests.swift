@@ -357,6 +357,93 @@ import TilerTestSupport
         }
     }
 
+    /// IIIF Authorization Flow 2.0 over HTTP: a private image's info.json names its probe,
+    /// access (the policy's login page), token and logout services, and without a token is
+    /// a 401 without the image's size; the probe answers what the image would; the token
+    /// service turns a valid `tiler_token` cookie into an opaque access token for pages of
+    /// allowed origins only, which opens the probe and nothing else; logout clears the
+    /// cookie and the access tokens made from it.
+    @Test(.timeLimit(.minutes(5))) func iiifAuthorizationFlow() throws {
+        let setup = try Setup()
+        defer { setup.scratch.cleanUp() }
+        var policy = Setup.policy(rules: [("public-*", "public"), ("*", "token")])
+        policy = policy.replacingOccurrences(
+            of: #""audience": "tiler","#,
+            with: #""audience": "tiler", "loginURL": "https://example.org/login", "origins": ["https://viewer.example.org"],"#)
+        try policy.write(toFile: setup.policyPath, atomically: true, encoding: .utf8)
+        let root = try PyramidRoot()
+        try Self.cutPyramids(["secret-a", "public-a"], into: root)
+        let cookie = try setup.keys.tokens([TokenSpec(alg: "HS256", kid: "site", claims: Setup.claims(["secret-*"]))])[0]
+        try withTileServer(root, access: try setup.access()) { port in
+            // The server's own origin, as the Host the test client sends names it.
+            let own = "http://127.0.0.1"
+            // info.json: 401 with the services and no size; with a token, the whole document.
+            let closed = try fetch(port, "/iiif/3/secret-a/info.json")
+            #expect(closed.status == 401)
+            let closedInfo = closed.json
+            #expect(closedInfo["width"] == nil && closedInfo["height"] == nil && closedInfo["sizes"] == nil)
+            #expect(
+                closedInfo["@context"] as? [String] == [
+                    "http://iiif.io/api/auth/2/context.json", "http://iiif.io/api/image/3/context.json",
+                ])
+            let probeService = try #require((closedInfo["service"] as? [[String: Any]])?.first)
+            #expect(probeService["type"] as? String == "AuthProbeService2")
+            #expect(probeService["id"] as? String == own + "/iiif/3/secret-a/probe")
+            let accessService = try #require((probeService["service"] as? [[String: Any]])?.first)
+            #expect(accessService["type"] as? String == "AuthAccessService2" && accessService["profile"] as? String == "active")
+            #expect(accessService["id"] as? String == "https://example.org/login")
+            let inner = accessService["service"] as? [[String: Any]] ?? []
+            #expect(inner.map { $0["type"] as? String } == ["AuthAccessTokenService2", "AuthLogoutService2"])
+            #expect(inner.first?["id"] as? String == own + "/iiif/auth/token")
+            // An unknown id under the private rule looks the same.
+            let unknown = try fetch(port, "/iiif/3/secret-zzz/info.json")
+            #expect(unknown.status == 401 && unknown.json["width"] == nil)
+            let open = try fetch(port, "/iiif/3/secret-a/info.json", headers: ["Cookie: tiler_token=\(cookie)"])
+            #expect(open.status == 200 && open.json["width"] as? Int == 600 && open.json["service"] != nil)
+            #expect(try fetch(port, "/iiif/3/public-a/info.json").json["service"] == nil, "a public image names no auth services")
+
+            func probe(_ id: String, _ headers: [String] = []) throws -> Int? {
+                let answer = try fetch(port, "/iiif/3/\(id)/probe", headers: headers)
+                #expect(answer.status == 200 && answer.json["type"] as? String == "AuthProbeResult2")
+                return answer.json["status"] as? Int
+            }
+            #expect(try probe("secret-a") == 401)
+            #expect(try probe("public-a") == 200)
+            #expect(try probe("secret-a", ["Cookie: tiler_token=\(cookie)"]) == 200)
+
+            func tokenMessage(origin: String, cookie: String?) throws -> [String: Any] {
+                let answer = try fetch(
+                    port, "/iiif/auth/token?messageId=m-1&origin=\(origin)",
+                    headers: cookie.map { ["Cookie: tiler_token=\($0)"] } ?? [])
+                #expect(answer.status == 200 && answer.header("Content-Type")?.hasPrefix("text/html") == true)
+                let text = answer.text
+                let start = try #require(text.range(of: "postMessage(")), end = try #require(text.range(of: ", \"\(origin)\");"))
+                let json = try JSONSerialization.jsonObject(with: Data(text[start.upperBound..<end.lowerBound].utf8))
+                return try #require(json as? [String: Any])
+            }
+            let missing = try tokenMessage(origin: own, cookie: nil)
+            #expect(missing["type"] as? String == "AuthAccessTokenError2" && missing["profile"] as? String == "missingAspect")
+            #expect(missing["messageId"] as? String == "m-1")
+            let foreign = try tokenMessage(origin: "https://evil.example", cookie: cookie)
+            #expect(foreign["profile"] as? String == "invalidOrigin" && foreign["accessToken"] == nil)
+            #expect(try tokenMessage(origin: "https://viewer.example.org", cookie: cookie)["accessToken"] is String)
+            let issued = try tokenMessage(origin: own, cookie: cookie)
+            let accessToken = try #require(issued["accessToken"] as? String)
+            #expect(!cookie.contains(accessToken) && (issued["expiresIn"] as? Int ?? 0) > 0)
+            // The access token opens the probe, and nothing else.
+            #expect(try probe("secret-a", ["Authorization: Bearer \(accessToken)"]) == 200)
+            #expect(try fetch(port, "/images/secret-a/tiles/0/0/0.png", headers: ["Authorization: Bearer \(accessToken)"]).status == 401)
+            #expect(try fetch(port, "/iiif/3/secret-a/info.json", headers: ["Authorization: Bearer \(accessToken)"]).status == 401)
+            // Bad requests to the token service.
+            #expect(try fetch(port, "/iiif/auth/token?messageId=%3Cscript%3E&origin=\(own)").status == 400)
+            #expect(try fetch(port, "/iiif/auth/token?messageId=1&origin=javascript:alert(1)").status == 400)
+            // Logout: the cookie cleared, the access token made from it forgotten.
+            let out = try fetch(port, "/iiif/auth/logout", headers: ["Cookie: tiler_token=\(cookie)"])
+            #expect(out.status == 200 && out.header("Set-Cookie")?.hasPrefix("tiler_token=; Path=/; Max-Age=0") == true)
+            #expect(try probe("secret-a", ["Authorization: Bearer \(accessToken)"]) == 401)
+        }
+    }
+
     /// A policy that cannot be used is refused with a message naming what is wrong.
     @Test func badPoliciesAreRefused() throws {
         let setup = try Setup()
