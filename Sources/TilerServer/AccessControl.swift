@@ -245,8 +245,10 @@ public final class AccessControl: Sendable {
     /// The token's range in an `Authorization` value `Bearer TOKEN` (scheme in any case).
     static func bearerToken(_ value: [UInt8]) -> Range<Int>? {
         guard value.count > 7 else { return nil }
-        let scheme = "bearer".utf8
-        guard zip(value.prefix(6), scheme).allSatisfy({ $0 | 0x20 == $1 }), value[6] == UInt8(ascii: " ") else { return nil }
+        // "bearer" in any case, then a space, in one word: the six letters ORed with 0x20
+        // (only 'B' and 'b' become 'b'), the seventh byte as it is.
+        let word = value.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
+        guard (word | 0x0000_2020_2020_2020) & 0x00FF_FFFF_FFFF_FFFF == 0x0020_7265_7261_6562 else { return nil }
         var start = 7
         while start < value.count, value[start] == UInt8(ascii: " ") { start += 1 }
         return start < value.count ? start..<value.count : nil
