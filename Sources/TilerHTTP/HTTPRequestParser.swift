@@ -658,7 +658,8 @@ public struct HTTPRequestParser: Sendable {
         case .authorization:
             // A token of a few hundred bytes: copied as one block, not byte by byte.
             if !head.authorization.isEmpty { head.authorization.removeAll(keepingCapacity: true) }
-            head.authorization.append(contentsOf: UnsafeBufferPointer(start: value.baseAddress?.assumingMemoryBound(to: UInt8.self), count: value.count))
+            head.authorization.append(
+                contentsOf: UnsafeBufferPointer(start: value.baseAddress?.assumingMemoryBound(to: UInt8.self), count: value.count))
         case .cookie:
             guard head.cookieToken.isEmpty, let token = cookie(named: "tiler_token", in: value) else { break }
             if token.count > maximumTokenBytes { return .headersTooLarge }
