@@ -280,6 +280,10 @@ public final class PreparedResponse: Sendable {
     /// A copy of the body's bytes; empty when the body is a file range (see `content`).
     public var body: [UInt8] { file == nil ? Array(wire[bodyStart...]) : [] }
 
+    /// Its header lines (`Content-Type` … `Cache-Control`, `Vary`) as text: for tests and
+    /// logs, not for sending.
+    public var headerText: String { String(decoding: wire[..<bodyStart], as: UTF8.self) }
+
     /// The body's length in bytes (`Content-Length`).
     public var contentLength: Int { file?.count ?? wire.count - bodyStart }
 

@@ -1,6 +1,7 @@
 import Synchronization
 import Testing
 import TilerHTTP
+import TilerTestSupport
 @testable import TilerServer
 
 @Suite struct RouterTests {
@@ -123,6 +124,60 @@ import TilerHTTP
         #expect(directAnswers > 100, "\(directAnswers)")
     }
 
+    /// The same with private images (`--access`): for callers with no token, a refused one,
+    /// one that opens some pyramids and one that opens all (as a header, a cookie or in the
+    /// query), the plain-tile fast path answers exactly as the routes do: the same tile,
+    /// or the same 401 or 403 with the same challenge, whichever comes first.
+    @Test(.timeLimit(.minutes(5))) func privatePlainTilesAnsweredDirectlyAreAnsweredAsTheRoutesWould() throws {
+        let setup = try AccessTests.Setup()
+        defer { setup.scratch.cleanUp() }
+        try AccessTests.Setup.policy(rules: [("j*", "public"), ("*", "token")])
+            .write(toFile: setup.policyPath, atomically: true, encoding: .utf8)
+        let root = try PyramidRoot()
+        let a = try root.addPyramid("a", width: 900, height: 700)
+        let j = try root.addPyramid("j.dzi", width: 300, height: 200, format: .jpeg)
+        let part = try root.addPyramid("part", width: 600, height: 600, tilesThrough: 8)
+        let store = TileStore(configuration: ServerConfiguration(root: root.path), access: try setup.access())
+        defer { store.stopRescanning() }
+        let direct = Router(store: store, routes: nil, answersPlainTilesDirectly: true)
+        let everyRoute = Router(
+            store: store, routes: Router.standardRoutes(store: store).map { Route($0.name, firstSegments: nil, $0.respond) },
+            answersPlainTilesDirectly: false)
+        let tokens = try setup.keys.tokens([
+            TokenSpec(alg: "HS256", kid: "site", claims: AccessTests.Setup.claims(["a"])),
+            TokenSpec(alg: "ES256", kid: "ec", claims: AccessTests.Setup.claims(["*"])),
+            TokenSpec(alg: "HS256", kid: "site", claims: AccessTests.Setup.claims(["*"], ["exp": "-1"])),
+        ])
+        let callers: [[String]] = [
+            [], ["Authorization: Bearer \(tokens[0])"], ["Cookie: tiler_token=\(tokens[1])"],
+            ["Authorization: Bearer \(tokens[2])"], ["Authorization: Bearer not.a.token"],
+        ]
+        var rng = SystemRandomNumberGenerator()
+        var targets: [String] = []
+        for _ in 0..<600 {
+            let (id, ext, maxLevel) = [("a", ".png", a.maxLevel), ("j.dzi", ".jpg", j.maxLevel), ("part", ".png", part.maxLevel)]
+                .randomElement(using: &rng)!
+            let n = { String(Int.random(in: 0...4, using: &rng)) }
+            let level = String(maxLevel - Int.random(in: 0...2, using: &rng))
+            let suffix = ["", "", "", "?x=1", "?token=\(tokens[1])"].randomElement(using: &rng)!
+            targets.append("/images/\([id, id, "nope"].randomElement(using: &rng)!)/tiles/\(level)/\(n())/\(n())\(ext)\(suffix)")
+        }
+        var statuses: Set<Int> = []
+        for target in targets {
+            for headers in callers {
+                var parser = HTTPRequestParser()
+                let text = "GET \(target) HTTP/1.1\r\nHost: h\r\n" + headers.map { $0 + "\r\n" }.joined() + "\r\n"
+                let r = Array(text.utf8).withUnsafeBytes { parser.parse($0) }
+                try #require(r.status == .complete)
+                let expected = describe(everyRoute.respond(to: parser.head))
+                #expect(describe(direct.respond(to: parser.head)) == expected, "\(target) \(headers.map { $0.prefix(30) })")
+                if case let .error(e) = direct.respond(to: parser.head) { statuses.insert(e.status) }
+            }
+        }
+        // Every kind of answer was compared: refusals of both kinds and missing tiles.
+        #expect(statuses.isSuperset(of: [401, 403, 404]), "\(statuses)")
+    }
+
     /// A response as text: status, headers and body for bytes and prepared files, the
     /// outcome of blocking work.
     private func describe(_ response: HTTPResponse) -> String {
@@ -133,11 +188,11 @@ import TilerHTTP
                 case .bytes(let b): "\(b.count) bytes \(b.prefix(16)) \(b.suffix(16))"
                 case .file(let range): "file \(range.offset) \(range.count)"
                 }
-            return "prepared \(String(decoding: p.etag, as: UTF8.self)) \(p.lastModified ?? -1) \(body)"
+            return "prepared \(String(decoding: p.etag, as: UTF8.self)) \(p.lastModified ?? -1) \(body) \(p.headerText)"
         case let .bytes(status, contentType, body, cacheControl):
             return "bytes \(status) \(contentType) \(cacheControl ?? "") \(String(decoding: body, as: UTF8.self))"
         case .error(let e):
-            return "error \(e.status) \(e.message)"
+            return "error \(e.status) \(e.message) \(e.challenge ?? "")"
         case let .withHeaders(fields, inner):
             return "\(fields.map { "\($0.name): \($0.value)" }) \(describe(inner))"
         case let .blocking(kind, make):
