@@ -106,7 +106,10 @@ func parseIndex(utf8 text: some Collection<UInt8>) -> Int? {
 /// (`scripts/bench-instructions`); `RouterTests` checks that it answers exactly as the
 /// routes do.
 func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: RecentPyramid) -> HTTPResponse? {
-    head.target.withUnsafeBufferPointer { t -> HTTPResponse? in
+    head.target.withUnsafeBufferPointer { whole -> HTTPResponse? in
+        // Under `--access`, a share link's tile (`…/0/0/0.jpg?token=JWT`, what the viewer
+        // asks for) is plain too: the path before a query that is one token and nothing else.
+        let t = store.access == nil ? whole : UnsafeBufferPointer(rebasing: whole[..<tokenQueryStart(whole)])
         let prefix = staticBytes("/images/"), tiles = staticBytes("tiles")
         // "/images/" is eight bytes: one word compared.
         guard t.count > prefix.count,
@@ -174,6 +177,25 @@ func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: 
             }
         }
     }
+}
+
+/// Where a target's query starts (its `?`) when the query is `token=` and a token's bytes
+/// (base64url and dots) only; else the target's end.
+private func tokenQueryStart(_ t: UnsafeBufferPointer<UInt8>) -> Int {
+    guard let q = t.firstIndex(of: UInt8(ascii: "?")) else { return t.count }
+    let name = staticBytes("token=")
+    guard t.count - q > name.count + 1, same(UnsafeBufferPointer(rebasing: t[(q + 1)..<(q + 1 + name.count)]), name) else {
+        return t.count
+    }
+    for b in t[(q + 1 + name.count)...] {
+        switch b {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."):
+            continue
+        default: return t.count
+        }
+    }
+    return q
 }
 
 /// The bytes of `word` equal to `byte`: the high bit of each set, every other bit clear.

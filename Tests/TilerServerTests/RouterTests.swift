@@ -159,7 +159,10 @@ import TilerTestSupport
                 .randomElement(using: &rng)!
             let n = { String(Int.random(in: 0...4, using: &rng)) }
             let level = String(maxLevel - Int.random(in: 0...2, using: &rng))
-            let suffix = ["", "", "", "?x=1", "?token=\(tokens[1])"].randomElement(using: &rng)!
+            let suffix = [
+                "", "", "", "?x=1", "?token=\(tokens[1])", "?token=\(tokens[0])", "?token=\(tokens[2])", "?token=a%2Eb", "?token=",
+            ]
+            .randomElement(using: &rng)!
             targets.append("/images/\([id, id, "nope"].randomElement(using: &rng)!)/tiles/\(level)/\(n())/\(n())\(ext)\(suffix)")
         }
         var statuses: Set<Int> = []
