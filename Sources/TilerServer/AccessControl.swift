@@ -110,8 +110,9 @@ public final class AccessControl: Sendable {
 
     /// Whether `pyramid` is private under the policy in force, memoized on the pyramid
     /// per policy generation (a tile request pays one atomic load, not the rules' globs).
-    func isPrivate(_ pyramid: Pyramid) -> Bool {
-        let snapshot = snapshot
+    func isPrivate(_ pyramid: Pyramid) -> Bool { isPrivate(pyramid, under: snapshot) }
+
+    private func isPrivate(_ pyramid: Pyramid, under snapshot: Snapshot) -> Bool {
         let memo = pyramid.accessMemo.load(ordering: .relaxed)
         if memo >> 1 == snapshot.generation { return memo & 1 == 1 }
         let isPrivate = snapshot.policy.isPrivate(pyramid.id.rawValue)
@@ -134,20 +135,46 @@ public final class AccessControl: Sendable {
     /// `authorize` for a pyramid already found (the plain-tile fast path): true when it
     /// is private and `head` may see it, false when it is public; throws otherwise.
     func authorize(_ pyramid: Pyramid, _ head: HTTPRequestHead) throws(HTTPError) -> Bool {
-        guard isPrivate(pyramid) else { return false }
+        let snapshot = snapshot
+        guard isPrivate(pyramid, under: snapshot) else { return false }
         try authorize(pyramid.id.rawValue, head, under: snapshot)
         return true
     }
 
-    /// Whether `head` may list (and so see) `id`: for `/images` and the IIIF collections.
-    func mayList(_ id: String, _ head: HTTPRequestHead) -> Bool {
+    /// Which ids `head` may list (and so see): for `/images` and the IIIF collection. The
+    /// request's tokens are judged once, not once per image listed.
+    func visibility(for head: HTTPRequestHead) -> (String) -> Bool {
         let snapshot = snapshot
-        guard snapshot.policy.isPrivate(id) else { return true }
-        do throws(HTTPError) {
-            try authorize(id, head, under: snapshot)
-            return true
-        } catch {
+        let now = Date().timeIntervalSince1970
+        var grants: [Grant] = []
+        Self.forEachToken(in: head) { token in
+            if case let .success(grant) = Self.grant(for: token, under: snapshot, now: now) { grants.append(grant) }
             return false
+        }
+        return { id in !snapshot.policy.isPrivate(id) || grants.contains { $0.opens(id) } }
+    }
+
+    /// What `token` opens, from the verified tokens or verified now (and then kept).
+    private static func grant(
+        for token: UnsafeRawBufferPointer, under snapshot: Snapshot, now: Double
+    ) -> Result<Grant, TokenProblem> {
+        if let cached = snapshot.tokens.grant(for: token), cached.isValid(at: now) { return .success(cached) }
+        let verified = snapshot.policy.verify(token, now: now)
+        if case let .success(grant) = verified { snapshot.tokens.insert(token, grant) }
+        return verified
+    }
+
+    /// Calls `body` with each token the request carries (Bearer, cookie, query) until it
+    /// returns true.
+    private static func forEachToken(in head: HTTPRequestHead, _ body: (UnsafeRawBufferPointer) -> Bool) {
+        if let bearer = bearerToken(head.authorization) {
+            if head.authorization.withUnsafeBytes({ body(UnsafeRawBufferPointer(rebasing: $0[bearer])) }) { return }
+        }
+        if !head.cookieToken.isEmpty, head.cookieToken.withUnsafeBytes(body) { return }
+        switch queryToken(head.target) {
+        case .none: break
+        case let .raw(range): _ = head.target.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[range])) }
+        case let .decoded(bytes): _ = bytes.withUnsafeBytes(body)
         }
     }
 
@@ -155,34 +182,18 @@ public final class AccessControl: Sendable {
         let now = Date().timeIntervalSince1970
         var refused: TokenProblem?
         var valid = false
-        func judge(_ token: UnsafeRawBufferPointer) -> Bool {
-            let grant: Grant
-            if let cached = snapshot.tokens.grant(for: token), cached.isValid(at: now) {
-                grant = cached
-            } else {
-                switch snapshot.policy.verify(token, now: now) {
-                case let .success(verified):
-                    snapshot.tokens.insert(token, verified)
-                    grant = verified
-                case let .failure(problem):
-                    refused = refused ?? problem
-                    return false
-                }
+        var opened = false
+        Self.forEachToken(in: head) { token in
+            switch Self.grant(for: token, under: snapshot, now: now) {
+            case let .success(grant):
+                valid = true
+                opened = grant.opens(id)
+            case let .failure(problem):
+                refused = refused ?? problem
             }
-            valid = true
-            return grant.opens(id)
+            return opened
         }
-        if let bearer = Self.bearerToken(head.authorization) {
-            if head.authorization.withUnsafeBytes({ judge(UnsafeRawBufferPointer(rebasing: $0[bearer])) }) { return }
-        }
-        if !head.cookieToken.isEmpty, head.cookieToken.withUnsafeBytes(judge) { return }
-        switch Self.queryToken(head.target) {
-        case .none: break
-        case let .raw(range):
-            if head.target.withUnsafeBytes({ judge(UnsafeRawBufferPointer(rebasing: $0[range])) }) { return }
-        case let .decoded(bytes):
-            if bytes.withUnsafeBytes(judge) { return }
-        }
+        if opened { return }
         if valid { throw HTTPError(403, "no token sent opens image '\(id.prefix(200))'") }
         if let refused {
             throw HTTPError(401, "\(refused)", challenge: #"Bearer realm="tiler", error="invalid_token""#)
@@ -211,8 +222,7 @@ public final class AccessControl: Sendable {
         }
         var random = SystemRandomNumberGenerator()  // getrandom(2): fit for secrets
         let bytes = (0..<4).flatMap { _ in withUnsafeBytes(of: random.next() as UInt64) { Array($0) } }
-        let token = Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        let token = TokenMinter.base64URL(Data(bytes))
         let expires = min(grant.expires, now + Self.accessTokenLifetime)
         let limited = Grant(images: grant.images, expires: expires, notBefore: grant.notBefore)
         accessTokens.withLock { tokens in

@@ -37,7 +37,8 @@ func iiifPresentationRoutes(store: TileStore, address: PublicAddress) -> [Route]
                 // `--access`, only what the caller may see; the cache is keyed by that list.
                 var pyramids = store.pyramids
                 if let access = store.access {
-                    pyramids = pyramids.filter { access.mayList($0.id.rawValue, request.head) }
+                    let visible = access.visibility(for: request.head)
+                    pyramids = pyramids.filter { visible($0.id.rawValue) }
                     callerDependent()
                 }
                 if vary == nil {

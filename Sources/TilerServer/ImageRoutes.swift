@@ -363,7 +363,11 @@ private func listImages(_ request: Request, _ store: TileStore, _ links: Links) 
     // Until its first scan ends the listing would be incomplete: wait for it.
     try store.awaitCatalog(for: request)
     // Under `--access`, only what the caller may see, counted in `total` too.
-    let all = store.access.map { access in store.pyramids.filter { access.mayList($0.id.rawValue, request.head) } } ?? store.pyramids
+    let all =
+        store.access.map { access in
+            let visible = access.visibility(for: request.head)
+            return store.pyramids.filter { visible($0.id.rawValue) }
+        } ?? store.pyramids
     var json = JSONWriter(capacity: 4096)
     json.beginObject()
     json.key("images")

@@ -268,7 +268,7 @@ public final class TileStore: Sendable {
     /// for a route that only asks whether a name is an image's before it reads it as
     /// something else (`/images/ID.dzi`).
     func pyramidIfVisible(named name: String, for request: Request) throws(HTTPError) -> Pyramid? {
-        if let access, access.policy.isPrivate(name), !access.mayList(name, request.head) { return nil }
+        if let access, !access.visibility(for: request.head)(name) { return nil }
         return try pyramidIfPresent(named: name, for: request)
     }
 
