@@ -31,6 +31,9 @@ public final class AccessControl: Sendable {
     let tokenCacheEntries: Int
     let log: Logger
     private let state: Mutex<(snapshot: Snapshot, signature: [FileSignature])>
+    /// The generation of the snapshot in force, stored after it: `isPrivate` reads this,
+    /// not the snapshot (a lock, a retain and a release), when the pyramid's memo is current.
+    private let generation = Atomic<UInt64>(1)
     private let watching = Atomic<Bool>(false)
     /// Access tokens of the IIIF token service: opaque, random, accepted by the probe only.
     private let accessTokens = Mutex<[String: (grant: Grant, cookie: [UInt8])]>([:])
@@ -54,13 +57,15 @@ public final class AccessControl: Sendable {
     public var policy: AccessPolicy { snapshot.policy }
 
     /// Re-reads the policy every `interval` seconds when its file or a key file changed,
-    /// on a thread of its own, until `stopWatching`.
+    /// on a thread of its own, until `stopWatching` (the thread holds this object until
+    /// then: a weak reference would give it a side table, and every request's retain and
+    /// release of it would take the runtime's slow path, some 250 instructions a request).
     public func startWatching(every interval: Double) {
         guard !watching.exchange(true, ordering: .relaxed) else { return }
-        let thread = Thread { [weak self] in
+        let thread = Thread {
             while true {
                 Thread.sleep(forTimeInterval: interval)
-                guard let self, self.watching.load(ordering: .relaxed) else { return }
+                guard self.watching.load(ordering: .relaxed) else { return }
                 self.reloadIfChanged()
             }
         }
@@ -80,6 +85,7 @@ public final class AccessControl: Sendable {
             let policy = try AccessPolicy.load(from: path)
             let next = Snapshot(policy: policy, generation: old.generation + 1, tokenCacheEntries: tokenCacheEntries)
             state.withLock { $0 = (next, Self.signature(path, policy)) }
+            generation.store(next.generation, ordering: .releasing)
             log.info(
                 "access policy reloaded", metadata: ["policy": "\(path)", "rules": "\(policy.rules.count)", "keys": "\(policy.keys.count)"])
         } catch {
@@ -110,7 +116,11 @@ public final class AccessControl: Sendable {
 
     /// Whether `pyramid` is private under the policy in force, memoized on the pyramid
     /// per policy generation (a tile request pays one atomic load, not the rules' globs).
-    func isPrivate(_ pyramid: Pyramid) -> Bool { isPrivate(pyramid, under: snapshot) }
+    func isPrivate(_ pyramid: Pyramid) -> Bool {
+        let memo = pyramid.accessMemo.load(ordering: .relaxed)
+        if memo >> 1 == generation.load(ordering: .acquiring) { return memo & 1 == 1 }
+        return isPrivate(pyramid, under: snapshot)
+    }
 
     private func isPrivate(_ pyramid: Pyramid, under snapshot: Snapshot) -> Bool {
         let memo = pyramid.accessMemo.load(ordering: .relaxed)
@@ -135,8 +145,22 @@ public final class AccessControl: Sendable {
     /// `authorize` for a pyramid already found (the plain-tile fast path): true when it
     /// is private and `head` may see it, false when it is public; throws otherwise.
     func authorize(_ pyramid: Pyramid, _ head: HTTPRequestHead) throws(HTTPError) -> Bool {
+        guard isPrivate(pyramid) else { return false }
+        // The decision under the snapshot read now (a newer policy than the memo's may
+        // have made the pyramid public: then no token is needed).
         let snapshot = snapshot
         guard isPrivate(pyramid, under: snapshot) else { return false }
+        // What most requests for a private tile are: a Bearer token verified before,
+        // still valid and opening the image, judged in one look at the verified tokens.
+        if let bearer = Self.bearerToken(head.authorization) {
+            let now = SystemClock.wallTime()
+            let opened = head.authorization.withUnsafeBytes { all in
+                snapshot.tokens.withGrant(for: UnsafeRawBufferPointer(rebasing: all[bearer])) {
+                    $0.isValid(at: now) && ($0.opensAll || $0.opens(pyramid.id.rawValue))
+                }
+            }
+            if opened == true { return true }
+        }
         try authorize(pyramid.id.rawValue, head, under: snapshot)
         return true
     }
@@ -145,7 +169,7 @@ public final class AccessControl: Sendable {
     /// request's tokens are judged once, not once per image listed.
     func visibility(for head: HTTPRequestHead) -> (String) -> Bool {
         let snapshot = snapshot
-        let now = Date().timeIntervalSince1970
+        let now = SystemClock.wallTime()
         var grants: [Grant] = []
         Self.forEachToken(in: head) { token in
             if case let .success(grant) = Self.grant(for: token, under: snapshot, now: now) { grants.append(grant) }
@@ -179,11 +203,19 @@ public final class AccessControl: Sendable {
     }
 
     private func authorize(_ id: String, _ head: HTTPRequestHead, under snapshot: Snapshot) throws(HTTPError) {
-        let now = Date().timeIntervalSince1970
+        let now = SystemClock.wallTime()
         var refused: TokenProblem?
         var valid = false
         var opened = false
         Self.forEachToken(in: head) { token in
+            // A token verified before and still valid, judged where it is kept (most requests).
+            if let opens = snapshot.tokens.withGrant(for: token, { $0.isValid(at: now) ? $0.opens(id) : nil }),
+                let opens
+            {
+                valid = true
+                opened = opens
+                return opened
+            }
             switch Self.grant(for: token, under: snapshot, now: now) {
             case let .success(grant):
                 valid = true
@@ -212,7 +244,7 @@ public final class AccessControl: Sendable {
     /// has none or a bad one. At most `tokenCacheEntries` live at once; the oldest expire.
     func issueAccessToken(_ head: HTTPRequestHead) -> AccessTokenIssue {
         guard !head.cookieToken.isEmpty else { return .refused(profile: "missingAspect") }
-        let now = Date().timeIntervalSince1970
+        let now = SystemClock.wallTime()
         let verified = head.cookieToken.withUnsafeBytes { snapshot.policy.verify($0, now: now) }
         let grant: Grant
         switch verified {
@@ -242,7 +274,7 @@ public final class AccessControl: Sendable {
     func accessTokenGrant(_ head: HTTPRequestHead) -> Grant? {
         guard let range = Self.bearerToken(head.authorization) else { return nil }
         let token = String(decoding: head.authorization[range], as: UTF8.self)
-        let now = Date().timeIntervalSince1970
+        let now = SystemClock.wallTime()
         return accessTokens.withLock { $0[token]?.grant }.flatMap { $0.isValid(at: now) ? $0 : nil }
     }
 
@@ -268,7 +300,22 @@ public final class AccessControl: Sendable {
 
     /// The query's `token` (the first), as sent or percent-decoded.
     static func queryToken(_ target: [UInt8]) -> QueryToken {
-        guard let q = target.firstIndex(of: UInt8(ascii: "?")) else { return .none }
+        let (q, plain) = target.withUnsafeBufferPointer { t -> (Int, Bool) in
+            let q = ByteScan.firstIndex(in: t, ofAny: UInt8(ascii: "?"), UInt8(ascii: "?"), UInt8(ascii: "?"), UInt8(ascii: "?"))
+            guard q < t.count else { return (q, false) }
+            // A query with nothing to split or decode (`?token=JWT`, a share link): one scan.
+            let rest = UnsafeBufferPointer(rebasing: t[(q + 1)...])
+            return (
+                q,
+                ByteScan.firstIndex(in: rest, ofAny: UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "#"), UInt8(ascii: "#"))
+                    == rest.count
+            )
+        }
+        guard q < target.count else { return .none }
+        if plain {
+            guard target.count - q - 1 > 6, target[(q + 1)..<(q + 7)].elementsEqual("token=".utf8) else { return .none }
+            return .raw((q + 7)..<target.count)
+        }
         let end = target[q...].firstIndex(of: UInt8(ascii: "#")) ?? target.count
         var start = q + 1
         while start < end {

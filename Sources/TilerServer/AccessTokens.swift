@@ -13,7 +13,17 @@ struct Grant: Sendable {
 
     func isValid(at now: Double) -> Bool { now < expires && now >= notBefore }
 
-    func opens(_ id: String) -> Bool { images.contains { AccessPolicy.glob($0, matches: id) } }
+    /// Whether `images` holds `*` (a token for every image: asked on each of its requests).
+    let opensAll: Bool
+
+    init(images: [String], expires: Double, notBefore: Double) {
+        self.images = images
+        self.expires = expires
+        self.notBefore = notBefore
+        opensAll = images.contains("*")
+    }
+
+    func opens(_ id: String) -> Bool { opensAll || images.contains { AccessPolicy.glob($0, matches: id) } }
 }
 
 /// Why a token was refused. Said in the 401's message (never the token itself).
@@ -187,18 +197,26 @@ final class TokenCache: Sendable {
     /// How many tokens it holds.
     var count: Int { slots.withLock { slots in slots.reduce(0) { $1 == nil ? $0 : $0 + 1 } } }
 
-    func grant(for token: UnsafeRawBufferPointer) -> Grant? {
+    func grant(for token: UnsafeRawBufferPointer) -> Grant? { withGrant(for: token) { $0 } }
+
+    /// `body` applied to the grant kept for `token`, under the table's lock (the grant is
+    /// not copied out: no retain and release of its globs), or nil when none is kept.
+    func withGrant<R: Sendable>(for token: UnsafeRawBufferPointer, _ body: (borrowing Grant) -> R) -> R? {
         let first = start(token)
-        return slots.withLock { slots -> Grant? in
-            for k in 0..<Self.probes {
-                guard let slot = slots[(first + k) & mask] else { return nil }
-                if slot.token.count == token.count,
-                    slot.token.withUnsafeBytes({ memcmp($0.baseAddress!, token.baseAddress!, token.count) == 0 })
-                {
-                    return slot.grant
+        return slots.withLock { slots -> R? in
+            // Read in place (no slot copied out: no retain and release of its arrays).
+            slots.withUnsafeBufferPointer { table -> R? in
+                for k in 0..<Self.probes {
+                    let i = (first + k) & mask
+                    guard table[i] != nil else { return nil }
+                    if table[i]!.token.count == token.count,
+                        table[i]!.token.withUnsafeBytes({ memcmp($0.baseAddress!, token.baseAddress!, token.count) == 0 })
+                    {
+                        return body(table[i]!.grant)
+                    }
                 }
+                return nil
             }
-            return nil
         }
     }
 
@@ -211,7 +229,7 @@ final class TokenCache: Sendable {
                 return
             }
             // Full: the expired one if any, else the first.
-            let now = Date().timeIntervalSince1970
+            let now = SystemClock.wallTime()
             let victim = (0..<Self.probes).first { !(slots[(first + $0) & mask]?.grant.isValid(at: now) ?? false) } ?? 0
             slots[(first + victim) & mask] = slot
         }

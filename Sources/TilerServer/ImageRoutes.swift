@@ -107,31 +107,38 @@ func parseIndex(utf8 text: some Collection<UInt8>) -> Int? {
 /// routes do.
 func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: RecentPyramid) -> HTTPResponse? {
     head.target.withUnsafeBufferPointer { whole -> HTTPResponse? in
-        // Under `--access`, a share link's tile (`…/0/0/0.jpg?token=JWT`, what the viewer
-        // asks for) is plain too: the path before a query that is one token and nothing else.
-        let t = store.access == nil ? whole : UnsafeBufferPointer(rebasing: whole[..<tokenQueryStart(whole)])
         let prefix = staticBytes("/images/"), tiles = staticBytes("tiles")
         // "/images/" is eight bytes: one word compared.
-        guard t.count > prefix.count,
-            UnsafeRawPointer(t.baseAddress!).loadUnaligned(as: UInt64.self)
+        guard whole.count > prefix.count,
+            UnsafeRawPointer(whole.baseAddress!).loadUnaligned(as: UInt64.self)
                 == UnsafeRawPointer(prefix.baseAddress!).loadUnaligned(as: UInt64.self)
         else {
             return nil
         }
+        // Under `--access`, a share link's tile (`…/0/0/0.jpg?token=JWT`, what the viewer
+        // asks for) is plain too: the path ends at a query that is one token and nothing
+        // else (`isTokenQuery`), looked at only when the scan below meets its `?`.
+        let tokenQueries = store.access != nil
         // After /images/: ID, tiles, LEVEL, ROW and COLUMN.EXT, split at four slashes; any
         // byte that needs the routes' decoding or checks sends the request to them.
         return withUnsafeTemporaryAllocation(of: Int.self, capacity: 6) { cut -> HTTPResponse? in
             cut[0] = prefix.count - 1
             var found = 0
+            var end = whole.count  // the path's: the target's, or where a token query starts
             // Eight bytes at a time: the refused bytes, then each slash in order.
             var i = prefix.count
-            let base = UnsafeRawPointer(t.baseAddress!)
-            while t.count - i >= 8 {
+            let base = UnsafeRawPointer(whole.baseAddress!)
+            while end - i >= 8 {
                 let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: i, as: UInt64.self))
                 let refused =
                     bytes(of: word, equalTo: UInt8(ascii: "%")) | bytes(of: word, equalTo: UInt8(ascii: "?"))
                     | bytes(of: word, equalTo: UInt8(ascii: "#")) | bytes(of: word, equalTo: UInt8(ascii: "\\"))
-                guard refused == 0 else { return nil }
+                if refused != 0 {
+                    // The bytes before the first refused one go to the loop below.
+                    guard tokenQueries, isTokenQuery(whole, at: i + refused.trailingZeroBitCount / 8) else { return nil }
+                    end = i + refused.trailingZeroBitCount / 8
+                    break
+                }
                 var slashes = bytes(of: word, equalTo: UInt8(ascii: "/"))
                 while slashes != 0 {
                     guard found < 4 else { return nil }
@@ -141,16 +148,21 @@ func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: 
                 }
                 i += 8
             }
-            for i in i..<t.count {
-                switch t[i] {
+            bytes: for i in i..<end {
+                switch whole[i] {
                 case UInt8(ascii: "/"):
                     guard found < 4 else { return nil }
                     found += 1
                     cut[found] = i
-                case UInt8(ascii: "%"), UInt8(ascii: "?"), UInt8(ascii: "#"), UInt8(ascii: "\\"): return nil
+                case UInt8(ascii: "?"):
+                    guard tokenQueries, isTokenQuery(whole, at: i) else { return nil }
+                    end = i
+                    break bytes
+                case UInt8(ascii: "%"), UInt8(ascii: "#"), UInt8(ascii: "\\"): return nil
                 default: continue
                 }
             }
+            let t = UnsafeBufferPointer(rebasing: whole[..<end])
             guard found == 4 else { return nil }
             cut[5] = t.count
             /// Segment k, between two cuts; nil when empty.
@@ -170,8 +182,9 @@ func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: 
             do throws(HTTPError) {
                 // A private pyramid's tile only with a token that opens it (a 401 or 403
                 // here is the one the routes would give: the check comes first there too).
-                if let access = store.access { _ = try access.authorize(pyramid, head) }
-                return try store.tileResponse(TileCoordinate(level: level, row: row, column: column), of: pyramid)
+                let isPrivate = try store.access?.authorize(pyramid, head) ?? false
+                return try store.tileResponse(
+                    TileCoordinate(level: level, row: row, column: column), of: pyramid, isPrivate: isPrivate)
             } catch {
                 return .error(error)
             }
@@ -179,23 +192,19 @@ func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: 
     }
 }
 
-/// Where a target's query starts (its `?`) when the query is `token=` and a token's bytes
-/// (base64url and dots) only; else the target's end.
-private func tokenQueryStart(_ t: UnsafeBufferPointer<UInt8>) -> Int {
-    guard let q = t.firstIndex(of: UInt8(ascii: "?")) else { return t.count }
+/// Whether the target's query starts at `q` (its `?`) and is `token=` and a non-empty
+/// token with nothing to decode or split (no `%`, `&` or `#`), as the routes would take
+/// it (`AccessControl.queryToken`). One scan, sixteen bytes at a time: a share link's
+/// token is most of its target.
+private func isTokenQuery(_ t: UnsafeBufferPointer<UInt8>, at q: Int) -> Bool {
     let name = staticBytes("token=")
-    guard t.count - q > name.count + 1, same(UnsafeBufferPointer(rebasing: t[(q + 1)..<(q + 1 + name.count)]), name) else {
-        return t.count
+    let value = q + 1 + name.count
+    guard t[q] == UInt8(ascii: "?"), t.count > value, same(UnsafeBufferPointer(rebasing: t[(q + 1)..<value]), name) else {
+        return false
     }
-    for b in t[(q + 1 + name.count)...] {
-        switch b {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-            UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."):
-            continue
-        default: return t.count
-        }
-    }
-    return q
+    let rest = UnsafeBufferPointer(rebasing: t[value...])
+    return ByteScan.firstIndex(in: rest, ofAny: UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "#"), UInt8(ascii: "#"))
+        == rest.count
 }
 
 /// The bytes of `word` equal to `byte`: the high bit of each set, every other bit clear.

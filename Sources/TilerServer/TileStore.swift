@@ -303,9 +303,13 @@ public final class TileStore: Sendable {
     /// A tile of `pyramid` as a response: from the cache, or from its source when that
     /// has it at once, or else `.blocking` on the lane the source names. 404 if outside
     /// the pyramid or missing.
-    public func tileResponse(_ coordinate: TileCoordinate, of pyramid: Pyramid) throws(HTTPError) -> HTTPResponse {
+    /// `isPrivate`, when the caller has just decided it (`AccessControl.authorize`), spares
+    /// asking again.
+    public func tileResponse(_ coordinate: TileCoordinate, of pyramid: Pyramid, isPrivate: Bool? = nil) throws(HTTPError)
+        -> HTTPResponse
+    {
         try partResponse(
-            .tile(coordinate), of: pyramid, key: try tileKey(coordinate, of: pyramid),
+            .tile(coordinate), of: pyramid, key: try tileKey(coordinate, of: pyramid, isPrivate: isPrivate),
             contentType: pyramid.manifest.format.mimeType)
     }
 
@@ -594,12 +598,16 @@ public final class TileStore: Sendable {
     }
 
     /// The cache key of a tile; 404 if the pyramid has no such tile.
-    private func tileKey(_ coordinate: TileCoordinate, of pyramid: Pyramid) throws(HTTPError) -> CachedItem {
+    private func tileKey(_ coordinate: TileCoordinate, of pyramid: Pyramid, isPrivate: Bool? = nil) throws(HTTPError)
+        -> CachedItem
+    {
         guard pyramid.grids.contains(coordinate) else {
             throw HTTPError(404, "no tile \(coordinate) in image '\(pyramid.id)' (levels 0...\(pyramid.geometry.maxLevel))")
         }
+        let generation =
+            isPrivate.map { pyramid.generation | ($0 ? CachedItem.privateBit : 0) } ?? cacheGeneration(of: pyramid)
         return .tile(
-            generation: cacheGeneration(of: pyramid), level: Int32(coordinate.level),
+            generation: generation, level: Int32(coordinate.level),
             row: Int32(coordinate.row), column: Int32(coordinate.column))
     }
 

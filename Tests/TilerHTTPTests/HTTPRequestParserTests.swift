@@ -86,6 +86,27 @@ private func status(of text: String, limits: HTTPRequestParser.Limits = .init())
                 "GET / HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer x\r\nCookie: tiler_token=y\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n"
                     .utf8))
         #expect(two.heads.count == 2 && two.heads[1].authorization.isEmpty && two.heads[1].cookieToken.isEmpty)
+        // A connection's tokens in turn: the same length (copied in place), none, another
+        // length, two headers in one request (the last Authorization, the first cookie).
+        let sequence: [(headers: String, authorization: String, cookie: String)] = [
+            ("Authorization: Bearer aaaa\r\nCookie: tiler_token=cccc\r\n", "Bearer aaaa", "cccc"),
+            ("Authorization: Bearer bbbb\r\nCookie: tiler_token=dddd\r\n", "Bearer bbbb", "dddd"),
+            ("", "", ""),
+            ("Authorization: Bearer e\r\nCookie: tiler_token=ffffff\r\n", "Bearer e", "ffffff"),
+            ("Authorization: Bearer g\r\nAuthorization: Bearer h\r\nCookie: tiler_token=ii; tiler_token=jj\r\n", "Bearer h", "ii"),
+            ("Cookie: tiler_token=kk\r\n", "", "kk"),
+            ("Authorization: Bearer ll\r\n", "Bearer ll", ""),
+        ]
+        for byteByByte in [false, true] {
+            let heads = parseAll(
+                Array(sequence.map { "GET / HTTP/1.1\r\nHost: h\r\n\($0.headers)\r\n" }.joined().utf8), byteByByte: byteByByte
+            ).heads
+            #expect(heads.count == sequence.count)
+            for (head, c) in zip(heads, sequence) {
+                #expect(String(decoding: head.authorization, as: UTF8.self) == c.authorization, "\(c.headers)")
+                #expect(String(decoding: head.cookieToken, as: UTF8.self) == c.cookie, "\(c.headers)")
+            }
+        }
     }
 
     @Test func byteByByteGivesTheSameHead() {
@@ -339,20 +360,31 @@ private func status(of text: String, limits: HTTPRequestParser.Limits = .init())
         }
     }
 
-    /// The parser passes over a target or a header value eight bytes at a time while a
-    /// word test says all eight are allowed: that test must never pass a word holding a
-    /// byte the byte test refuses, and (tabs aside, which it leaves to the byte test)
-    /// must pass every word the byte test allows.
-    @Test func wordTestsAgreeWithByteTests() {
+    /// The parser passes over a method, a header name, a target and a header value sixteen
+    /// bytes at a time (the C scans of `CNetShims`): each run must end exactly where the
+    /// byte test first refuses, from any start, at any length (whole chunks, the last
+    /// overlapping chunk, runs shorter than a chunk).
+    @Test func chunkScansAgreeWithByteTests() {
         var rng = SystemRandomNumberGenerator()
-        let edges: [UInt8] = [0x00, 0x01, 0x08, 0x09, 0x0A, 0x0D, 0x1F, 0x20, 0x21, 0x22, 0x7D, 0x7E, 0x7F, 0x80, 0x81, 0xFE, 0xFF]
-        for _ in 0..<200_000 {
-            let bytes = (0..<8).map { _ in
-                Bool.random(using: &rng) ? edges.randomElement(using: &rng)! : UInt8.random(in: 0x21...0x7E, using: &rng)
+        let edges: [UInt8] = [
+            0x00, 0x01, 0x08, 0x09, 0x0A, 0x0D, 0x1F, 0x20, 0x21, 0x22, 0x3A, 0x7D, 0x7E, 0x7F, 0x80, 0x81, 0xFE, 0xFF,
+        ]
+        func firstRefused(_ bytes: [UInt8], _ start: Int, _ test: (UInt8) -> Bool) -> Int {
+            bytes[start...].firstIndex { !test($0) } ?? bytes.count
+        }
+        for _ in 0..<100_000 {
+            let count = Int.random(in: 0...70, using: &rng)
+            let rare = Int.random(in: 2...60, using: &rng)
+            let bytes = (0..<count).map { _ in
+                Int.random(in: 0..<rare, using: &rng) == 0
+                    ? edges.randomElement(using: &rng)! : UInt8.random(in: 0x21...0x7E, using: &rng)
             }
-            let word = bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
-            #expect(isTargetWord(word) == bytes.allSatisfy(isTargetByte), "\(bytes)")
-            #expect(isValueWord(word) == bytes.allSatisfy { isValueByte($0) && $0 != 0x09 }, "\(bytes)")
+            let start = Int.random(in: 0...count, using: &rng)
+            bytes.withUnsafeBytes { raw in
+                #expect(endOfTarget(raw, from: start) == firstRefused(bytes, start, isTargetByte), "\(bytes) from \(start)")
+                #expect(endOfValue(raw, from: start) == firstRefused(bytes, start, isValueByte), "\(bytes) from \(start)")
+                #expect(endOfToken(raw, from: start) == firstRefused(bytes, start, isToken), "\(bytes) from \(start)")
+            }
         }
     }
 

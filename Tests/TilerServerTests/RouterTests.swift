@@ -161,6 +161,10 @@ import TilerTestSupport
             let level = String(maxLevel - Int.random(in: 0...2, using: &rng))
             let suffix = [
                 "", "", "", "?x=1", "?token=\(tokens[1])", "?token=\(tokens[0])", "?token=\(tokens[2])", "?token=a%2Eb", "?token=",
+                // A token among other parameters, with bytes a token has not, a second `?`,
+                // a fragment, a path that ends where a query would, a long query.
+                "?token=\(tokens[1])&x=1", "?x=1&token=\(tokens[1])", "?token=\(tokens[1])+/=", "?token=a?b", "?token=\(tokens[1])#f",
+                "?token=\(tokens[1])\\", "?tokens=\(tokens[1])", "?" + String(repeating: "t", count: 300),
             ]
             .randomElement(using: &rng)!
             targets.append("/images/\([id, id, "nope"].randomElement(using: &rng)!)/tiles/\(level)/\(n())/\(n())\(ext)\(suffix)")

@@ -1,7 +1,8 @@
 #ifndef CNETSHIMS_H
 #define CNETSHIMS_H
 /*
- * What Swift cannot reach through its Glibc module, and nothing else.
+ * What Swift cannot reach through its Glibc module, and nothing else (with, at the end,
+ * the byte scans Swift's SIMD types cannot make fast).
  *
  * The headers below are included so that Swift sees epoll, eventfd and signalfd (Glibc's
  * module map leaves them out); Swift calls those functions itself. The functions are here
@@ -43,5 +44,19 @@ int cns_allowed_cpus(void);
 
 /* prctl(PR_SET_NAME, name): names the calling thread (15 bytes are kept). */
 int cns_name_thread(const char *name);
+
+/* Byte scans for the HTTP parser and the routes (scan.c), sixteen bytes at a time: Swift's
+ * SIMD types compile their comparisons lane by lane, and these runs are most of a
+ * request's bytes (a browser's headers, a token of a few hundred bytes). Each returns the
+ * index of the first byte that stops it, or `count`:
+ * - cns_token_end: the first byte that is not an RFC 9110 tchar (a method, a header name);
+ * - cns_target_end: the first that a request target cannot hold (not visible ASCII);
+ * - cns_value_end: the first that ends or spoils a header value (a control but tab, DEL);
+ * - cns_first_of: the first equal to a, b, c or d (repeat one to look for fewer). */
+size_t cns_token_end(const unsigned char *bytes, size_t count);
+size_t cns_target_end(const unsigned char *bytes, size_t count);
+size_t cns_value_end(const unsigned char *bytes, size_t count);
+size_t cns_first_of(const unsigned char *bytes, size_t count, unsigned char a, unsigned char b, unsigned char c,
+                    unsigned char d);
 
 #endif

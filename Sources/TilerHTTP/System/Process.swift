@@ -55,4 +55,13 @@ public enum SystemClock {
         _ = clock_gettime(CLOCK_REALTIME_COARSE, &ts)
         return Int64(ts.tv_sec)
     }
+
+    /// Wall-clock seconds since 1970 with their fraction (`CLOCK_REALTIME`): what
+    /// `Date().timeIntervalSince1970` says, at a tenth of its instructions (a token's
+    /// `exp` is checked on every request that carries one).
+    public static func wallTime() -> Double {
+        var ts = timespec()
+        _ = clock_gettime(CLOCK_REALTIME, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
 }
