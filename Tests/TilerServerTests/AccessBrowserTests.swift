@@ -6,7 +6,9 @@ import TilerHTTP
 import TilerTestSupport
 
 /// Private images in Chromium (issue 32), beyond the viewer's share link
-/// (`PrivateViewerTests`): OpenSeadragon sending a Bearer token with its tile requests.
+/// (`PrivateViewerTests`): OpenSeadragon sending a Bearer token with its tile requests;
+/// the IIIF Authorization Flow 2.0 end to end, behind nginx set up as README.md's recipe
+/// says, with a stand-in for the site's own login that sets the `tiler_token` cookie.
 /// Tokens are minted by PyJWT, never by tiler.
 @Suite(.serialized) struct AccessBrowserTests {
     // MARK: - OpenSeadragon with a Bearer token
@@ -152,6 +154,309 @@ import TilerTestSupport
         viewer.addHandler('tile-load-failed', (e) => {
           osdState.failed.push('tile failed: ' + e.message + ' ' + e.tile.getUrl());
           if (e.tileRequest) osdState.failedStatuses.push(e.tileRequest.status);
+        });
+        </script></body></html>
+        """
+
+    // MARK: - IIIF Authorization Flow 2.0 behind nginx
+
+    /// The flow a IIIF viewer runs, in Chromium, against tiler behind nginx as README.md's
+    /// recipe sets it up, with every URL taken from the services the 401 info.json names:
+    /// the probe says 401; the access service (the policy's loginURL: the stand-in login
+    /// page, behind the same nginx) opens in a window with `?origin=`, where the user signs
+    /// in and the page sets the HttpOnly `tiler_token` cookie and closes; the token service
+    /// in an iframe posts an access token; the probe with it says 200; info.json and a tile
+    /// load with the cookie. A page of another origin gets no token from the token service
+    /// (invalidOrigin), and one claiming the allowed origin gets no message at all. Then the
+    /// logout service: the same access token's probe says 401, info.json and the tile are
+    /// refused, and the token service finds no cookie.
+    @Test(.timeLimit(.minutes(10))) func iiifAuthorizationFlowThroughNginxWithALoginPage() throws {
+        try withSignInSite { site in
+            guard let driver = try startBrowser() else { return }
+            defer { driver.quit() }
+            let info = site.origin + "/iiif/3/secret-a/info.json"
+            try driver.navigate(
+                site.origin + "/client/iiif.html?info=" + info.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)
+            let start = try #require(driver.wait(for: "the client's start", "return flow.error || flow.start") as? [String: Any])
+            #expect(start["info"] as? Int == 401 && start["width"] is NSNull, "\(start)")
+            #expect(start["profile"] as? String == "active", "\(start)")
+            #expect((start["probe"] as? [String: Any])?["status"] as? Int == 401, "\(start)")
+
+            // The access service: the login page in a window, where the user signs in.
+            let main = try driver.windowHandle()
+            let before = try driver.windowHandles()
+            try driver.click("#login")
+            try site.signIn(driver, besides: before, returningTo: main)
+            let signedIn = try #require(driver.wait(for: "the signed-in client", "return flow.error || flow.signedIn") as? [String: Any])
+            #expect(signedIn["message"] as? String == "AuthAccessToken2", "\(signedIn)")
+            #expect(signedIn["hasAccessToken"] as? Bool == true && (signedIn["expiresIn"] as? Int ?? 0) > 0, "\(signedIn)")
+            #expect((signedIn["probe"] as? [String: Any])?["status"] as? Int == 200, "\(signedIn)")
+            let image = signedIn["image"] as? [String: Any] ?? [:]
+            #expect(image["info"] as? Int == 200 && image["width"] as? Int == 600, "\(signedIn)")
+            #expect(image["tile"] as? Int == 200 && (image["tileWidth"] as? Int ?? 0) > 0, "\(signedIn)")
+            // HttpOnly: no script reads the cookie.
+            #expect(signedIn["cookieVisible"] as? Bool == false, "\(signedIn)")
+
+            // The same client on another origin, in another tab, while the browser is signed
+            // in: the token service refuses it, and when it claims the allowed origin the
+            // message is not delivered to it at all.
+            let foreignTab = try driver.openTab()
+            try driver.switchToWindow(foreignTab)
+            try driver.navigate(
+                "http://127.0.0.1:\(site.foreignPort)/iiif.html?foreign=1&info=" + info.addingPercentEncoding(
+                    withAllowedCharacters: .alphanumerics)!)
+            let foreign = try #require(driver.wait(for: "the foreign page", "return flow.error || flow.foreign") as? [String: Any])
+            #expect(foreign["own"] as? String == "AuthAccessTokenError2 invalidOrigin", "\(foreign)")
+            #expect(foreign["claimed"] as? String == "no message (the frame loaded)", "\(foreign)")
+            try driver.expectNoScriptErrors()
+            try driver.closeWindow()
+            try driver.switchToWindow(main)
+
+            // The logout service, in a window that closes itself.
+            try driver.click("#logout")
+            let out = try #require(driver.wait(for: "the signed-out client", "return flow.error || flow.signedOut") as? [String: Any])
+            #expect((out["probe"] as? [String: Any])?["status"] as? Int == 401, "the same access token, after logout: \(out)")
+            let closed = out["image"] as? [String: Any] ?? [:]
+            #expect(closed["info"] as? Int == 401 && closed["width"] is NSNull, "\(out)")
+            #expect(closed["tile"] as? Int == 401 && closed["tileWidth"] as? Int == 0, "\(out)")
+            #expect(out["tokenService"] as? String == "AuthAccessTokenError2 missingAspect", "\(out)")
+            try driver.expectNoScriptErrors()
+
+            // Every URL came from the services: the login with ?origin=, the token service,
+            // the logout; nothing failed in nginx but the refusals the test asked for.
+            let requests = try site.nginx.requests()
+            #expect(requests.contains { site.isLogin($0.uri) }, "\(requests.map(\.uri))")
+            #expect(requests.contains { $0.uri == "/login/signed-in" || $0.uri == "/login/signed-in?" })
+            #expect(requests.contains { $0.uri.hasPrefix("/iiif/auth/token?messageId=") })
+            #expect(requests.contains { $0.uri == "/iiif/auth/logout" })
+            #expect(!requests.contains { $0.status >= 500 }, "\(requests.filter { $0.status >= 500 })")
+        }
+    }
+
+    // MARK: - The site
+
+    /// tiler behind nginx as README.md's "Private images" recipe sets it up (its nginx
+    /// block, with the ports replaced), `--base-url` the proxy's address, the policy's
+    /// `loginURL` its `/login`: the stand-in login app (`LoginApp`), which sets a PyJWT
+    /// token as the cookie. nginx also serves the test's IIIF client page under `/client/`;
+    /// a `StaticSite` serves the same page from another origin.
+    struct SignInSite {
+        let origin: String
+        /// The proxy's port.
+        let port: Int
+        let foreignPort: Int
+        let nginx: Nginx
+
+        /// Whether `uri` asks for the login page with this site's origin, as the spec's
+        /// clients add it.
+        func isLogin(_ uri: String) -> Bool {
+            guard let url = URLComponents(string: origin + uri), url.path == "/login" else { return false }
+            return url.queryItems == [URLQueryItem(name: "origin", value: origin)]
+        }
+
+        /// Signs in through the login window the page just opened: the user presses the
+        /// stand-in page's button, and the window closes itself; then commands go to `main`.
+        func signIn(_ driver: WebDriver, besides known: [String], returningTo main: String) throws {
+            try driver.switchToWindow(try driver.newWindow(besides: known))
+            try driver.wait(for: "the login page", "return document.getElementById('sign-in') !== null")
+            try driver.click("#sign-in")
+            let closed = eventually(within: 30) { (try? driver.windowHandles().count) == known.count }
+            try driver.switchToWindow(main)
+            #expect(closed, "the login window closed itself after signing in")
+        }
+    }
+
+    /// Runs `body` with the site up: `public-a` and `secret-a` (600 × 400), the latter
+    /// private; the stand-in login's cookie opens `secret-*`.
+    func withSignInSite(_ body: (SignInSite) throws -> Void) throws {
+        let setup = try AccessTests.Setup()
+        defer { setup.scratch.cleanUp() }
+        let proxyPort = try freePort()
+        let origin = "http://127.0.0.1:\(proxyPort)"
+        try AccessTests.Setup.policy(rules: [("public-*", "public"), ("*", "token")], loginURL: origin + "/login")
+            .write(toFile: setup.policyPath, atomically: true, encoding: .utf8)
+        let root = try PyramidRoot()
+        try AccessTests.cutPyramids(["public-a", "secret-a"], into: root)
+        let cookie = try setup.keys.tokens([
+            TokenSpec(alg: "HS256", kid: "site", claims: AccessTests.Setup.claims(["secret-*"]))
+        ])[0]
+        var loginConfiguration = HTTPConfiguration()
+        loginConfiguration.port = 0
+        loginConfiguration.threads = 1
+        let login = HTTPServer(configuration: loginConfiguration, handler: LoginApp(token: cookie))
+        try login.start()
+        defer {
+            login.stop()
+            login.wait()
+        }
+        let pages = try temporaryFolder("iiif-client")
+        defer { try? FileManager.default.removeItem(at: pages) }
+        try Self.clientPage.write(to: pages.appendingPathComponent("iiif.html"), atomically: true, encoding: .utf8)
+        let foreign = try StaticSite(["/iiif.html": (Array(Self.clientPage.utf8), "text/html; charset=utf-8")])
+        defer { foreign.stop() }
+        let accessLog = CollectedLog()
+        try withTileServer(root, access: try setup.access(), accessLog: accessLog, { $0.baseURL = try? BaseURL(parsing: origin) }) { port in
+            let recipe = try ReadmePagesTests.readmePage("nginx-login", language: "nginx")
+            try #require(recipe.contains("127.0.0.1:8080;") && recipe.contains("127.0.0.1:9000;"), "the README's recipe: \(recipe)")
+            let locations =
+                recipe.replacingOccurrences(of: "127.0.0.1:8080;", with: "127.0.0.1:\(port);")
+                .replacingOccurrences(of: "127.0.0.1:9000;", with: "127.0.0.1:\(login.port);")
+                + "\nlocation /client/ { alias \(pages.path)/; }\n"
+            let nginx = try Nginx(port: proxyPort, locations: locations)
+            defer { nginx.stop() }
+            try body(SignInSite(origin: origin, port: proxyPort, foreignPort: foreign.port, nginx: nginx))
+        }
+        let signature = String(cookie.split(separator: ".")[2])
+        #expect(!accessLog.linesWithMetadata.isEmpty)
+        #expect(!accessLog.linesWithMetadata.contains { $0.contains(signature) }, "a token in the access log")
+    }
+
+    /// The stand-in for a site's own login, behind nginx at `/login`: a page with a "Sign
+    /// in" button; pressing it (`/login/signed-in`) sets `token` as the cookie
+    /// `tiler_token`, with the attributes README.md gives, and closes the window a viewer
+    /// opened.
+    struct LoginApp: HTTPHandler {
+        let token: String
+
+        func respond(to head: HTTPRequestHead) -> HTTPResponse {
+            let path = String(decoding: head.target.prefix(head.pathLength), as: UTF8.self)
+            func page(_ body: String) -> HTTPResponse {
+                let html =
+                    #"<!doctype html><html><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>Sign in</title></head><body>"#
+                return .bytes(
+                    status: 200, contentType: "text/html; charset=utf-8", body: Array((html + body + "</body></html>").utf8),
+                    cacheControl: "no-store")
+            }
+            switch path {
+            case "/login":
+                return page(#"<form action="/login/signed-in"><button id="sign-in">Sign in</button></form>"#)
+            case "/login/signed-in":
+                return .withHeaders(
+                    [("Set-Cookie", "tiler_token=\(token); HttpOnly; Secure; SameSite=Lax; Path=/")],
+                    page("<p>Signed in.</p><script>if (window.opener) window.close();</script>"))
+            default:
+                return .error(HTTPError(404, "no page \(path)"))
+            }
+        }
+    }
+
+    /// A IIIF Authorization Flow 2.0 client, as a viewer runs it, on the info.json given as
+    /// `?info=URL`: every other URL comes from the services it names. The test presses its
+    /// buttons (a window opens on a user's gesture only) and reads `window.flow`, which
+    /// never holds a token. With `&foreign=1` (on a page of another origin): the token
+    /// service asked with this page's origin, then with the info.json's origin claimed.
+    static let clientPage = """
+        <!doctype html>
+        <html><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>IIIF client</title>
+        <script>
+        window.pageErrors = [];
+        addEventListener('error', (e) => pageErrors.push(String(e.message)));
+        addEventListener('unhandledrejection', (e) => pageErrors.push('unhandled rejection: ' + String(e.reason)));
+        </script>
+        </head><body>
+        <button id="login" type="button">Sign in</button> <button id="logout" type="button">Sign out</button>
+        <script>
+        const flow = window.flow = {};
+        const params = new URLSearchParams(location.search);
+        const infoURL = params.get('info');
+        const find = (services, type) => (Array.isArray(services) ? services : []).find((s) => s.type === type);
+        let services = null, accessToken = null, tileURL = null;
+        const failed = (e) => { flow.error = String(e && e.stack || e); };
+
+        async function probe() {
+          const response = await fetch(services.probe.id, accessToken ? { headers: { Authorization: 'Bearer ' + accessToken } } : {});
+          const body = await response.json();
+          return { http: response.status, type: body.type, status: body.status };
+        }
+
+        // The info.json and a tile of the image, as a viewer asks for them (the cookie goes along).
+        async function image() {
+          const info = await fetch(infoURL, { cache: 'no-store' });
+          const json = await info.json();
+          if (info.ok) {
+            const t = json.tiles[0];
+            tileURL = `${json.id}/0,0,${t.width},${t.height || t.width}/${t.width},/0/default.jpg`;
+          }
+          const tile = await fetch(tileURL, { cache: 'no-store' });
+          const tileWidth = tile.ok ? (await createImageBitmap(await tile.blob())).width : 0;
+          return { info: info.status, width: json.width ?? null, tile: tile.status, tileWidth };
+        }
+
+        // Opens `url` in a window (in the click that asked for it); resolves once it has closed.
+        function inWindow(url) {
+          const opened = window.open(url, '_blank');
+          if (!opened) return Promise.reject(new Error('the window was blocked'));
+          return new Promise((resolve) => {
+            const timer = setInterval(() => { if (opened.closed) { clearInterval(timer); resolve(); } }, 100);
+          });
+        }
+
+        // The token service's message for `origin`, from a hidden iframe; or, when none comes
+        // within 2 s of the frame's loading, null.
+        let messages = 0;
+        function tokenMessage(service, origin = location.origin) {
+          return new Promise((resolve) => {
+            const messageId = 'm-' + ++messages;
+            const url = new URL(service);
+            url.searchParams.set('messageId', messageId);
+            url.searchParams.set('origin', origin);
+            const frame = document.createElement('iframe');
+            frame.hidden = true;
+            let timer = setTimeout(() => done(undefined), 20000);
+            const done = (message) => {
+              removeEventListener('message', receive);
+              clearTimeout(timer);
+              frame.remove();
+              resolve(message);
+            };
+            const receive = (e) => {
+              if (e.source === frame.contentWindow && e.origin === url.origin && e.data && e.data.messageId === messageId) done(e.data);
+            };
+            frame.addEventListener('load', () => { clearTimeout(timer); timer = setTimeout(() => done(null), 2000); });
+            addEventListener('message', receive);
+            frame.src = url.href;
+            document.body.append(frame);
+          });
+        }
+        const described = (m) => (m === null ? 'no message (the frame loaded)' : m === undefined ? 'the frame never loaded' : [m.type, m.profile].filter(Boolean).join(' '));
+
+        if (infoURL) {
+          (async () => {
+            const response = await fetch(infoURL, { cache: 'no-store' });
+            const info = await response.json();
+            const probeService = find(info.service, 'AuthProbeService2');
+            const access = probeService && find(probeService.service, 'AuthAccessService2');
+            services = {
+              probe: probeService, access,
+              token: access && find(access.service, 'AuthAccessTokenService2'),
+              logout: access && find(access.service, 'AuthLogoutService2'),
+            };
+            flow.start = { info: response.status, width: info.width ?? null, profile: access && access.profile, probe: await probe() };
+            if (params.get('foreign') === '1') {
+              const own = described(await tokenMessage(services.token.id));
+              const claimed = described(await tokenMessage(services.token.id, new URL(infoURL).origin));
+              flow.foreign = { own, claimed };
+            }
+          })().catch(failed);
+        }
+
+        document.getElementById('login').addEventListener('click', () => {
+          const url = new URL(services.access.id);
+          url.searchParams.set('origin', location.origin);
+          inWindow(url.href).then(async () => {
+            const message = await tokenMessage(services.token.id);
+            accessToken = message && typeof message.accessToken === 'string' ? message.accessToken : null;
+            flow.signedIn = {
+              message: message && message.type, hasAccessToken: accessToken !== null, expiresIn: message && message.expiresIn,
+              probe: await probe(), image: await image(), cookieVisible: document.cookie.includes('tiler_token'),
+            };
+          }).catch(failed);
+        });
+
+        document.getElementById('logout').addEventListener('click', () => {
+          inWindow(services.logout.id).then(async () => {
+            flow.signedOut = { probe: await probe(), image: await image(), tokenService: described(await tokenMessage(services.token.id)) };
+          }).catch(failed);
         });
         </script></body></html>
         """

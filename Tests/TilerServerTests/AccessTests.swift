@@ -27,13 +27,15 @@ import TilerTestSupport
             try Self.policy(rules: [("public-*", "public"), ("*", "token")]).write(toFile: policyPath, atomically: true, encoding: .utf8)
         }
 
-        static func policy(rules: [(String, String)]) -> String {
+        /// The policy's text, with `loginURL` (the IIIF access service) when given.
+        static func policy(rules: [(String, String)], loginURL: String? = nil) -> String {
             let ruleText = rules.map { #"{"images": "\#($0.0)", "access": "\#($0.1)"}"# }.joined(separator: ", ")
+            let login = loginURL.map { #""loginURL": "\#($0)", "# } ?? ""
             return """
                 {"keys": [{"kid": "site", "alg": "HS256", "secretFile": "site.key"},
                           {"kid": "idp", "alg": "RS256", "publicKeyFile": "idp.pem"},
                           {"kid": "ec", "alg": "ES256", "publicKeyFile": "ec.pem"}],
-                 "issuer": "\(issuer)", "audience": "\(audience)",
+                 "issuer": "\(issuer)", "audience": "\(audience)", \(login)
                  "rules": [\(ruleText)]}
                 """
         }
