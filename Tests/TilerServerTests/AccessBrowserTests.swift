@@ -8,8 +8,9 @@ import TilerTestSupport
 /// Private images in Chromium (issue 32), beyond the viewer's share link
 /// (`PrivateViewerTests`): OpenSeadragon sending a Bearer token with its tile requests;
 /// the IIIF Authorization Flow 2.0 end to end, behind nginx set up as README.md's recipe
-/// says, with a stand-in for the site's own login that sets the `tiler_token` cookie.
-/// Tokens are minted by PyJWT, never by tiler.
+/// says, with a stand-in for the site's own login that sets the `tiler_token` cookie; and
+/// the viewer offering that login on a private image. Tokens are minted by PyJWT, never
+/// by tiler.
 @Suite(.serialized) struct AccessBrowserTests {
     // MARK: - OpenSeadragon with a Bearer token
 
@@ -230,6 +231,74 @@ import TilerTestSupport
             #expect(requests.contains { $0.uri.hasPrefix("/iiif/auth/token?messageId=") })
             #expect(requests.contains { $0.uri == "/iiif/auth/logout" })
             #expect(!requests.contains { $0.status >= 500 }, "\(requests.filter { $0.status >= 500 })")
+        }
+    }
+
+    // MARK: - The viewer's sign-in
+
+    /// The viewer on a private image it may not open, behind nginx as in the README: it
+    /// shows the access service's heading and button from the image's info.json; a login
+    /// window closed without signing in leaves the button there, with the token service's
+    /// heading; signing in on the stand-in page opens the image (its tiles load with the
+    /// cookie) and the album then lists it.
+    @Test(.timeLimit(.minutes(10))) func theViewerOffersTheLoginAndOpensThePrivateImage() throws {
+        try withSignInSite { site in
+            let closedInfo = try fetch(site.port, "/iiif/3/secret-a/info.json")
+            #expect(closedInfo.status == 401)
+            let accessService = try #require(
+                ((closedInfo.json["service"] as? [[String: Any]])?.first?["service"] as? [[String: Any]])?.first)
+            let heading = try #require((accessService["heading"] as? [String: [String]])?["en"]?.first)
+            let button = try #require((accessService["confirmLabel"] as? [String: [String]])?["en"]?.first)
+
+            guard let driver = try startBrowser() else { return }
+            defer { driver.quit() }
+            try driver.navigate(site.origin + "/#/image/secret-a")
+            try driver.wait(for: "the viewer's sign-in", "return !document.getElementById('login').hidden")
+            let shown = try #require(
+                driver.execute(
+                    """
+                    return [document.getElementById('login-heading').textContent, document.getElementById('login-button').textContent,
+                            document.getElementById('status').textContent]
+                    """) as? [String])
+            #expect(shown[0] == heading && shown[1] == button, "\(shown)")
+            #expect(!shown[2].contains("Could not open"), "\(shown)")
+            let box = try driver.rect("#login-button")
+            #expect(box.isVisible(within: try driver.viewportSize()), "the button on screen: \(box)")
+
+            // The login window closed without signing in: the button stays, saying why.
+            let main = try driver.windowHandle()
+            let before = try driver.windowHandles()
+            try driver.click("#login-button")
+            try driver.switchToWindow(try driver.newWindow(besides: before))
+            try driver.wait(for: "the login page", "return document.getElementById('sign-in') !== null")
+            try driver.closeWindow()
+            try driver.switchToWindow(main)
+            try driver.wait(
+                for: "the sign-in offered again",
+                """
+                const b = document.getElementById('login-button');
+                return !b.disabled && !document.getElementById('login').hidden &&
+                  document.getElementById('login-heading').textContent === 'You are not signed in'
+                """)
+            #expect(try driver.execute("return tilerViewer.view()") is NSNull)
+
+            // Signing in.
+            try driver.click("#login-button")
+            try site.signIn(driver, besides: before, returningTo: main)
+            try driver.wait(
+                for: "the private image's tiles",
+                "const v = tilerViewer.view(); return v && v.id === 'secret-a' && v.pending === 0 && v.activeTiles > 0")
+            #expect(try driver.execute("return tilerViewer.stats.tileErrors") as? Int == 0)
+            #expect(try driver.execute("return [tilerViewer.stats.loginsOffered, tilerViewer.stats.logins]") as? [Int] == [1, 1])
+            #expect(try driver.execute("return document.getElementById('login').hidden") as? Bool == true)
+            #expect(try driver.execute("return document.getElementById('status').textContent") as? String == "secret-a · 600 × 400")
+            try driver.navigate(site.origin + "/#/")
+            try driver.wait(for: "the album with the private image", "return tilerViewer.album().total === 2")
+            try driver.expectNoScriptErrors()
+
+            let requests = try site.nginx.requests()
+            #expect(requests.contains { $0.uri.hasPrefix("/images/secret-a/tiles/") && $0.status == 200 })
+            #expect(requests.contains { site.isLogin($0.uri) }, "\(requests.map(\.uri))")
         }
     }
 

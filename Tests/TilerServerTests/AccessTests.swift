@@ -514,6 +514,9 @@ import TilerTestSupport
             try driver.navigate(base + "#/image/secret-b")
             try driver.wait(
                 for: "the refusal", "return document.getElementById('status').textContent.includes('Could not open the image')")
+            // A policy without a loginURL names no login to offer (its access service is external).
+            #expect(try driver.execute("return document.getElementById('login').hidden") as? Bool == true)
+            #expect(try driver.execute("return tilerViewer.stats.loginsOffered") as? Int == 0)
         }
         // Every request the viewer made for a private image carried the token, so none was
         // refused while the link had it: the 401s are the last part's alone.
