@@ -27,13 +27,15 @@ import TilerTestSupport
             try Self.policy(rules: [("public-*", "public"), ("*", "token")]).write(toFile: policyPath, atomically: true, encoding: .utf8)
         }
 
-        static func policy(rules: [(String, String)]) -> String {
+        /// The policy's text, with `loginURL` (the IIIF access service) when given.
+        static func policy(rules: [(String, String)], loginURL: String? = nil) -> String {
             let ruleText = rules.map { #"{"images": "\#($0.0)", "access": "\#($0.1)"}"# }.joined(separator: ", ")
+            let login = loginURL.map { #""loginURL": "\#($0)", "# } ?? ""
             return """
                 {"keys": [{"kid": "site", "alg": "HS256", "secretFile": "site.key"},
                           {"kid": "idp", "alg": "RS256", "publicKeyFile": "idp.pem"},
                           {"kid": "ec", "alg": "ES256", "publicKeyFile": "ec.pem"}],
-                 "issuer": "\(issuer)", "audience": "\(audience)",
+                 "issuer": "\(issuer)", "audience": "\(audience)", \(login)
                  "rules": [\(ruleText)]}
                 """
         }
@@ -512,6 +514,9 @@ import TilerTestSupport
             try driver.navigate(base + "#/image/secret-b")
             try driver.wait(
                 for: "the refusal", "return document.getElementById('status').textContent.includes('Could not open the image')")
+            // A policy without a loginURL names no login to offer (its access service is external).
+            #expect(try driver.execute("return document.getElementById('login').hidden") as? Bool == true)
+            #expect(try driver.execute("return tilerViewer.stats.loginsOffered") as? Int == 0)
         }
         // Every request the viewer made for a private image carried the token, so none was
         // refused while the link had it: the 401s are the last part's alone.

@@ -18,10 +18,10 @@ import TilerTestSupport
     static let openSeadragonCDN = "https://cdn.jsdelivr.net/npm/openseadragon@6.1.1/build/openseadragon/"
     static let leafletCDN = "https://unpkg.com/leaflet@1.9.4/dist/"
 
-    /// The HTML of the README's block `name`: the fenced `html` code between its markers.
-    static func readmePage(_ name: String) throws -> String {
+    /// The README's block `name`: the fenced `language` code between its markers.
+    static func readmePage(_ name: String, language: String = "html") throws -> String {
         let readme = try String(contentsOf: repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
-        let start = "<!-- tested: \(name) -->\n```html\n", end = "```\n<!-- /tested -->"
+        let start = "<!-- tested: \(name) -->\n```\(language)\n", end = "```\n<!-- /tested -->"
         guard let from = readme.range(of: start), let to = readme.range(of: end, range: from.upperBound..<readme.endIndex)
         else { throw ClientError("README.md has no page between '\(start)' and '\(end)'") }
         return String(readme[from.upperBound..<to.lowerBound])

@@ -129,6 +129,41 @@ final class WebDriver {
 
     func navigate(_ url: String) throws { try command("POST", "/url", ["url": url]) }
 
+    /// The handle of the window commands go to, and of every open window (a page's
+    /// pop-ups too).
+    func windowHandle() throws -> String {
+        guard let handle = try command("GET", "/window") as? String else { throw ClientError("no window handle") }
+        return handle
+    }
+
+    func windowHandles() throws -> [String] {
+        guard let handles = try command("GET", "/window/handles") as? [String] else { throw ClientError("no window handles") }
+        return handles
+    }
+
+    /// Sends the next commands to window `handle`.
+    func switchToWindow(_ handle: String) throws { try command("POST", "/window", ["handle": handle]) }
+
+    /// Closes the window commands go to, as a user closing it would; switch to another next.
+    func closeWindow() throws { try command("DELETE", "/window") }
+
+    /// A new tab (not yet the one commands go to), as a user opening one; its handle.
+    func openTab() throws -> String {
+        let value = try command("POST", "/window/new", ["type": "tab"]) as? [String: Any]
+        guard let handle = value?["handle"] as? String else { throw ClientError("no new tab") }
+        return handle
+    }
+
+    /// The window a page opened after `known` were open (its pop-up), once there.
+    func newWindow(besides known: [String], timeout: Double = 30) throws -> String {
+        let started = Date()
+        while Date().timeIntervalSince(started) < timeout {
+            if let opened = try windowHandles().first(where: { !known.contains($0) }) { return opened }
+            usleep(50_000)
+        }
+        throw ClientError("no window opened in \(timeout) s; the page: \(pageState())")
+    }
+
     /// One Chrome DevTools Protocol command (chromedriver's `goog/cdp/execute`), as
     /// `Network.setBlockedURLs` to make requests fail the way a dropped network does.
     @discardableResult

@@ -21,6 +21,10 @@
 // wrap=x repeats the image sideways without end (panoramas). A navigator shows where
 // the view is; a swipe at the fitted size, Page Up/Down or the arrows go to the
 // neighbouring images, as in a photo album.
+//
+// Signing in: a private image this browser may not see yet is offered the site's login,
+// as the IIIF Authorization Flow 2.0 says (https://iiif.io/api/auth/2.0/), when its
+// info.json names an access service of profile `active` (the policy's loginURL).
 'use strict';
 (() => {
   const $ = (id) => document.getElementById(id);
@@ -47,7 +51,7 @@
   const stats = {
     thumbnailsLoaded: 0, tilesRequested: 0, tilesLoaded: 0, tileErrors: 0, tileRetries: 0, visibleRetries: 0,
     tileElementsCreated: 0, tileElementsReused: 0, visibleRequests: 0, levelsLoaded: [],
-    listingPagesLoaded: 0, cellsCreated: 0, cellsReused: 0,
+    listingPagesLoaded: 0, cellsCreated: 0, cellsReused: 0, loginsOffered: 0, logins: 0,
   };
   const levelsLoaded = new Set();
   const status = (text) => { $('status').textContent = text; };
@@ -668,6 +672,7 @@
     $('viewer').hidden = false;
     let image = listing.items.find((im) => im && im.id === id);
     if (!viewer.image || viewer.image.id !== id) {
+      hideLogin();
       clearViewer();
       viewer.image = null;
       viewer.index = null;
@@ -675,6 +680,7 @@
       try {
         if (!image) image = located(await getJSON(api('images/' + encodeURIComponent(id))));
       } catch (e) {
+        if (e.status === 401 && await offerLogin(id)) return;
         status(e.status === 404 ? `There is no image named “${id}”.` : 'Could not open the image: ' + e.message);
         return;
       }
@@ -886,8 +892,158 @@
   fullscreenButton.addEventListener('click', toggleFullscreen);
   new ResizeObserver(() => { if (viewer.image && !$('viewer').hidden) viewChanged(); }).observe(stage);
 
+  // ---------------------------------------------------------------- signing in
+  // IIIF Authorization Flow 2.0 for a private image the browser may not see yet. Its
+  // info.json (a 401 that holds the services and nothing of the image) names a probe
+  // service, under it an access service and under that a token service. When the probe
+  // says 401 and the access service's profile is `active` (the site's login page), its
+  // heading, note and button are shown. The button opens the login page in a window (with
+  // ?origin=, as the spec asks); once that window has closed, the token service runs in a
+  // hidden iframe and posts an access token to this page, the probe is asked again with
+  // it, and at 200 the image opens: its requests carry the cookie the login page set.
+  // Without an active access service, the image could not be opened, as before.
+  const login = { offer: null, messages: 0 };
+  /** The first string of a IIIF language map ({"en": ["Sign in"]}), or ''. */
+  const firstText = (map) => {
+    if (!map || typeof map !== 'object') return '';
+    const values = map.en || Object.values(map)[0];
+    return Array.isArray(values) && typeof values[0] === 'string' ? values[0] : '';
+  };
+  const listOf = (value) => (Array.isArray(value) ? value : []);
+
+  /** What to offer for image `id` when its probe says 401: { id, probe, access, token, result }, or null. */
+  async function loginOffer(id) {
+    const response = await fetch(api(`iiif/3/${encodeURIComponent(id)}/info.json`));
+    if (response.status !== 401) return null;
+    const info = await response.json();
+    const probe = listOf(info.service).find((s) => s.type === 'AuthProbeService2');
+    const access = probe && listOf(probe.service).find((s) => s.type === 'AuthAccessService2' && s.profile === 'active');
+    const token = access && listOf(access.service).find((s) => s.type === 'AuthAccessTokenService2');
+    if (!token || typeof probe.id !== 'string' || typeof access.id !== 'string' || typeof token.id !== 'string') return null;
+    // Only a web page is opened as the login (the server's policy allows no other).
+    if (!['http:', 'https:'].includes(new URL(access.id, document.baseURI).protocol)) return null;
+    const result = await probeImage(probe.id);
+    return result.status === 401 ? { id, probe, access, token, result } : null;
+  }
+
+  /** The probe's AuthProbeResult2, with the access token when there is one. */
+  async function probeImage(url, accessToken) {
+    const response = await fetch(url, accessToken ? { headers: { Authorization: 'Bearer ' + accessToken } } : {});
+    if (!response.ok) throw new Error(`the image's probe answered ${response.status}`);
+    return response.json();
+  }
+
+  /** Shows the sign-in for image `id` if it has one; whether it did (or the view moved on). */
+  async function offerLogin(id) {
+    let offer = null;
+    try {
+      offer = await loginOffer(id);
+    } catch (_) {
+      return false;  // no services to offer: the image could not be opened
+    }
+    if (!offer) return false;
+    const target = parseHash(location.hash);
+    if (viewer.image || !target || target.id !== id) return true;
+    stats.loginsOffered++;
+    showLogin(offer);
+    return true;
+  }
+
+  /** The sign-in panel for `offer`, with `problem`'s heading and note if the last try failed. */
+  function showLogin(offer, problem) {
+    login.offer = offer;
+    const access = offer.access;
+    const heading = firstText(problem && problem.heading) || firstText(access.heading) || firstText(access.label);
+    $('login-heading').textContent = heading || 'This image is private';
+    $('login-note').textContent = firstText(problem && problem.note) || firstText(access.note);
+    $('login-button').textContent = firstText(access.confirmLabel) || firstText(access.label) || 'Sign in';
+    $('login-button').disabled = false;
+    $('login').hidden = false;
+    status(firstText(offer.result.heading) || heading || 'This image is private');
+  }
+
+  function hideLogin() {
+    login.offer = null;
+    $('login').hidden = true;
+  }
+
+  $('login-button').addEventListener('click', () => {
+    const offer = login.offer;
+    if (!offer) return;
+    const url = new URL(offer.access.id, document.baseURI);
+    url.searchParams.set('origin', location.origin);
+    // Opened here, in the click, so that no pop-up blocker stops it.
+    const opened = window.open(url.href, 'tiler-login');
+    if (!opened) {
+      status('The sign-in window was blocked: allow pop-ups for this site.');
+      return;
+    }
+    $('login-button').disabled = true;
+    status('Signing in…');
+    afterLogin(offer, opened).catch((e) => {
+      if (login.offer !== offer) return;
+      showLogin(offer);
+      status('Could not sign in: ' + e.message);
+    });
+  });
+
+  /** When the login window has closed: the access token, the probe, and the image. */
+  async function afterLogin(offer, opened) {
+    await new Promise((resolve) => {
+      const timer = setInterval(() => { if (opened.closed) { clearInterval(timer); resolve(); } }, 200);
+    });
+    if (login.offer !== offer) return;  // the view moved on meanwhile
+    const message = await accessToken(offer.token.id);
+    if (login.offer !== offer) return;
+    if (message.type !== 'AuthAccessToken2' || typeof message.accessToken !== 'string') {
+      showLogin(offer, message);
+      return;
+    }
+    const result = await probeImage(offer.probe.id, message.accessToken);
+    if (login.offer !== offer) return;
+    if (result.status !== 200) {
+      showLogin(offer, result);
+      return;
+    }
+    hideLogin();
+    stats.logins++;
+    route();
+  }
+
+  /**
+   * The token service's message (AuthAccessToken2 or AuthAccessTokenError2): its page in
+   * a hidden iframe posts it to this page's origin; only a message from that frame, of
+   * the service's origin and with this request's messageId, is taken.
+   */
+  function accessToken(service) {
+    return new Promise((resolve) => {
+      const messageId = `tiler-${++login.messages}-${Date.now()}`;
+      const url = new URL(service);
+      url.searchParams.set('messageId', messageId);
+      url.searchParams.set('origin', location.origin);
+      const frame = document.createElement('iframe');
+      frame.hidden = true;
+      frame.title = 'sign-in';
+      const done = (message) => {
+        removeEventListener('message', receive);
+        clearTimeout(timer);
+        frame.remove();
+        resolve(message);
+      };
+      const receive = (e) => {
+        if (e.source !== frame.contentWindow || e.origin !== url.origin || !e.data || e.data.messageId !== messageId) return;
+        done(e.data);
+      };
+      const timer = setTimeout(() => done({ type: 'AuthAccessTokenError2', heading: { en: ['The sign-in did not answer'] } }), 30000);
+      addEventListener('message', receive);
+      frame.src = url.href;
+      document.body.append(frame);
+    });
+  }
+
   // ---------------------------------------------------------------- routing
   function showAlbum() {
+    hideLogin();
     clearViewer();
     viewer.image = null;
     viewer.index = null;
