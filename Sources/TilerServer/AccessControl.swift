@@ -144,23 +144,31 @@ public final class AccessControl: Sendable {
 
     /// `authorize` for a pyramid already found (the plain-tile fast path): true when it
     /// is private and `head` may see it, false when it is public; throws otherwise.
-    func authorize(_ pyramid: Pyramid, _ head: HTTPRequestHead) throws(HTTPError) -> Bool {
+    /// `queryToken`, when the caller has found it, is where the target's `?token=` value
+    /// is (one with nothing to decode or split: `queryToken(_:)` would find it there).
+    func authorize(_ pyramid: Pyramid, _ head: HTTPRequestHead, queryToken hint: Range<Int>? = nil) throws(HTTPError)
+        -> Bool
+    {
         guard isPrivate(pyramid) else { return false }
         // The decision under the snapshot read now (a newer policy than the memo's may
         // have made the pyramid public: then no token is needed).
         let snapshot = snapshot
         guard isPrivate(pyramid, under: snapshot) else { return false }
-        // What most requests for a private tile are: a Bearer token verified before,
-        // still valid and opening the image, judged in one look at the verified tokens.
-        if let bearer = Self.bearerToken(head.authorization) {
-            let now = SystemClock.wallTime()
-            let opened = head.authorization.withUnsafeBytes { all in
-                snapshot.tokens.withGrant(for: UnsafeRawBufferPointer(rebasing: all[bearer])) {
-                    $0.isValid(at: now) && ($0.opensAll || $0.opens(pyramid.id.rawValue))
-                }
-            }
-            if opened == true { return true }
+        // What most requests for a private tile are: a token verified before, still valid
+        // and opening the image, judged in one look at the verified tokens. Anything else
+        // (no such token, a refusal to explain) is judged below, every token in turn.
+        let now = SystemClock.wallTime()
+        func opens(_ token: UnsafeRawBufferPointer) -> Bool {
+            snapshot.tokens.withGrant(for: token) { $0.isValid(at: now) && ($0.opensAll || $0.opens(pyramid.id.rawValue)) }
+                == true
         }
+        if let bearer = Self.bearerToken(head.authorization),
+            head.authorization.withUnsafeBytes({ opens(UnsafeRawBufferPointer(rebasing: $0[bearer])) })
+        {
+            return true
+        }
+        if !head.cookieToken.isEmpty, head.cookieToken.withUnsafeBytes(opens) { return true }
+        if let hint, head.target.withUnsafeBytes({ opens(UnsafeRawBufferPointer(rebasing: $0[hint])) }) { return true }
         try authorize(pyramid.id.rawValue, head, under: snapshot)
         return true
     }
@@ -298,6 +306,13 @@ public final class AccessControl: Sendable {
 
     enum QueryToken { case none, raw(Range<Int>), decoded([UInt8]) }
 
+    /// Whether `target` holds `token=` at `start` (six bytes that are there).
+    private static func isTokenName(_ target: [UInt8], at start: Int) -> Bool {
+        target[start] == UInt8(ascii: "t") && target[start + 1] == UInt8(ascii: "o") && target[start + 2] == UInt8(ascii: "k")
+            && target[start + 3] == UInt8(ascii: "e") && target[start + 4] == UInt8(ascii: "n")
+            && target[start + 5] == UInt8(ascii: "=")
+    }
+
     /// The query's `token` (the first), as sent or percent-decoded.
     static func queryToken(_ target: [UInt8]) -> QueryToken {
         let (q, plain) = target.withUnsafeBufferPointer { t -> (Int, Bool) in
@@ -313,14 +328,14 @@ public final class AccessControl: Sendable {
         }
         guard q < target.count else { return .none }
         if plain {
-            guard target.count - q - 1 > 6, target[(q + 1)..<(q + 7)].elementsEqual("token=".utf8) else { return .none }
+            guard target.count - q - 1 > 6, isTokenName(target, at: q + 1) else { return .none }
             return .raw((q + 7)..<target.count)
         }
         let end = target[q...].firstIndex(of: UInt8(ascii: "#")) ?? target.count
         var start = q + 1
         while start < end {
             let stop = target[start..<end].firstIndex(of: UInt8(ascii: "&")) ?? end
-            if stop - start > 6, target[start..<(start + 6)].elementsEqual("token=".utf8) {
+            if stop - start > 6, isTokenName(target, at: start) {
                 let value = (start + 6)..<stop
                 guard target[value].contains(UInt8(ascii: "%")) else {
                     return .raw(value)

@@ -182,7 +182,9 @@ func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: 
             do throws(HTTPError) {
                 // A private pyramid's tile only with a token that opens it (a 401 or 403
                 // here is the one the routes would give: the check comes first there too).
-                let isPrivate = try store.access?.authorize(pyramid, head) ?? false
+                // A share link's token (what `isTokenQuery` found) is handed on, not sought again.
+                let queryToken = end < whole.count ? (end + 7)..<whole.count : nil
+                let isPrivate = try store.access?.authorize(pyramid, head, queryToken: queryToken) ?? false
                 return try store.tileResponse(
                     TileCoordinate(level: level, row: row, column: column), of: pyramid, isPrivate: isPrivate)
             } catch {
