@@ -74,27 +74,29 @@ static inline __m128i target_suspect(__m128i v) {
                         _mm_cmpeq_epi8(_mm_max_epu8(v, _mm_set1_epi8(0x7F)), v));
 }
 
-/* Past a first chunk with no suspect byte (most runs end in it), skips 64 bytes a step
- * while no quarter holds one: a long token passes at under half an instruction a byte.
- * Leaves `i` where the exact scan goes on. */
-#define SKIP_LONG(SUSPECT)                                                                \
-    if (count >= 16 && !_mm_movemask_epi8(SUSPECT(_mm_loadu_si128((const __m128i *)bytes)))) { \
+/* A first chunk checked exactly (most runs end in it); past it, 64 bytes a step while no
+ * quarter holds a suspect byte (a superset of the stops: a long token passes at under
+ * half an instruction a byte). Leaves `i` where the exact scan goes on. */
+#define SKIP_LONG(STOP, SUSPECT)                                                          \
+    if (count >= 16) {                                                                    \
+        unsigned first = STOP(_mm_loadu_si128((const __m128i *)bytes));                   \
+        if (first) return (size_t)__builtin_ctz(first);                                   \
         i = 16;                                                                           \
         while (count - i >= 64) {                                                         \
-            __m128i q0 = SUSPECT(_mm_loadu_si128((const __m128i *)(bytes + i)));           \
-            __m128i q1 = SUSPECT(_mm_loadu_si128((const __m128i *)(bytes + i + 16)));      \
-            __m128i q2 = SUSPECT(_mm_loadu_si128((const __m128i *)(bytes + i + 32)));      \
-            __m128i q3 = SUSPECT(_mm_loadu_si128((const __m128i *)(bytes + i + 48)));      \
+            __m128i q0 = SUSPECT(_mm_loadu_si128((const __m128i *)(bytes + i)));          \
+            __m128i q1 = SUSPECT(_mm_loadu_si128((const __m128i *)(bytes + i + 16)));     \
+            __m128i q2 = SUSPECT(_mm_loadu_si128((const __m128i *)(bytes + i + 32)));     \
+            __m128i q3 = SUSPECT(_mm_loadu_si128((const __m128i *)(bytes + i + 48)));     \
             if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(q0, q1), _mm_or_si128(q2, q3)))) break; \
             i += 64;                                                                      \
         }                                                                                 \
     }
 
-/* Runs `STOP(vector)` over whole chunks, then over the last sixteen bytes (overlapping
+/* `SKIP_LONG`, then `STOP(vector)` over whole chunks, then over the last sixteen bytes (overlapping
  * what was read, those bits masked off); a run shorter than sixteen goes byte by byte. */
-#define SCAN(STOP, BYTE_STOPS, SKIP)                                                      \
+#define SCAN(STOP, BYTE_STOPS, SUSPECT)                                                   \
     size_t i = 0;                                                                         \
-    SKIP                                                                                  \
+    SKIP_LONG(STOP, SUSPECT)                                                              \
     if (count >= 16) {                                                                    \
         for (; count - i >= 16; i += 16) {                                                \
             unsigned m = STOP(_mm_loadu_si128((const __m128i *)(bytes + i)));             \
@@ -111,7 +113,7 @@ static inline __m128i target_suspect(__m128i v) {
     for (; i < count; i++) if (BYTE_STOPS(bytes[i])) return i;                            \
     return count;
 #else
-#define SCAN(STOP, BYTE_STOPS, SKIP)                                                      \
+#define SCAN(STOP, BYTE_STOPS, SUSPECT)                                                   \
     for (size_t i = 0; i < count; i++) if (BYTE_STOPS(bytes[i])) return i;                \
     return count;
 #endif
@@ -122,11 +124,11 @@ static inline __m128i target_suspect(__m128i v) {
 #define ANY_OF(v) any_of(v, a, b, c, d)
 #define ANY_OF_VECTOR(v) any_of_vector(v, a, b, c, d)
 
-size_t cns_target_end(const unsigned char *bytes, size_t count) { SCAN(target_refused, TARGET_STOPS, SKIP_LONG(target_suspect)) }
+size_t cns_target_end(const unsigned char *bytes, size_t count) { SCAN(target_refused, TARGET_STOPS, target_suspect) }
 
-size_t cns_value_end(const unsigned char *bytes, size_t count) { SCAN(value_refused, VALUE_STOPS, SKIP_LONG(value_suspect)) }
+size_t cns_value_end(const unsigned char *bytes, size_t count) { SCAN(value_refused, VALUE_STOPS, value_suspect) }
 
 size_t cns_first_of(const unsigned char *bytes, size_t count, unsigned char a, unsigned char b, unsigned char c,
                     unsigned char d) {
-    SCAN(ANY_OF, ANY_STOPS, SKIP_LONG(ANY_OF_VECTOR))
+    SCAN(ANY_OF, ANY_STOPS, ANY_OF_VECTOR)
 }

@@ -159,8 +159,7 @@ public final class AccessControl: Sendable {
         // (no such token, a refusal to explain) is judged below, every token in turn.
         let now = SystemClock.wallTime()
         func opens(_ token: UnsafeRawBufferPointer) -> Bool {
-            snapshot.tokens.withGrant(for: token) { $0.isValid(at: now) && ($0.opensAll || $0.opens(pyramid.id.rawValue)) }
-                == true
+            Self.cachedDecision(token, opens: pyramid.id.rawValue, under: snapshot, now: now) == true
         }
         if let bearer = Self.bearerToken(head.authorization),
             head.authorization.withUnsafeBytes({ opens(UnsafeRawBufferPointer(rebasing: $0[bearer])) })
@@ -184,6 +183,15 @@ public final class AccessControl: Sendable {
             return false
         }
         return { id in !snapshot.policy.isPrivate(id) || grants.contains { $0.opens(id) } }
+    }
+
+    /// Whether `token`, verified before and still valid, opens `id`; nil when no such token
+    /// is kept. Judged where it is kept: no grant copied out of the table (no retain and
+    /// release of its globs), and `id` not even made for a token that opens every image.
+    private static func cachedDecision(
+        _ token: UnsafeRawBufferPointer, opens id: @autoclosure () -> String, under snapshot: Snapshot, now: Double
+    ) -> Bool? {
+        snapshot.tokens.withGrant(for: token) { $0.isValid(at: now) ? ($0.opensAll || $0.opens(id())) : nil } ?? nil
     }
 
     /// What `token` opens, from the verified tokens or verified now (and then kept).
@@ -216,10 +224,7 @@ public final class AccessControl: Sendable {
         var valid = false
         var opened = false
         Self.forEachToken(in: head) { token in
-            // A token verified before and still valid, judged where it is kept (most requests).
-            if let opens = snapshot.tokens.withGrant(for: token, { $0.isValid(at: now) ? $0.opens(id) : nil }),
-                let opens
-            {
+            if let opens = Self.cachedDecision(token, opens: id, under: snapshot, now: now) {
                 valid = true
                 opened = opens
                 return opened
@@ -306,8 +311,20 @@ public final class AccessControl: Sendable {
 
     enum QueryToken { case none, raw(Range<Int>), decoded([UInt8]) }
 
+    /// Where a share link's token is (`?token=JWT`): the value's range when the query that
+    /// starts at `q` (its `?`) is `token=` and a non-empty value with nothing to split or
+    /// decode (no `&`, `%` or `#`), else nil. One scan, sixteen bytes at a time. The
+    /// plain-tile fast path answers such a tile; `queryToken` finds the same range.
+    static func plainQueryToken(_ t: UnsafeBufferPointer<UInt8>, query q: Int) -> Range<Int>? {
+        let value = q + 7
+        guard t[q] == UInt8(ascii: "?"), t.count > value, isTokenName(t, at: q + 1) else { return nil }
+        let rest = UnsafeBufferPointer(rebasing: t[value...])
+        let refused = ByteScan.firstIndex(in: rest, ofAny: UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "#"), UInt8(ascii: "#"))
+        return refused == rest.count ? value..<t.count : nil
+    }
+
     /// Whether `target` holds `token=` at `start` (six bytes that are there).
-    private static func isTokenName(_ target: [UInt8], at start: Int) -> Bool {
+    private static func isTokenName(_ target: UnsafeBufferPointer<UInt8>, at start: Int) -> Bool {
         target[start] == UInt8(ascii: "t") && target[start + 1] == UInt8(ascii: "o") && target[start + 2] == UInt8(ascii: "k")
             && target[start + 3] == UInt8(ascii: "e") && target[start + 4] == UInt8(ascii: "n")
             && target[start + 5] == UInt8(ascii: "=")
@@ -315,27 +332,17 @@ public final class AccessControl: Sendable {
 
     /// The query's `token` (the first), as sent or percent-decoded.
     static func queryToken(_ target: [UInt8]) -> QueryToken {
-        let (q, plain) = target.withUnsafeBufferPointer { t -> (Int, Bool) in
+        let (q, plain) = target.withUnsafeBufferPointer { t -> (Int, Range<Int>?) in
             let q = ByteScan.firstIndex(in: t, ofAny: UInt8(ascii: "?"), UInt8(ascii: "?"), UInt8(ascii: "?"), UInt8(ascii: "?"))
-            guard q < t.count else { return (q, false) }
-            // A query with nothing to split or decode (`?token=JWT`, a share link): one scan.
-            let rest = UnsafeBufferPointer(rebasing: t[(q + 1)...])
-            return (
-                q,
-                ByteScan.firstIndex(in: rest, ofAny: UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "#"), UInt8(ascii: "#"))
-                    == rest.count
-            )
+            return (q, q < t.count ? plainQueryToken(t, query: q) : nil)
         }
         guard q < target.count else { return .none }
-        if plain {
-            guard target.count - q - 1 > 6, isTokenName(target, at: q + 1) else { return .none }
-            return .raw((q + 7)..<target.count)
-        }
+        if let plain { return .raw(plain) }
         let end = target[q...].firstIndex(of: UInt8(ascii: "#")) ?? target.count
         var start = q + 1
         while start < end {
             let stop = target[start..<end].firstIndex(of: UInt8(ascii: "&")) ?? end
-            if stop - start > 6, isTokenName(target, at: start) {
+            if stop - start > 6, target.withUnsafeBufferPointer({ isTokenName($0, at: start) }) {
                 let value = (start + 6)..<stop
                 guard target[value].contains(UInt8(ascii: "%")) else {
                     return .raw(value)

@@ -117,7 +117,7 @@ func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: 
         }
         // Under `--access`, a share link's tile (`…/0/0/0.jpg?token=JWT`, what the viewer
         // asks for) is plain too: the path ends at a query that is one token and nothing
-        // else (`isTokenQuery`), looked at only when the scan below meets its `?`.
+        // else (`AccessControl.plainQueryToken`), looked at only when the scan below meets its `?`.
         let tokenQueries = store.access != nil
         // After /images/: ID, tiles, LEVEL, ROW and COLUMN.EXT, split at four slashes; any
         // byte that needs the routes' decoding or checks sends the request to them.
@@ -125,6 +125,7 @@ func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: 
             cut[0] = prefix.count - 1
             var found = 0
             var end = whole.count  // the path's: the target's, or where a token query starts
+            var queryToken: Range<Int>?  // that query's token
             // Eight bytes at a time: the refused bytes, then each slash in order.
             var i = prefix.count
             let base = UnsafeRawPointer(whole.baseAddress!)
@@ -135,8 +136,9 @@ func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: 
                     | bytes(of: word, equalTo: UInt8(ascii: "#")) | bytes(of: word, equalTo: UInt8(ascii: "\\"))
                 if refused != 0 {
                     // The bytes before the first refused one go to the loop below.
-                    guard tokenQueries, isTokenQuery(whole, at: i + refused.trailingZeroBitCount / 8) else { return nil }
-                    end = i + refused.trailingZeroBitCount / 8
+                    let q = i + refused.trailingZeroBitCount / 8
+                    guard tokenQueries, let token = AccessControl.plainQueryToken(whole, query: q) else { return nil }
+                    (end, queryToken) = (q, token)
                     break
                 }
                 var slashes = bytes(of: word, equalTo: UInt8(ascii: "/"))
@@ -155,8 +157,8 @@ func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: 
                     found += 1
                     cut[found] = i
                 case UInt8(ascii: "?"):
-                    guard tokenQueries, isTokenQuery(whole, at: i) else { return nil }
-                    end = i
+                    guard tokenQueries, let token = AccessControl.plainQueryToken(whole, query: i) else { return nil }
+                    (end, queryToken) = (i, token)
                     break bytes
                 case UInt8(ascii: "%"), UInt8(ascii: "#"), UInt8(ascii: "\\"): return nil
                 default: continue
@@ -182,8 +184,7 @@ func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: 
             do throws(HTTPError) {
                 // A private pyramid's tile only with a token that opens it (a 401 or 403
                 // here is the one the routes would give: the check comes first there too).
-                // A share link's token (what `isTokenQuery` found) is handed on, not sought again.
-                let queryToken = end < whole.count ? (end + 7)..<whole.count : nil
+                // A share link's token is handed on, not sought again.
                 let isPrivate = try store.access?.authorize(pyramid, head, queryToken: queryToken) ?? false
                 return try store.tileResponse(
                     TileCoordinate(level: level, row: row, column: column), of: pyramid, isPrivate: isPrivate)
@@ -192,21 +193,6 @@ func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: 
             }
         }
     }
-}
-
-/// Whether the target's query starts at `q` (its `?`) and is `token=` and a non-empty
-/// token with nothing to decode or split (no `%`, `&` or `#`), as the routes would take
-/// it (`AccessControl.queryToken`). One scan, sixteen bytes at a time: a share link's
-/// token is most of its target.
-private func isTokenQuery(_ t: UnsafeBufferPointer<UInt8>, at q: Int) -> Bool {
-    let name = staticBytes("token=")
-    let value = q + 1 + name.count
-    guard t[q] == UInt8(ascii: "?"), t.count > value, same(UnsafeBufferPointer(rebasing: t[(q + 1)..<value]), name) else {
-        return false
-    }
-    let rest = UnsafeBufferPointer(rebasing: t[value...])
-    return ByteScan.firstIndex(in: rest, ofAny: UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "#"), UInt8(ascii: "#"))
-        == rest.count
 }
 
 /// The bytes of `word` equal to `byte`: the high bit of each set, every other bit clear.
