@@ -14,16 +14,15 @@ import TilerHTTP
 /// the query's `token`; each one sent is judged, and any that opens the id is enough. No
 /// token ever reaches a log: the access log's `path` already hides the query's `token`.
 public final class AccessControl: Sendable {
-    /// A policy and what was verified under it: a new policy starts with no tokens.
+    /// A policy and its generation.
     final class Snapshot: Sendable {
         let policy: AccessPolicy
-        /// Tells apart the decisions memoized under each policy (`Pyramid.accessMemo`).
+        /// Tells apart the decisions memoized under each policy (`Pyramid.accessMemo`) and
+        /// the tokens verified under each (`tokens`).
         let generation: UInt64
-        let tokens: TokenCache
-        init(policy: AccessPolicy, generation: UInt64, tokenCacheEntries: Int) {
+        init(policy: AccessPolicy, generation: UInt64) {
             self.policy = policy
             self.generation = generation
-            tokens = TokenCache(capacity: tokenCacheEntries)
         }
     }
 
@@ -34,6 +33,8 @@ public final class AccessControl: Sendable {
     /// The generation of the snapshot in force, stored after it: `isPrivate` reads this,
     /// not the snapshot (a lock, a retain and a release), when the pyramid's memo is current.
     private let generation = Atomic<UInt64>(1)
+    /// The tokens verified, each under the generation of its policy.
+    private let tokens: TokenCache
     private let watching = Atomic<Bool>(false)
     /// Access tokens of the IIIF token service: opaque, random, accepted by the probe only.
     private let accessTokens = Mutex<[String: (grant: Grant, cookie: [UInt8])]>([:])
@@ -46,14 +47,17 @@ public final class AccessControl: Sendable {
         self.tokenCacheEntries = tokenCacheEntries
         self.log = log
         let policy = try AccessPolicy.load(from: path)
+        tokens = TokenCache(capacity: tokenCacheEntries)
         state = Mutex(
-            (Snapshot(policy: policy, generation: 1, tokenCacheEntries: tokenCacheEntries), Self.signature(path, policy)))
+            (Snapshot(policy: policy, generation: 1), Self.signature(path, policy)))
     }
 
     /// How often `tiler serve` looks whether the policy or a key file changed, seconds.
     public static let watchInterval = 2.0
 
     var snapshot: Snapshot { state.withLock { $0.snapshot } }
+    /// How many tokens are kept as verified under the policy in force.
+    var verifiedTokens: Int { tokens.count(generation: snapshot.generation) }
     public var policy: AccessPolicy { snapshot.policy }
 
     /// Re-reads the policy every `interval` seconds when its file or a key file changed,
@@ -83,7 +87,7 @@ public final class AccessControl: Sendable {
         guard current != oldSignature else { return }
         do {
             let policy = try AccessPolicy.load(from: path)
-            let next = Snapshot(policy: policy, generation: old.generation + 1, tokenCacheEntries: tokenCacheEntries)
+            let next = Snapshot(policy: policy, generation: old.generation + 1)
             state.withLock { $0 = (next, Self.signature(path, policy)) }
             generation.store(next.generation, ordering: .releasing)
             log.info(
@@ -149,25 +153,28 @@ public final class AccessControl: Sendable {
     func authorize(_ pyramid: Pyramid, _ head: HTTPRequestHead, queryToken hint: Range<Int>? = nil) throws(HTTPError)
         -> Bool
     {
-        guard isPrivate(pyramid) else { return false }
-        // The decision under the snapshot read now (a newer policy than the memo's may
-        // have made the pyramid public: then no token is needed).
+        // What most requests for a private tile are: the pyramid's privacy memoized under
+        // the policy in force, and a token verified under it, still valid and opening the
+        // image, judged in one look at the verified tokens: no policy snapshot (a lock, a
+        // retain and a release). Anything else is judged below, under the snapshot.
+        let current = generation.load(ordering: .acquiring)
+        let memo = pyramid.accessMemo.load(ordering: .relaxed)
+        if memo >> 1 == current {
+            guard memo & 1 == 1 else { return false }
+            let now = SystemClock.wallTime()
+            func opens(_ token: UnsafeRawBufferPointer) -> Bool {
+                cachedDecision(token, opens: pyramid.id.rawValue, generation: current, now: now) == true
+            }
+            if let bearer = Self.bearerToken(head.authorization),
+                head.authorization.withUnsafeBytes({ opens(UnsafeRawBufferPointer(rebasing: $0[bearer])) })
+            {
+                return true
+            }
+            if !head.cookieToken.isEmpty, head.cookieToken.withUnsafeBytes(opens) { return true }
+            if let hint, head.target.withUnsafeBytes({ opens(UnsafeRawBufferPointer(rebasing: $0[hint])) }) { return true }
+        }
         let snapshot = snapshot
         guard isPrivate(pyramid, under: snapshot) else { return false }
-        // What most requests for a private tile are: a token verified before, still valid
-        // and opening the image, judged in one look at the verified tokens. Anything else
-        // (no such token, a refusal to explain) is judged below, every token in turn.
-        let now = SystemClock.wallTime()
-        func opens(_ token: UnsafeRawBufferPointer) -> Bool {
-            Self.cachedDecision(token, opens: pyramid.id.rawValue, under: snapshot, now: now) == true
-        }
-        if let bearer = Self.bearerToken(head.authorization),
-            head.authorization.withUnsafeBytes({ opens(UnsafeRawBufferPointer(rebasing: $0[bearer])) })
-        {
-            return true
-        }
-        if !head.cookieToken.isEmpty, head.cookieToken.withUnsafeBytes(opens) { return true }
-        if let hint, head.target.withUnsafeBytes({ opens(UnsafeRawBufferPointer(rebasing: $0[hint])) }) { return true }
         try authorize(pyramid.id.rawValue, head, under: snapshot)
         return true
     }
@@ -179,7 +186,7 @@ public final class AccessControl: Sendable {
         let now = SystemClock.wallTime()
         var grants: [Grant] = []
         Self.forEachToken(in: head) { token in
-            if case let .success(grant) = Self.grant(for: token, under: snapshot, now: now) { grants.append(grant) }
+            if case let .success(grant) = grant(for: token, under: snapshot, now: now) { grants.append(grant) }
             return false
         }
         return { id in !snapshot.policy.isPrivate(id) || grants.contains { $0.opens(id) } }
@@ -188,19 +195,20 @@ public final class AccessControl: Sendable {
     /// Whether `token`, verified before and still valid, opens `id`; nil when no such token
     /// is kept. Judged where it is kept: no grant copied out of the table (no retain and
     /// release of its globs), and `id` not even made for a token that opens every image.
-    private static func cachedDecision(
-        _ token: UnsafeRawBufferPointer, opens id: @autoclosure () -> String, under snapshot: Snapshot, now: Double
+    private func cachedDecision(
+        _ token: UnsafeRawBufferPointer, opens id: @autoclosure () -> String, generation: UInt64, now: Double
     ) -> Bool? {
-        snapshot.tokens.withGrant(for: token) { $0.isValid(at: now) ? ($0.opensAll || $0.opens(id())) : nil } ?? nil
+        tokens.withGrant(for: token, generation: generation) { $0.isValid(at: now) ? ($0.opensAll || $0.opens(id())) : nil }
+            ?? nil
     }
 
     /// What `token` opens, from the verified tokens or verified now (and then kept).
-    private static func grant(
+    private func grant(
         for token: UnsafeRawBufferPointer, under snapshot: Snapshot, now: Double
     ) -> Result<Grant, TokenProblem> {
-        if let cached = snapshot.tokens.grant(for: token), cached.isValid(at: now) { return .success(cached) }
+        if let cached = tokens.grant(for: token, generation: snapshot.generation), cached.isValid(at: now) { return .success(cached) }
         let verified = snapshot.policy.verify(token, now: now)
-        if case let .success(grant) = verified { snapshot.tokens.insert(token, grant) }
+        if case let .success(grant) = verified { tokens.insert(token, grant, generation: snapshot.generation) }
         return verified
     }
 
@@ -224,12 +232,12 @@ public final class AccessControl: Sendable {
         var valid = false
         var opened = false
         Self.forEachToken(in: head) { token in
-            if let opens = Self.cachedDecision(token, opens: id, under: snapshot, now: now) {
+            if let opens = cachedDecision(token, opens: id, generation: snapshot.generation, now: now) {
                 valid = true
                 opened = opens
                 return opened
             }
-            switch Self.grant(for: token, under: snapshot, now: now) {
+            switch grant(for: token, under: snapshot, now: now) {
             case let .success(grant):
                 valid = true
                 opened = grant.opens(id)

@@ -159,14 +159,17 @@ extension AccessPolicy {
 }
 
 /// Verified tokens, by value, so that a tile request with a token seen before costs a
-/// lookup, not a signature check. Bounded: a fixed table of `capacity` slots (rounded up
-/// to a power of two), a new token taking the place of an old one when its few slots are
-/// full. Only verified tokens go in; a refused token is checked again each time it comes,
+/// lookup, not a signature check. Each is kept with the generation of the policy it was
+/// verified under and found only under that one: a new policy starts with no tokens, and
+/// the old ones' slots are free to take. Bounded: a fixed table of `capacity` slots
+/// (rounded up to a power of two), a new token taking the place of an old one when its
+/// few slots are full. Only verified tokens go in; a refused token is checked again each time it comes,
 /// which costs what a first good one does (`docs/reliability.md`, "Access").
 final class TokenCache: Sendable {
     private struct Slot {
         var token: [UInt8]
         var grant: Grant
+        var generation: UInt64
     }
     private let slots: Mutex<[Slot?]>
     private let mask: Int
@@ -194,14 +197,21 @@ final class TokenCache: Sendable {
         return Int(truncatingIfNeeded: h ^ (h >> 29)) & mask
     }
 
-    /// How many tokens it holds.
-    var count: Int { slots.withLock { slots in slots.reduce(0) { $1 == nil ? $0 : $0 + 1 } } }
+    /// How many tokens it holds for policy `generation`.
+    func count(generation: UInt64) -> Int {
+        slots.withLock { slots in slots.reduce(0) { $1?.generation == generation ? $0 + 1 : $0 } }
+    }
 
-    func grant(for token: UnsafeRawBufferPointer) -> Grant? { withGrant(for: token) { $0 } }
+    func grant(for token: UnsafeRawBufferPointer, generation: UInt64) -> Grant? {
+        withGrant(for: token, generation: generation) { $0 }
+    }
 
-    /// `body` applied to the grant kept for `token`, under the table's lock (the grant is
-    /// not copied out: no retain and release of its globs), or nil when none is kept.
-    func withGrant<R: Sendable>(for token: UnsafeRawBufferPointer, _ body: (borrowing Grant) -> R) -> R? {
+    /// `body` applied to the grant kept for `token` under policy `generation`, under the
+    /// table's lock (the grant is not copied out: no retain and release of its globs), or
+    /// nil when none is kept.
+    func withGrant<R: Sendable>(
+        for token: UnsafeRawBufferPointer, generation: UInt64, _ body: (borrowing Grant) -> R
+    ) -> R? {
         let first = start(token)
         return slots.withLock { slots -> R? in
             // Read in place (no slot copied out: no retain and release of its arrays).
@@ -209,7 +219,7 @@ final class TokenCache: Sendable {
                 for k in 0..<Self.probes {
                     let i = (first + k) & mask
                     guard table[i] != nil else { return nil }
-                    if table[i]!.token.count == token.count,
+                    if table[i]!.generation == generation, table[i]!.token.count == token.count,
                         table[i]!.token.withUnsafeBytes({ memcmp($0.baseAddress!, token.baseAddress!, token.count) == 0 })
                     {
                         return body(table[i]!.grant)
@@ -220,17 +230,21 @@ final class TokenCache: Sendable {
         }
     }
 
-    func insert(_ token: UnsafeRawBufferPointer, _ grant: Grant) {
+    func insert(_ token: UnsafeRawBufferPointer, _ grant: Grant, generation: UInt64) {
         let first = start(token)
-        let slot = Slot(token: Array(token), grant: grant)
+        let slot = Slot(token: Array(token), grant: grant, generation: generation)
         slots.withLock { slots in
             for k in 0..<Self.probes where slots[(first + k) & mask] == nil {
                 slots[(first + k) & mask] = slot
                 return
             }
-            // Full: the expired one if any, else the first.
+            // Full: one of another policy or expired if any, else the first.
             let now = SystemClock.wallTime()
-            let victim = (0..<Self.probes).first { !(slots[(first + $0) & mask]?.grant.isValid(at: now) ?? false) } ?? 0
+            let victim =
+                (0..<Self.probes).first {
+                    guard let old = slots[(first + $0) & mask] else { return true }
+                    return old.generation != generation || !old.grant.isValid(at: now)
+                } ?? 0
             slots[(first + victim) & mask] = slot
         }
     }
