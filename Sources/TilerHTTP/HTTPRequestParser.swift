@@ -207,8 +207,10 @@ public struct HTTPRequestParser: Sendable {
     /// few claims is about 1,100 bytes. Longer ones are refused (431, or 414 in the query)
     /// before anything decodes them.
     public static let maximumTokenBytes = 4096
-    /// `Authorization: Bearer TOKEN` with the longest token taken.
-    static let maximumAuthorizationBytes = maximumTokenBytes + "Bearer ".count
+    /// `Authorization: Bearer TOKEN` with the longest token taken (seven bytes of
+    /// `Bearer `: a constant, where `"Bearer ".count` made a lazy global checked on every
+    /// request that sends the header).
+    static let maximumAuthorizationBytes = maximumTokenBytes + 7
 
     /// The most bytes of `field`'s value kept: `Cookie` is read for its `tiler_token` only,
     /// so the whole line is bounded by the head's limit alone.
