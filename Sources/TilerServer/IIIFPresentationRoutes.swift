@@ -57,7 +57,7 @@ func iiifPresentationRoutes(store: TileStore, address: PublicAddress) -> [Route]
                         manifestDocument($0, base: base, limits: limits)
                     }
                 } else {
-                    if store.cacheGeneration(of: pyramid) & CachedItem.privateBit != 0 { callerDependent() }
+                    if store.isPrivate(pyramid) { callerDependent() }
                     response = prepared(manifestDocument(pyramid, base: base, limits: limits), cacheControl: cacheControl)
                 }
             } else {

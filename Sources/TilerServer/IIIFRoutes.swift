@@ -43,7 +43,7 @@ func iiifRoutes(store: TileStore, address: PublicAddress) -> [Route] {
             }
             let (publicBase, hostVary) = address.absoluteBase(for: request.head)
             // A private image's answers depend on the caller's token: say so.
-            let isPrivate = store.cacheGeneration(of: pyramid) & CachedItem.privateBit != 0
+            let isPrivate = store.isPrivate(pyramid)
             let vary = isPrivate ? [hostVary, TileStore.privateVary].compactMap { $0 }.joined(separator: ", ") : hostVary
             let documentCacheControl = isPrivate ? TileStore.privateCacheControl : "no-cache"
             let base = publicBase + iiifPrefix + rest.prefix { $0 != "/" }

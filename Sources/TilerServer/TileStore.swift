@@ -276,10 +276,13 @@ public final class TileStore: Sendable {
     /// the pyramid is private under the policy in force, so that a private response (sent
     /// `Cache-Control: private`) and a public one are never each other's cache entry,
     /// whatever the policy says from one request to the next.
-    func cacheGeneration(of pyramid: Pyramid) -> UInt64 {
-        guard let access, access.isPrivate(pyramid) else { return pyramid.generation }
-        return pyramid.generation | CachedItem.privateBit
+    func cacheGeneration(of pyramid: Pyramid, isPrivate: Bool? = nil) -> UInt64 {
+        pyramid.generation | ((isPrivate ?? self.isPrivate(pyramid)) ? CachedItem.privateBit : 0)
     }
+
+    /// Whether `pyramid` is private under the access policy in force (its answers then
+    /// depend on the caller's token).
+    func isPrivate(_ pyramid: Pyramid) -> Bool { access?.isPrivate(pyramid) ?? false }
 
     /// `Cache-Control` and `Vary` of a response kept under `generation`: a private image's
     /// may be kept by the caller's browser only, and revalidated (with its token) each time.
@@ -405,10 +408,10 @@ public final class TileStore: Sendable {
                 fd.close()
                 return .read(stored)  // `keep` answers 500 and logs a damaged one
             }
+            let headers = cacheHeaders(generation: key.generation)
             openTiles.keep(
                 fd, info, in: folderInfo, root: folder.root, path: opened.path, contentType: contentType,
-                validators: stored.validators, cacheControl: cacheHeaders(generation: key.generation).cacheControl,
-                vary: cacheHeaders(generation: key.generation).vary, for: key)
+                validators: stored.validators, cacheControl: headers.cacheControl, vary: headers.vary, for: key)
             return .read(stored)
         case .unavailable, .tooLarge:  // it shrank or failed since it was opened and checked
             fd.close()
@@ -604,10 +607,8 @@ public final class TileStore: Sendable {
         guard pyramid.grids.contains(coordinate) else {
             throw HTTPError(404, "no tile \(coordinate) in image '\(pyramid.id)' (levels 0...\(pyramid.geometry.maxLevel))")
         }
-        let generation =
-            isPrivate.map { pyramid.generation | ($0 ? CachedItem.privateBit : 0) } ?? cacheGeneration(of: pyramid)
         return .tile(
-            generation: generation, level: Int32(coordinate.level),
+            generation: cacheGeneration(of: pyramid, isPrivate: isPrivate), level: Int32(coordinate.level),
             row: Int32(coordinate.row), column: Int32(coordinate.column))
     }
 
