@@ -1,3 +1,5 @@
+import Glibc
+
 /// The request methods the server distinguishes. Anything else is `.other` and gets 405.
 public enum HTTPMethod: Sendable, Hashable {
     case get, head, options, other
@@ -72,6 +74,15 @@ public struct HTTPRequestHead: Sendable {
     /// emptied and appended: two generic array calls, a sixth of a tile request's cost.
     var hasAuthorization = false
     var hasCookieToken = false
+    /// The number of `authorization`'s value on its connection: a new number for each new
+    /// value, the same while the connection sends the same bytes again; 0 when empty.
+    /// `cookieTokenSerial` the same for `cookieToken` (numbered with the same counter).
+    public internal(set) var authorizationSerial: UInt64 = 0
+    public internal(set) var cookieTokenSerial: UInt64 = 0
+    /// The connection's `CredentialMemo`, made with its first credential (nil before).
+    public internal(set) var credentialMemo: CredentialMemo?
+    /// The last number given (the connection's count of credential values).
+    var lastCredentialSerial: UInt64 = 0
 
     public init() {}
 
@@ -117,6 +128,14 @@ public struct HTTPRequestHead: Sendable {
         Self.empty(&sentRequestID)
         hasAuthorization = false
         hasCookieToken = false
+    }
+
+    /// A new number for a credential value (`authorizationSerial`), and the connection's
+    /// memo made if it had none.
+    mutating func nextCredentialSerial() -> UInt64 {
+        if credentialMemo == nil { credentialMemo = CredentialMemo() }
+        lastCredentialSerial += 1
+        return lastCredentialSerial
     }
 
     @inline(__always)
@@ -512,13 +531,33 @@ public struct HTTPRequestParser: Sendable {
                 guard finishHead() == nil else { return nil }
                 return p + 2
             }
-            var j = endOfToken(bytes, from: p)
             headerCount += 1
-            guard j > p, j < n, bytes[j] == colon, headerCount <= limits.maximumHeaderCount else { return nil }
-            let field = Self.field(named: UnsafeRawBufferPointer(rebasing: bytes[p..<j]))
-            j += 1
+            guard headerCount <= limits.maximumHeaderCount else { return nil }
+            var j: Int
+            let field: Field
+            if Self.isAuthorizationName(bytes, at: p) {
+                // The line a token adds to each request of a private image: its name known
+                // in two words, not scanned and then looked up.
+                j = p + 14
+                field = .authorization
+            } else {
+                j = endOfToken(bytes, from: p)
+                guard j > p, j < n, bytes[j] == colon else { return nil }
+                field = Self.field(named: UnsafeRawBufferPointer(rebasing: bytes[p..<j]))
+                j += 1
+            }
             while j < n, bytes[j] == sp || bytes[j] == ht { j += 1 }
             let valueStart = j
+            if field == .authorization, !head.hasAuthorization,
+                let end = Self.end(ofRepeated: head.authorization, in: bytes, at: valueStart)
+            {
+                // The value of the connection's last request (its token, sent with each
+                // request): valid then, so valid now, and still in `head`.
+                head.hasAuthorization = true
+                headerBytes += end + 2 - p
+                p = end + 2
+                continue
+            }
             j = endOfValue(bytes, from: j)
             guard n - j >= 2, bytes[j] == cr, bytes[j + 1] == lf else { return nil }
             headerBytes += j + 2 - p  // checked at the head's end: the count only grows
@@ -603,7 +642,6 @@ public struct HTTPRequestParser: Sendable {
         case 10 where `is`("connection"): .connection
         case 14 where `is`("content-length"): .contentLength
         case 17 where `is`("transfer-encoding"): .transferEncoding
-        case 13 where `is`("if-none-match"): .ifNoneMatch
         case 17 where `is`("if-modified-since"): .ifModifiedSince
         case 9 where `is`("forwarded"): .forwarded
         case 17 where `is`("x-forwarded-proto"): .xForwardedProto
@@ -612,6 +650,7 @@ public struct HTTPRequestParser: Sendable {
         case 6 where `is`("accept"): .accept
         case 12 where `is`("x-request-id"): .xRequestID
         case 13 where `is`("authorization"): .authorization
+        case 13 where `is`("if-none-match"): .ifNoneMatch
         case 6 where `is`("cookie"): .cookie
         default: .other
         }
@@ -673,12 +712,12 @@ public struct HTTPRequestParser: Sendable {
             }
         case .authorization:
             head.hasAuthorization = true
-            assign(value, to: &head.authorization)
+            if !assign(value, to: &head.authorization) { head.authorizationSerial = head.nextCredentialSerial() }
         case .cookie:
             guard !head.hasCookieToken, let token = cookie(named: "tiler_token", in: value) else { break }
             if token.count > maximumTokenBytes { return .headersTooLarge }
             head.hasCookieToken = true
-            assign(token, to: &head.cookieToken)
+            if !assign(token, to: &head.cookieToken) { head.cookieTokenSerial = head.nextCredentialSerial() }
         }
         return nil
     }
@@ -702,14 +741,45 @@ public struct HTTPRequestParser: Sendable {
         return nil
     }
 
-    /// Makes `bytes` hold `value`: a token of a few hundred bytes copied as one block, in
-    /// place when it is as long as the last one (as a connection's token is each time).
-    private static func assign(_ value: UnsafeRawBufferPointer, to bytes: inout [UInt8]) {
+    /// Whether `Authorization:` (the name in any case) starts at `p`: its first eight and
+    /// last eight letters ORed with 0x20 (a byte becomes a small letter so only if it is
+    /// that letter in either case), then the colon.
+    @inline(__always)
+    private static func isAuthorizationName(_ bytes: UnsafeRawBufferPointer, at p: Int) -> Bool {
+        bytes.count - p >= 14 && bytes[p + 13] == colon
+            && bytes.loadUnaligned(fromByteOffset: p, as: UInt64.self) | 0x2020_2020_2020_2020
+                == UInt64(littleEndian: 0x7A69_726F_6874_7561)  // "authoriz"
+            && bytes.loadUnaligned(fromByteOffset: p + 5, as: UInt64.self) | 0x2020_2020_2020_2020
+                == UInt64(littleEndian: 0x6E6F_6974_617A_6972)  // "rization"
+    }
+
+    /// Where the value at `start` ends when it is `previous` exactly, then CR LF, or nil: a
+    /// token a connection sends with each request, compared as one block rather than
+    /// scanned and copied. `previous` is a kept value, so the bytes are value bytes with
+    /// no blank at the end: the scan and `trimmed` would find the same value.
+    @inline(__always)
+    private static func end(ofRepeated previous: [UInt8], in bytes: UnsafeRawBufferPointer, at start: Int) -> Int? {
+        let count = previous.count
+        guard count > 0, bytes.count - start >= count + 2 else { return nil }
+        let end = start + count
+        guard bytes[end] == cr, bytes[end + 1] == lf,
+            previous.withUnsafeBytes({ memcmp($0.baseAddress!, bytes.baseAddress! + start, count) == 0 })
+        else { return nil }
+        return end
+    }
+
+    /// Makes `bytes` hold `value`, a token of a few hundred bytes, and says whether it held
+    /// it already (as a connection's token is each time): then nothing is copied.
+    private static func assign(_ value: UnsafeRawBufferPointer, to bytes: inout [UInt8]) -> Bool {
         if bytes.count == value.count {
-            bytes.withUnsafeMutableBytes { $0.copyMemory(from: value) }
-        } else {
-            bytes.replaceSubrange(0..<bytes.count, with: value)
+            return bytes.withUnsafeMutableBytes {
+                if value.isEmpty || memcmp($0.baseAddress!, value.baseAddress!, value.count) == 0 { return true }
+                $0.copyMemory(from: value)
+                return false
+            }
         }
+        bytes.replaceSubrange(0..<bytes.count, with: value)
+        return false
     }
 
     /// Appends a field's value to a list header's value (`a, b` for repeated fields).
@@ -721,8 +791,14 @@ public struct HTTPRequestParser: Sendable {
     private mutating func finishHead() -> HTTPParseError? {
         // See `clear()`.
         if !head.hasHost && !head.host.isEmpty { head.host.removeAll(keepingCapacity: true) }
-        if !head.hasAuthorization && !head.authorization.isEmpty { head.authorization.removeAll(keepingCapacity: true) }
-        if !head.hasCookieToken && !head.cookieToken.isEmpty { head.cookieToken.removeAll(keepingCapacity: true) }
+        if !head.hasAuthorization && !head.authorization.isEmpty {
+            head.authorization.removeAll(keepingCapacity: true)
+            head.authorizationSerial = 0
+        }
+        if !head.hasCookieToken && !head.cookieToken.isEmpty {
+            head.cookieToken.removeAll(keepingCapacity: true)
+            head.cookieTokenSerial = 0
+        }
         if head.hasTransferEncoding {
             if head.contentLength != nil { return .bad("Content-Length and Transfer-Encoding together are not accepted") }
             return .bodyTooLarge

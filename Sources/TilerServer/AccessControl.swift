@@ -162,16 +162,33 @@ public final class AccessControl: Sendable {
         if memo >> 1 == current {
             guard memo & 1 == 1 else { return false }
             let now = SystemClock.wallTime()
-            func opens(_ token: UnsafeRawBufferPointer) -> Bool {
-                cachedDecision(token, opens: pyramid.id.rawValue, generation: current, now: now) == true
-            }
-            if let bearer = Self.bearerToken(head.authorization),
-                head.authorization.withUnsafeBytes({ opens(UnsafeRawBufferPointer(rebasing: $0[bearer])) })
+            // The header or cookie this connection sent before, judged then: no lookup.
+            if head.credentialMemo?.recalls(head.authorizationSerial, scope: current, subject: pyramid.serial, at: now)
+                == true
+                || head.credentialMemo?.recalls(head.cookieTokenSerial, scope: current, subject: pyramid.serial, at: now)
+                    == true
             {
                 return true
             }
-            if !head.cookieToken.isEmpty, head.cookieToken.withUnsafeBytes(opens) { return true }
-            if let hint, head.target.withUnsafeBytes({ opens(UnsafeRawBufferPointer(rebasing: $0[hint])) }) { return true }
+            func opens(_ token: UnsafeRawBufferPointer, serial: UInt64) -> Bool {
+                let note = head.credentialMemo.map { Note(memo: $0, serial: serial, subject: pyramid.serial) }
+                return cachedDecision(token, opens: pyramid.id.rawValue, generation: current, now: now, note: note) == true
+            }
+            if let bearer = Self.bearerToken(head.authorization),
+                head.authorization.withUnsafeBytes({
+                    opens(UnsafeRawBufferPointer(rebasing: $0[bearer]), serial: head.authorizationSerial)
+                })
+            {
+                return true
+            }
+            if !head.cookieToken.isEmpty,
+                head.cookieToken.withUnsafeBytes({ opens($0, serial: head.cookieTokenSerial) })
+            {
+                return true
+            }
+            if let hint, head.target.withUnsafeBytes({ opens(UnsafeRawBufferPointer(rebasing: $0[hint]), serial: 0) }) {
+                return true
+            }
         }
         let snapshot = snapshot
         guard isPrivate(pyramid, under: snapshot) else { return false }
@@ -195,11 +212,31 @@ public final class AccessControl: Sendable {
     /// Whether `token`, verified before and still valid, opens `id`; nil when no such token
     /// is kept. Judged where it is kept: no grant copied out of the table (no retain and
     /// release of its globs), and `id` not even made for a token that opens every image.
+    /// With `note`, a token that opens `id` is noted in its connection's memo (for that
+    /// image only, unless it opens every image) until it expires.
     private func cachedDecision(
-        _ token: UnsafeRawBufferPointer, opens id: @autoclosure () -> String, generation: UInt64, now: Double
+        _ token: UnsafeRawBufferPointer, opens id: @autoclosure () -> String, generation: UInt64, now: Double,
+        note: Note? = nil
     ) -> Bool? {
-        tokens.withGrant(for: token, generation: generation) { $0.isValid(at: now) ? ($0.opensAll || $0.opens(id())) : nil }
-            ?? nil
+        tokens.withGrant(for: token, generation: generation) { grant -> Bool? in
+            guard grant.isValid(at: now) else { return nil }
+            guard grant.opensAll || grant.opens(id()) else { return false }
+            if let note, note.serial != 0 {
+                note.memo.note(
+                    note.serial, scope: generation, subject: grant.opensAll ? 0 : note.subject,
+                    validFrom: grant.notBefore, validUntil: grant.expires)
+            }
+            return true
+        } ?? nil
+    }
+
+    /// Where `cachedDecision` notes a token that opens an image: the connection's memo, the
+    /// token's number there (`HTTPRequestHead.authorizationSerial`, 0 for none: nothing
+    /// noted) and the image (`Pyramid.serial`).
+    private struct Note {
+        let memo: CredentialMemo
+        let serial: UInt64
+        let subject: UInt64
     }
 
     /// What `token` opens, from the verified tokens or verified now (and then kept).

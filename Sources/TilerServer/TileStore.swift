@@ -29,6 +29,10 @@ public final class Pyramid: Sendable {
     /// Whether it is private under the access policy in force, memoized per policy
     /// (`AccessControl.isPrivate`): the policy's generation, shifted, and 1 for private.
     let accessMemo = Atomic<UInt64>(0)
+    /// Unique in the process, from 1 (`generation` is unique in its catalog): what a
+    /// connection's `CredentialMemo` notes a token opened.
+    let serial = Pyramid.serials.wrappingAdd(1, ordering: .relaxed).newValue
+    private static let serials = Atomic<UInt64>(0)
 
     init(
         id: PyramidID, manifest: PyramidManifest, geometry: PyramidGeometry, source: any PyramidSource,

@@ -109,6 +109,53 @@ private func status(of text: String, limits: HTTPRequestParser.Limits = .init())
         }
     }
 
+    /// Each new credential value a connection sends gets a new number, and the same bytes
+    /// again keep theirs (what `CredentialMemo` notes are about): sent again as they are
+    /// (compared as one block), with other blanks around them, or after a request that
+    /// changed only the other credential; a value that starts like the last one, a value
+    /// after a request without one, and a second header in one request are new; 0 with
+    /// none. The name in any case.
+    @Test func numbersEachNewCredentialValue() {
+        // (headers, authorization, its number's label, cookie, its number's label): equal
+        // labels, equal numbers; "-" for 0.
+        let sequence: [(String, String, String, String, String)] = [
+            ("Authorization: Bearer aaaa\r\n", "Bearer aaaa", "A", "", "-"),
+            ("Authorization: Bearer aaaa\r\n", "Bearer aaaa", "A", "", "-"),
+            ("authorization:   Bearer aaaa  \r\n", "Bearer aaaa", "A", "", "-"),
+            ("AUTHORIZATION:Bearer aaaa\r\nCookie: tiler_token=cc\r\n", "Bearer aaaa", "A", "cc", "C"),
+            ("Authorization: Bearer aaaaX\r\nCookie: x=1; tiler_token=cc\r\n", "Bearer aaaaX", "B", "cc", "C"),
+            ("Authorization: Bearer aaaa\r\nCookie: tiler_token=cd\r\n", "Bearer aaaa", "D", "cd", "E"),
+            ("", "", "-", "", "-"),
+            ("Authorization: Bearer aaaa\r\n", "Bearer aaaa", "F", "", "-"),
+            ("Authorization: Bearer aaaa\r\nAuthorization: Bearer aaab\r\n", "Bearer aaab", "G", "", "-"),
+            ("Authorization: Bearer aaab\r\n", "Bearer aaab", "G", "", "-"),
+            ("Authorizatio: Bearer aaab\r\n", "", "-", "", "-"),
+        ]
+        for byteByByte in [false, true] {
+            let heads = parseAll(
+                Array(sequence.map { "GET / HTTP/1.1\r\nHost: h\r\n\($0.0)\r\n" }.joined().utf8), byteByByte: byteByByte
+            ).heads
+            #expect(heads.count == sequence.count)
+            var numbers: [String: UInt64] = [:]
+            for (head, c) in zip(heads, sequence) {
+                #expect(String(decoding: head.authorization, as: UTF8.self) == c.1, "\(c.0)")
+                #expect(String(decoding: head.cookieToken, as: UTF8.self) == c.3, "\(c.0)")
+                for (serial, label) in [(head.authorizationSerial, c.2), (head.cookieTokenSerial, c.4)] {
+                    if label == "-" {
+                        #expect(serial == 0, "\(c.0)")
+                    } else if let known = numbers[label] {
+                        #expect(serial == known, "\(c.0): \(label)")
+                    } else {
+                        #expect(serial != 0 && !numbers.values.contains(serial), "\(c.0): \(label) is new")
+                        numbers[label] = serial
+                    }
+                }
+                #expect((head.credentialMemo != nil) == !numbers.isEmpty)
+            }
+            #expect(heads.dropFirst().allSatisfy { $0.credentialMemo === heads[0].credentialMemo }, "one memo per connection")
+        }
+    }
+
     @Test func byteByByteGivesTheSameHead() {
         let whole = parseAll(Array(get.utf8)).heads[0]
         let split = parseAll(Array(get.utf8), byteByByte: true)

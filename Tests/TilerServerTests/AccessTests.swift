@@ -332,6 +332,69 @@ import TilerTestSupport
         #expect(!lines.contains { $0.contains(signature) }, "a token in the access log")
     }
 
+    /// A keep-alive connection whose credentials change between requests, as the
+    /// connection's memo of its last judged token (`CredentialMemo`) must follow: each
+    /// request is judged by the token it sends now. A token noted for one image opens no
+    /// other; a bad token after a good one, or none, is refused; the cookie the same; a
+    /// token that has expired is refused on the connection that used it; a new policy
+    /// judges again.
+    @Test(.timeLimit(.minutes(5))) func oneConnectionsChangingTokensAreEachJudged() throws {
+        let setup = try Setup()
+        defer { setup.scratch.cleanUp() }
+        let root = try PyramidRoot()
+        try Self.cutPyramids(["secret-a", "secret-b"], into: root)
+        let access = try setup.access()
+        let tokens = try setup.keys.tokens([
+            TokenSpec(alg: "ES256", kid: "ec", claims: Setup.claims(["secret-a"])),
+            TokenSpec(alg: "HS256", kid: "site", claims: Setup.claims(["*"])),
+            TokenSpec(alg: "HS256", kid: "site", claims: Setup.claims(["*"], ["exp": "+3"])),
+        ])
+        let (forA, forAll, brief) = (tokens[0], tokens[1], tokens[2])
+        var tampered = Array(forA.utf8)
+        tampered[tampered.count - 3] = tampered[tampered.count - 3] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+        let bad = String(decoding: tampered, as: UTF8.self)
+        let a = "/images/secret-a/tiles/0/0/0.png", b = "/images/secret-b/tiles/0/0/0.png"
+        try withTileServer(root, access: access) { port in
+            let client = try RawHTTPClient(port: port)
+            func status(_ path: String, _ headers: [String]) throws -> Int {
+                try client.request(path, headers: headers)
+                return try client.readResponse().status
+            }
+            let steps: [(String, [String], Int)] = [
+                (a, ["Authorization: Bearer \(forA)"], 200), (a, ["Authorization: Bearer \(forA)"], 200),
+                (a, ["Authorization: Bearer \(forA)"], 200), (b, ["Authorization: Bearer \(forA)"], 403),
+                (a, ["Authorization: Bearer \(forA)"], 200), (a, ["Authorization: Bearer \(bad)"], 401),
+                (a, ["Authorization: Bearer \(forA)"], 200), (a, [], 401), (a, ["Authorization: Bearer \(forA)"], 200),
+                (a, ["authorization:bearer \(forA)   "], 200), (b, ["AUTHORIZATION: Bearer \(forA)"], 403),
+                (a, ["Authorization: Bearer \(forAll)"], 200), (b, ["Authorization: Bearer \(forAll)"], 200),
+                (b, ["Authorization: Bearer \(forAll)"], 200), (b, ["Authorization: Bearer \(forA)"], 403),
+                (a, ["Cookie: tiler_token=\(forA)"], 200), (a, ["Cookie: tiler_token=\(forA)"], 200),
+                (b, ["Cookie: tiler_token=\(forA)"], 403), (a, ["Cookie: tiler_token=\(bad)"], 401),
+                (a, ["Cookie: x=1; tiler_token=\(forA)"], 200), (a, ["Cookie: x=1"], 401),
+                (a, ["Authorization: Bearer \(forA)", "Authorization: Bearer \(bad)"], 401),
+                (a, ["Authorization: Bearer \(forA)"], 200),
+            ]
+            for (i, (path, headers, expected)) in steps.enumerated() {
+                let got = try status(path, headers)
+                #expect(got == expected, "step \(i): \(path) with \(headers.map { $0.prefix(30) }): \(got)")
+            }
+            // A token noted on the connection stops opening anything once it expires.
+            #expect(try status(b, ["Authorization: Bearer \(brief)"]) == 200)
+            #expect(try status(b, ["Authorization: Bearer \(brief)"]) == 200)
+            Thread.sleep(forTimeInterval: 4)
+            #expect(try status(b, ["Authorization: Bearer \(brief)"]) == 401, "expired")
+            // A new policy (no HS256 key): the token noted under the last one is judged again.
+            #expect(try status(b, ["Authorization: Bearer \(forAll)"]) == 200)
+            #expect(try status(b, ["Authorization: Bearer \(forAll)"]) == 200)
+            try Setup.policy(rules: [("public-*", "public"), ("*", "token")])
+                .replacingOccurrences(of: #"{"kid": "site", "alg": "HS256", "secretFile": "site.key"},"#, with: "")
+                .write(toFile: setup.policyPath, atomically: true, encoding: .utf8)
+            access.reloadIfChanged()
+            #expect(try status(b, ["Authorization: Bearer \(forAll)"]) == 401, "its key is gone")
+            #expect(try status(a, ["Authorization: Bearer \(forA)"]) == 200)
+        }
+    }
+
     /// The policy is re-read when it changes: a rule made public opens the image to anyone;
     /// a file that no longer loads is logged and the last good policy stays in force.
     @Test(.timeLimit(.minutes(5))) func thePolicyIsReloadedAndABadOneIgnored() throws {
