@@ -98,13 +98,18 @@ public struct HTTPConfiguration: Sendable, Hashable {
     /// no CORS headers. Default `*`.
     public var corsAllowOrigin: String? = "*"
 
+    /// Whether each connection keeps a `CredentialMemo` for the handler (`tiler serve`
+    /// with `--access`): one small object per connection, and the handler's notes.
+    public var credentialMemos = false
+
     public init() {}
 
     /// The parser limits these settings imply.
     public var parserLimits: HTTPRequestParser.Limits {
         .init(
             maximumRequestLineBytes: maximumRequestLineBytes, maximumHeaderBytes: maximumHeaderBytes,
-            maximumHeaderCount: maximumHeaderCount, maximumBodyBytes: maximumBodyBytes)
+            maximumHeaderCount: maximumHeaderCount, maximumBodyBytes: maximumBodyBytes,
+            credentialMemo: credentialMemos)
     }
 
     /// The accepted range of every numeric setting; `validate()` checks them. Each is far

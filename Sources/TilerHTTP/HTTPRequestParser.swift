@@ -79,7 +79,8 @@ public struct HTTPRequestHead: Sendable {
     /// `cookieTokenSerial` the same for `cookieToken` (numbered with the same counter).
     public internal(set) var authorizationSerial: UInt64 = 0
     public internal(set) var cookieTokenSerial: UInt64 = 0
-    /// The connection's `CredentialMemo`, made with its first credential (nil before).
+    /// The connection's `CredentialMemo`, when the handler asked for one
+    /// (`HTTPRequestParser.Limits.credentialMemo`).
     public internal(set) var credentialMemo: CredentialMemo?
     /// The last number given (the connection's count of credential values).
     var lastCredentialSerial: UInt64 = 0
@@ -130,10 +131,8 @@ public struct HTTPRequestHead: Sendable {
         hasCookieToken = false
     }
 
-    /// A new number for a credential value (`authorizationSerial`), and the connection's
-    /// memo made if it had none.
+    /// A new number for a credential value (`authorizationSerial`).
     mutating func nextCredentialSerial() -> UInt64 {
-        if credentialMemo == nil { credentialMemo = CredentialMemo() }
         lastCredentialSerial += 1
         return lastCredentialSerial
     }
@@ -178,15 +177,19 @@ public struct HTTPRequestParser: Sendable {
         public var maximumHeaderCount: Int
         /// Largest request body accepted (and discarded): 413 past it.
         public var maximumBodyBytes: Int
+        /// Whether the connection's heads carry a `CredentialMemo` (not a limit: what the
+        /// handler asked for, `HTTPConfiguration.credentialMemos`).
+        public var credentialMemo: Bool
 
         public init(
             maximumRequestLineBytes: Int = 8192, maximumHeaderBytes: Int = 16384,
-            maximumHeaderCount: Int = 100, maximumBodyBytes: Int = 0
+            maximumHeaderCount: Int = 100, maximumBodyBytes: Int = 0, credentialMemo: Bool = false
         ) {
             self.maximumRequestLineBytes = maximumRequestLineBytes
             self.maximumHeaderBytes = maximumHeaderBytes
             self.maximumHeaderCount = maximumHeaderCount
             self.maximumBodyBytes = maximumBodyBytes
+            self.credentialMemo = credentialMemo
         }
     }
 
@@ -267,6 +270,7 @@ public struct HTTPRequestParser: Sendable {
         self.limits = limits
         value.reserveCapacity(64)
         head.target.reserveCapacity(128)
+        if limits.credentialMemo { head.credentialMemo = CredentialMemo() }
     }
 
     /// Whether no byte of a next request has arrived yet (between requests). An empty

@@ -150,7 +150,7 @@ public final class AccessControl: Sendable {
     /// is private and `head` may see it, false when it is public; throws otherwise.
     /// `queryToken`, when the caller has found it, is where the target's `?token=` value
     /// is (one with nothing to decode or split: `queryToken(_:)` would find it there).
-    func authorize(_ pyramid: Pyramid, _ head: HTTPRequestHead, queryToken hint: Range<Int>? = nil) throws(HTTPError)
+    func authorize(_ pyramid: Pyramid, _ head: HTTPRequestHead, queryToken hint: ShareToken? = nil) throws(HTTPError)
         -> Bool
     {
         // What most requests for a private tile are: the pyramid's privacy memoized under
@@ -162,38 +162,66 @@ public final class AccessControl: Sendable {
         if memo >> 1 == current {
             guard memo & 1 == 1 else { return false }
             let now = SystemClock.wallTime()
-            // The header or cookie this connection sent before, judged then: no lookup.
-            if head.credentialMemo?.recalls(head.authorizationSerial, scope: current, subject: pyramid.serial, at: now)
-                == true
-                || head.credentialMemo?.recalls(head.cookieTokenSerial, scope: current, subject: pyramid.serial, at: now)
-                    == true
+            // The header, cookie or share link's token this connection sent before, judged
+            // then (`CredentialMemo`): no lookup.
+            let subject = pyramid.serial
+            if head.credentialMemo?.recalls(
+                oneOf: head.authorizationSerial, head.cookieTokenSerial, hint?.number ?? 0, scope: current,
+                subject: subject, at: now) == true
             {
                 return true
             }
-            func opens(_ token: UnsafeRawBufferPointer, serial: UInt64) -> Bool {
-                let note = head.credentialMemo.map { Note(memo: $0, serial: serial, subject: pyramid.serial) }
-                return cachedDecision(token, opens: pyramid.id.rawValue, generation: current, now: now, note: note) == true
-            }
-            if let bearer = Self.bearerToken(head.authorization),
-                head.authorization.withUnsafeBytes({
-                    opens(UnsafeRawBufferPointer(rebasing: $0[bearer]), serial: head.authorizationSerial)
-                })
-            {
-                return true
-            }
-            if !head.cookieToken.isEmpty,
-                head.cookieToken.withUnsafeBytes({ opens($0, serial: head.cookieTokenSerial) })
-            {
-                return true
-            }
-            if let hint, head.target.withUnsafeBytes({ opens(UnsafeRawBufferPointer(rebasing: $0[hint]), serial: 0) }) {
-                return true
-            }
+            if opensByAKeptToken(pyramid, head, hint, generation: current, now: now) { return true }
         }
         let snapshot = snapshot
         guard isPrivate(pyramid, under: snapshot) else { return false }
         try authorize(pyramid.id.rawValue, head, under: snapshot)
         return true
+    }
+
+    /// The fast path's look at the verified tokens (its memo missed): whether a token the
+    /// request carries is kept, valid and opens `pyramid`; if one does, the connection's
+    /// memo notes it. Apart from `authorize`, so that the memo's hit costs no retain.
+    @inline(never)
+    private func opensByAKeptToken(
+        _ pyramid: Pyramid, _ head: HTTPRequestHead, _ hint: ShareToken?, generation current: UInt64, now: Double
+    ) -> Bool {
+        let subject = pyramid.serial
+        /// Whether `token` is a kept token that opens the image; if it is, it is noted in
+        /// the connection's memo under `number` (0: not noted), or, for a share link's
+        /// token, under the number the memo gives the bytes it keeps.
+        func opens(_ token: UnsafeRawBufferPointer, number: UInt64, isQueryToken: Bool = false) -> Bool {
+            guard let judgement = cachedJudgement(token, opens: pyramid.id.rawValue, generation: current, now: now),
+                judgement.opens
+            else { return false }
+            if let memo = head.credentialMemo {
+                let n = isQueryToken ? memo.keep(queryToken: token) : number
+                if n != 0 {
+                    memo.note(
+                        n, scope: current, subject: judgement.opensAll ? 0 : subject,
+                        validFrom: judgement.notBefore, validUntil: judgement.expires)
+                }
+            }
+            return true
+        }
+        if let bearer = Self.bearerToken(head.authorization),
+            head.authorization.withUnsafeBytes({
+                opens(UnsafeRawBufferPointer(rebasing: $0[bearer]), number: head.authorizationSerial)
+            })
+        {
+            return true
+        }
+        if !head.cookieToken.isEmpty, head.cookieToken.withUnsafeBytes({ opens($0, number: head.cookieTokenSerial) }) {
+            return true
+        }
+        if let hint,
+            head.target.withUnsafeBytes({
+                opens(UnsafeRawBufferPointer(rebasing: $0[hint.range]), number: 0, isQueryToken: true)
+            })
+        {
+            return true
+        }
+        return false
     }
 
     /// Which ids `head` may list (and so see): for `/images` and the IIIF collection. The
@@ -212,31 +240,31 @@ public final class AccessControl: Sendable {
     /// Whether `token`, verified before and still valid, opens `id`; nil when no such token
     /// is kept. Judged where it is kept: no grant copied out of the table (no retain and
     /// release of its globs), and `id` not even made for a token that opens every image.
-    /// With `note`, a token that opens `id` is noted in its connection's memo (for that
-    /// image only, unless it opens every image) until it expires.
     private func cachedDecision(
-        _ token: UnsafeRawBufferPointer, opens id: @autoclosure () -> String, generation: UInt64, now: Double,
-        note: Note? = nil
+        _ token: UnsafeRawBufferPointer, opens id: @autoclosure () -> String, generation: UInt64, now: Double
     ) -> Bool? {
-        tokens.withGrant(for: token, generation: generation) { grant -> Bool? in
+        cachedJudgement(token, opens: id(), generation: generation, now: now)?.opens
+    }
+
+    /// `cachedDecision` with what a connection's memo notes of a token that opens `id`.
+    private func cachedJudgement(
+        _ token: UnsafeRawBufferPointer, opens id: @autoclosure () -> String, generation: UInt64, now: Double
+    ) -> Judgement? {
+        tokens.withGrant(for: token, generation: generation) { grant -> Judgement? in
             guard grant.isValid(at: now) else { return nil }
-            guard grant.opensAll || grant.opens(id()) else { return false }
-            if let note, note.serial != 0 {
-                note.memo.note(
-                    note.serial, scope: generation, subject: grant.opensAll ? 0 : note.subject,
-                    validFrom: grant.notBefore, validUntil: grant.expires)
-            }
-            return true
+            return Judgement(
+                opens: grant.opensAll || grant.opens(id()), opensAll: grant.opensAll, notBefore: grant.notBefore,
+                expires: grant.expires)
         } ?? nil
     }
 
-    /// Where `cachedDecision` notes a token that opens an image: the connection's memo, the
-    /// token's number there (`HTTPRequestHead.authorizationSerial`, 0 for none: nothing
-    /// noted) and the image (`Pyramid.serial`).
-    private struct Note {
-        let memo: CredentialMemo
-        let serial: UInt64
-        let subject: UInt64
+    /// A kept token judged for one image: whether it opens it, whether it opens every
+    /// image, and when it holds.
+    private struct Judgement {
+        let opens: Bool
+        let opensAll: Bool
+        let notBefore: Double
+        let expires: Double
     }
 
     /// What `token` opens, from the verified tokens or verified now (and then kept).
@@ -366,6 +394,30 @@ public final class AccessControl: Sendable {
         let rest = UnsafeBufferPointer(rebasing: t[value...])
         let refused = ByteScan.firstIndex(in: rest, ofAny: UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "#"), UInt8(ascii: "#"))
         return refused == rest.count ? value..<t.count : nil
+    }
+
+    /// A share link's token as the plain-tile fast path found it: where it is in the
+    /// target, and its number in the connection's memo when the memo keeps these bytes
+    /// (`CredentialMemo.keep(queryToken:)`), else 0.
+    struct ShareToken {
+        let range: Range<Int>
+        let number: UInt64
+    }
+
+    /// `plainQueryToken` for a connection with a memo: the token it keeps is found by one
+    /// compare and not scanned (it was plain when it was kept).
+    static func plainQueryToken(_ t: UnsafeBufferPointer<UInt8>, query q: Int, memo: CredentialMemo?) -> ShareToken? {
+        let value = q + 7
+        // "?token=" and a byte: seven bytes of one word.
+        guard t.count > value,
+            UnsafeRawPointer(t.baseAddress! + q).loadUnaligned(as: UInt64.self) & 0x00FF_FFFF_FFFF_FFFF
+                == UInt64(littleEndian: 0x003D_6E65_6B6F_743F)
+        else { return nil }
+        if let memo {
+            let number = memo.number(ofQueryToken: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: t[value...])))
+            if number != 0 { return ShareToken(range: value..<t.count, number: number) }
+        }
+        return plainQueryToken(t, query: q).map { ShareToken(range: $0, number: 0) }
     }
 
     /// Whether `target` holds `token=` at `start` (six bytes that are there).

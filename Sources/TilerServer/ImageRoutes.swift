@@ -125,7 +125,7 @@ func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: 
             cut[0] = prefix.count - 1
             var found = 0
             var end = whole.count  // the path's: the target's, or where a token query starts
-            var queryToken: Range<Int>?  // that query's token
+            var queryToken: AccessControl.ShareToken?  // that query's token
             // Eight bytes at a time: the refused bytes, then each slash in order.
             var i = prefix.count
             let base = UnsafeRawPointer(whole.baseAddress!)
@@ -137,7 +137,8 @@ func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: 
                 if refused != 0 {
                     // The bytes before the first refused one go to the loop below.
                     let q = i + refused.trailingZeroBitCount / 8
-                    guard tokenQueries, let token = AccessControl.plainQueryToken(whole, query: q) else { return nil }
+                    guard tokenQueries, let token = AccessControl.plainQueryToken(whole, query: q, memo: head.credentialMemo)
+                    else { return nil }
                     (end, queryToken) = (q, token)
                     break
                 }
@@ -157,7 +158,8 @@ func plainTileResponse(to head: HTTPRequestHead, from store: TileStore, recent: 
                     found += 1
                     cut[found] = i
                 case UInt8(ascii: "?"):
-                    guard tokenQueries, let token = AccessControl.plainQueryToken(whole, query: i) else { return nil }
+                    guard tokenQueries, let token = AccessControl.plainQueryToken(whole, query: i, memo: head.credentialMemo)
+                    else { return nil }
                     (end, queryToken) = (i, token)
                     break bytes
                 case UInt8(ascii: "%"), UInt8(ascii: "#"), UInt8(ascii: "\\"): return nil

@@ -31,10 +31,13 @@ public final class TileServer: Sendable {
             configuration: configuration, log: log, loadingFirst: loadingFirst, metrics: metrics, access: access)
         let store = store
         let hints = Router.proxyHints(store: store)
+        var serving = configuration.http
+        // A connection's token judged once, not on each of its requests (`CredentialMemo`).
+        serving.credentialMemos = access != nil
         // A router per event loop: what a router keeps (`RecentPyramid`) is never shared
         // with another loop; the proxy hints are, so that each is logged once.
         http = HTTPServer(
-            configuration: configuration.http, accessLog: accessLog, log: log, observer: metrics,
+            configuration: serving, accessLog: accessLog, log: log, observer: metrics,
             makeHandler: { Router(store: store, routes: nil, answersPlainTilesDirectly: true, proxyHints: hints) })
         if let metrics, let port = configuration.metricsPort {
             var listener = HTTPConfiguration()

@@ -131,9 +131,10 @@ private func status(of text: String, limits: HTTPRequestParser.Limits = .init())
             ("Authorization: Bearer aaab\r\n", "Bearer aaab", "G", "", "-"),
             ("Authorizatio: Bearer aaab\r\n", "", "-", "", "-"),
         ]
-        for byteByByte in [false, true] {
+        for (byteByByte, memo) in [(false, true), (true, true), (false, false)] {
             let heads = parseAll(
-                Array(sequence.map { "GET / HTTP/1.1\r\nHost: h\r\n\($0.0)\r\n" }.joined().utf8), byteByByte: byteByByte
+                Array(sequence.map { "GET / HTTP/1.1\r\nHost: h\r\n\($0.0)\r\n" }.joined().utf8),
+                limits: .init(credentialMemo: memo), byteByByte: byteByByte
             ).heads
             #expect(heads.count == sequence.count)
             var numbers: [String: UInt64] = [:]
@@ -150,7 +151,7 @@ private func status(of text: String, limits: HTTPRequestParser.Limits = .init())
                         numbers[label] = serial
                     }
                 }
-                #expect((head.credentialMemo != nil) == !numbers.isEmpty)
+                #expect((head.credentialMemo != nil) == memo, "only when asked for")
             }
             #expect(heads.dropFirst().allSatisfy { $0.credentialMemo === heads[0].credentialMemo }, "one memo per connection")
         }

@@ -373,6 +373,13 @@ import TilerTestSupport
                 (a, ["Cookie: x=1; tiler_token=\(forA)"], 200), (a, ["Cookie: x=1"], 401),
                 (a, ["Authorization: Bearer \(forA)", "Authorization: Bearer \(bad)"], 401),
                 (a, ["Authorization: Bearer \(forA)"], 200),
+                // A share link's token: kept by the memo, compared byte for byte.
+                (a + "?token=\(forA)", [], 200), (a + "?token=\(forA)", [], 200), (b + "?token=\(forA)", [], 403),
+                (a + "?token=\(bad)", [], 401), (a + "?token=\(forA)", [], 200), (a, [], 401),
+                (a + "?token=\(forA)x", [], 401), (a + "?token=\(forA.dropLast())", [], 401),
+                (a + "?token=\(forA)&x=1", [], 200), (a + "?token=\(forA)", [], 200),
+                (b + "?token=\(forAll)", [], 200), (b + "?token=\(forAll)", [], 200), (b + "?token=\(forA)", [], 403),
+                (b + "?token=\(forA)", ["Authorization: Bearer \(forAll)"], 200), (b + "?token=\(forA)", [], 403),
             ]
             for (i, (path, headers, expected)) in steps.enumerated() {
                 let got = try status(path, headers)
