@@ -602,6 +602,43 @@ final class FailureBox: @unchecked Sendable {
         }
     }
 
+    /// A loop held up between reading its clock for a batch and accepting a connection in
+    /// that batch (a starved thread on a loaded machine) must not count the hold-up against
+    /// the new connection: it gets the whole head timeout from its accept. (nginx, opening a
+    /// connection per request, got a 502 when tiler closed one before its request came.)
+    @Test func aConnectionAcceptedLateInABatchGetsTheWholeHeadTimeout() throws {
+        let clock = ManualClock()
+        try withServer(
+            clock: clock,
+            {
+                $0.requestHeadTimeout = 10; $0.idleTimeout = 60; $0.threads = 1
+            }
+        ) { port, _ throws in
+            let first = Gates.unique("first-")
+            let second = Gates.unique("second-")
+            let a = try RawHTTPClient(port: port)
+            let c = try RawHTTPClient(port: port)
+            try expectStillServing(port)  // a and c accepted
+            try a.request("/hold/\(first)")
+            #expect(Gates.shared[first].waitForArrivals(1))
+            // While the loop is held: c's request, then b's connection. The loop's next batch
+            // has both, in that order: it reads its clock, is held again in c's request, and
+            // only then accepts b.
+            try c.request("/hold/\(second)")
+            let b = try RawHTTPClient(port: port)
+            Gates.shared[first].open()
+            #expect(Gates.shared[second].waitForArrivals(1))
+            clock.advance(milliseconds: 10_251)
+            Gates.shared[second].open()
+            try expectStillServing(port)  // swept with the moved clock
+            #expect(isOpenAndSilent(b), "a connection accepted after the hold-up was closed as silent")
+            try b.request("/late")
+            #expect(try b.readResponse().text == "/late")
+            #expect(try a.readResponse().text == "/hold/\(first)")
+            #expect(try c.readResponse().text == "/hold/\(second)")
+        }
+    }
+
     @Test func clientsThatStopReadingAreCutOffAfterTheWriteTimeout() throws {
         let clock = ManualClock()
         try withServer(
