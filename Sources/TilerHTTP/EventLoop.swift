@@ -626,7 +626,19 @@ final class EventLoop {
         resumeAccepting()
         for i in connections.indices {
             guard let c = connections[i] else { continue }
-            perform(c, c.machine.tick(at: time))
+            perform(
+                c,
+                c.machine.tick(
+                    at: time,
+                    hasUnreadInput: {
+                        // Asked only of a connection past a silence deadline. The clock was
+                        // read after epoll_wait: input that came in between is not silence.
+                        do {
+                            return try c.socket.readableBytes() > 0
+                        } catch {
+                            return false  // cannot happen on a connected socket: judged as before
+                        }
+                    }))
         }
     }
 
