@@ -370,7 +370,15 @@ struct ConnectionStateMachine {
 
     /// The loop's periodic look at the time: closes connections past their idle,
     /// request-head, write or linger deadlines (a late request head is answered 408).
-    mutating func tick(at time: ServerTime) -> ConnectionAction {
+    ///
+    /// `hasUnreadInput` says whether the socket holds input the loop has not read yet; it is
+    /// asked only of a connection past its idle or request-head deadline. If it does, the
+    /// connection is not judged now: the loop reads its clock after waiting for events, so
+    /// input can arrive in between (a starved loop can be held up there for seconds), and
+    /// closing then would drop a request that came in time (with a reset, as it is unread).
+    /// The loop reads it next, and the next tick judges what has arrived: a head still
+    /// incomplete then is answered 408 (its deadline counts from its first byte).
+    mutating func tick(at time: ServerTime, hasUnreadInput: () -> Bool = { false }) -> ConnectionAction {
         let now = time.milliseconds
         switch state {
         case .closed:
@@ -390,7 +398,7 @@ struct ConnectionStateMachine {
         case .readingHead(let since?):
             // A request head (empty lines before it included) must be complete within
             // the head timeout, whatever arrives meanwhile.
-            if now - since > settings.requestHeadTimeout {
+            if now - since > settings.requestHeadTimeout && !hasUnreadInput() {
                 return protocolError(HTTPError(408, "the request head took too long to arrive"), at: time)
             }
         case .readingHead(nil):
@@ -400,7 +408,7 @@ struct ConnectionStateMachine {
                 let limit =
                     requestsParsed > 0
                     ? settings.idleTimeout : min(settings.idleTimeout, settings.requestHeadTimeout)
-                if now - lastActivity > limit { return close() }
+                if now - lastActivity > limit && !hasUnreadInput() { return close() }
             }
         case .waitingOnPool, .writing, .draining, .lingering, .closed:
             // Its answer is being made, or the server stopped reading (backpressure): no

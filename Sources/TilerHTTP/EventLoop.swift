@@ -311,6 +311,12 @@ final class EventLoop {
 
     private func acceptConnections() {
         guard let listener else { return }
+        // A new connection's silence is timed from its accept, so the clock is read again:
+        // the loop may have been held up since it read it for this batch (other events, or
+        // a thread starved on a loaded machine), and a stamp from before the hold-up would
+        // count it against the client. Its first sweep could then close it as silent before
+        // its request came: nginx, which opens a connection per request, answered 502.
+        readClock()
         for _ in 0..<256 {
             let socket: Socket
             do {
@@ -620,7 +626,19 @@ final class EventLoop {
         resumeAccepting()
         for i in connections.indices {
             guard let c = connections[i] else { continue }
-            perform(c, c.machine.tick(at: time))
+            perform(
+                c,
+                c.machine.tick(
+                    at: time,
+                    hasUnreadInput: {
+                        // Asked only of a connection past a silence deadline. The clock was
+                        // read after epoll_wait: input that came in between is not silence.
+                        do {
+                            return try c.socket.readableBytes() > 0
+                        } catch {
+                            return false  // cannot happen on a connected socket: judged as before
+                        }
+                    }))
         }
     }
 

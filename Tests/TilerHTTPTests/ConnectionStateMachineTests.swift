@@ -53,10 +53,11 @@ struct ConnectionDriver {
 
     mutating func hangUp() { perform(machine.peerClosedInput()) }
 
-    /// The clock moves on by `milliseconds`, and the loop's sweep looks at the connection.
-    mutating func advance(_ milliseconds: Int64) {
+    /// The clock moves on by `milliseconds`, and the loop's sweep looks at the connection;
+    /// `unreadInput`: input has arrived on the socket that the loop has not read yet.
+    mutating func advance(_ milliseconds: Int64, unreadInput: Bool = false) {
         time = ServerTime(milliseconds: now + milliseconds, date: time.date)
-        perform(machine.tick(at: time))
+        perform(machine.tick(at: time, hasUnreadInput: { unreadInput }))
     }
 
     /// The client reads: the socket has room for `bytes` more, and epoll says writable.
@@ -390,6 +391,39 @@ private func get(_ target: String, _ headers: String = "") -> String {
         #expect(!d.closed)
         d.advance(1)
         #expect(d.closed && d.received.isEmpty)
+    }
+
+    /// The loop reads its clock after waiting for events, so input that arrived in between
+    /// waits unread when it sweeps. A connection past its silence deadline with input
+    /// waiting is not judged then (closing would drop a request that came in time); the
+    /// loop reads it, and the next tick judges what has arrived.
+    @Test(arguments: ["new connection", "keep-alive", "head arriving"])
+    func inputWaitingUnreadIsNotSilence(_ situation: String) {
+        var d = ConnectionDriver {
+            $0.requestHeadTimeout = 10; $0.idleTimeout = 60
+        }
+        switch situation {
+        case "keep-alive":
+            d.send(get("/first"))
+            #expect(d.nextResponse()?.text == "/first")
+            d.advance(60_001, unreadInput: true)
+        case "head arriving":
+            d.send("GET /late HTTP/1.1\r\n")
+            d.advance(10_001, unreadInput: true)
+        default:
+            d.advance(10_001, unreadInput: true)
+        }
+        #expect(!d.closed && d.received.isEmpty, "judged before the waiting input was read")
+        if situation == "head arriving" {
+            // What arrived did not end the head: it is late all the same.
+            d.send("X-More: 1\r\n")
+            d.advance(250)
+            #expect(d.nextResponse()?.status == 408)
+            return
+        }
+        d.send(get("/late"))
+        #expect(d.nextResponse()?.text == "/late")
+        #expect(!d.closed)
     }
 
     /// Output the client does not read is held to the write timeout from the moment it

@@ -602,6 +602,72 @@ final class FailureBox: @unchecked Sendable {
         }
     }
 
+    /// A loop held up between reading its clock for a batch and accepting a connection in
+    /// that batch (a starved thread on a loaded machine) must not count the hold-up against
+    /// the new connection: it gets the whole head timeout from its accept. (nginx, opening a
+    /// connection per request, got a 502 when tiler closed one before its request came.)
+    @Test func aConnectionAcceptedLateInABatchGetsTheWholeHeadTimeout() throws {
+        let clock = ManualClock()
+        try withServer(
+            clock: clock,
+            {
+                $0.requestHeadTimeout = 10; $0.idleTimeout = 60; $0.threads = 1
+            }
+        ) { port, _ throws in
+            let first = Gates.unique("first-")
+            let second = Gates.unique("second-")
+            let a = try RawHTTPClient(port: port)
+            let c = try RawHTTPClient(port: port)
+            try expectStillServing(port)  // a and c accepted
+            try a.request("/hold/\(first)")
+            #expect(Gates.shared[first].waitForArrivals(1))
+            // While the loop is held: c's request, then b's connection. The loop's next batch
+            // has both, in that order: it reads its clock, is held again in c's request, and
+            // only then accepts b.
+            try c.request("/hold/\(second)")
+            let b = try RawHTTPClient(port: port)
+            Gates.shared[first].open()
+            #expect(Gates.shared[second].waitForArrivals(1))
+            clock.advance(milliseconds: 10_251)
+            Gates.shared[second].open()
+            try expectStillServing(port)  // swept with the moved clock
+            #expect(isOpenAndSilent(b), "a connection accepted after the hold-up was closed as silent")
+            try b.request("/late")
+            #expect(try b.readResponse().text == "/late")
+            #expect(try a.readResponse().text == "/hold/\(first)")
+            #expect(try c.readResponse().text == "/hold/\(second)")
+        }
+    }
+
+    /// A request that arrives while the loop is held up after waiting for events (before it
+    /// reads its clock and sweeps) is read and answered: the loop's lateness does not make
+    /// the connection look silent, and it is not closed with the request unread (a reset).
+    @Test func aRequestThatArrivedWhileTheLoopWasLateIsAnswered() throws {
+        let clock = HeldClock()
+        try withServer(
+            clock: clock,
+            {
+                $0.requestHeadTimeout = 10; $0.idleTimeout = 60; $0.threads = 1
+            }
+        ) { port, _ throws in
+            for prelude in ["", "/first"] {
+                let b = try RawHTTPClient(port: port)
+                if !prelude.isEmpty {
+                    try b.request(prelude)
+                    #expect(try b.readResponse().text == prelude)
+                }
+                try expectStillServing(port)  // b accepted (and answered)
+                clock.holdNextReading()
+                #expect(clock.waitUntilHeld(), "the loop did not read its clock")
+                try b.request("/arrived")
+                #expect(waitUntilSent(b), "the request did not reach the server")
+                clock.advance(milliseconds: prelude.isEmpty ? 10_251 : 60_251)
+                clock.release()
+                #expect(try b.readResponse().text == "/arrived")
+            }
+        }
+    }
+
     @Test func clientsThatStopReadingAreCutOffAfterTheWriteTimeout() throws {
         let clock = ManualClock()
         try withServer(
@@ -876,6 +942,65 @@ final class Counter: @unchecked Sendable {
 
 /// Whether the server has neither answered nor closed the connection: nothing to read,
 /// and no end of stream.
+/// Whether everything `c` sent has been taken by the peer (acknowledged: on loopback, in
+/// its socket's receive queue); polled, false after `seconds`.
+func waitUntilSent(_ c: RawHTTPClient, seconds: Double = 20) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        var unsent: Int32 = 0
+        if ioctl(c.fd, UInt(TIOCOUTQ), &unsent) == 0 && unsent == 0 { return true }
+        usleep(1000)
+    }
+    return false
+}
+
+/// A `ManualClock` whose next reading can be held up: the thread reading it waits until the
+/// test releases it, as an event loop the scheduler leaves off the core between
+/// `epoll_wait` and its clock would. The wall clock is never held.
+final class HeldClock: ServerClock, @unchecked Sendable {
+    private let manual = ManualClock()
+    private let condition = NSCondition()
+    private var armed = false
+    private var held = false
+
+    func monotonicMilliseconds() -> Int64 {
+        condition.lock()
+        if armed {
+            armed = false
+            held = true
+            condition.broadcast()
+            while held { condition.wait() }
+        }
+        condition.unlock()
+        return manual.monotonicMilliseconds()
+    }
+
+    func wallSeconds() -> Int64 { manual.wallSeconds() }
+
+    func advance(milliseconds: Int64) { manual.advance(milliseconds: milliseconds) }
+
+    /// The next reading waits for `release()`.
+    func holdNextReading() { condition.withLock { armed = true } }
+
+    /// Waits until a reading is held; false after `seconds`.
+    func waitUntilHeld(seconds: Double = 20) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        let deadline = Date().addingTimeInterval(seconds)
+        while !held {
+            if !condition.wait(until: deadline) { return held }
+        }
+        return true
+    }
+
+    func release() {
+        condition.withLock {
+            held = false
+            condition.broadcast()
+        }
+    }
+}
+
 func isOpenAndSilent(_ c: RawHTTPClient) -> Bool {
     var byte: UInt8 = 0
     let n = recv(c.fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))

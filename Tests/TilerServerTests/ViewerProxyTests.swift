@@ -124,6 +124,8 @@ import TilerCore
             report = try runTool("/usr/bin/env", ["python3", script, "\(base)/iiif/3/collection.json"])
         } catch {
             // Once, on 2 cores at load 17 over --sources, an image got 502 from nginx: say why.
+            // (A 502 for a tile came from tiler's head timeout counting its own loop's
+            // hold-ups: docs/reliability.md, "The nginx 502 under load".)
             Issue.record("nginx's errors: \(nginx.upstreamErrors())")
             throw error
         }
