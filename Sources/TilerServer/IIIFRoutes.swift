@@ -74,16 +74,17 @@ func iiifRoutes(store: TileStore, address: PublicAddress) -> [Route] {
                     accept.quality(type: "application", subtype: "json")
                     > accept.quality(type: "application", subtype: "ld+json")
                 let response = HTTPResponse.bytes(
-                    status: 200, contentType: plain ? "application/json" : IIIF.jsonLDMediaType, body: Array(body),
+                    status: 200, contentType: plain ? "application/json" : IIIFVersion.v3.jsonLDMediaType, body: Array(body),
                     cacheControl: documentCacheControl)
                 return .withHeaders([("Vary", ["Accept", vary].compactMap { $0 }.joined(separator: ", "))], response)
             case let .image(request):
                 let plan = try httpError { () throws(IIIFError) in
                     try IIIFImagePlan(request, geometry: pyramid.geometry, limits: limits)
                 }
-                let canonical = canonicalParameters(plan, pyramid.geometry)
+                let canonical = plan.canonicalParameters(in: pyramid.geometry)
                 // One Link field with both links: some clients read only the first field.
-                let links = [("Link", "<\(IIIF.profileURI)>;rel=\"profile\", <\(base)/\(canonical)>;rel=\"canonical\"")] + varyHeader
+                let links =
+                    [("Link", "<\(IIIFVersion.v3.profileURI)>;rel=\"profile\", <\(base)/\(canonical)>;rel=\"canonical\"")] + varyHeader
                 if let tile = plan.exactTile(in: pyramid.geometry, format: pyramid.manifest.format) {
                     return .withHeaders(links, try clippedTileResponse(tile, of: pyramid, store: store))
                 }
@@ -98,7 +99,12 @@ func iiifRoutes(store: TileStore, address: PublicAddress) -> [Route] {
     ]
 }
 
-let iiifPrefix = "/iiif/3/"
+let iiifPrefix = IIIFVersion.v3.pathPrefix
+
+extension IIIFVersion {
+    /// Where the version's images live: `/iiif/3/`.
+    var pathPrefix: String { "/iiif/\(rawValue)/" }
+}
 
 /// Runs `body`, turning a IIIF 400/404 into the same HTTP error.
 private func httpError<T>(_ body: () throws(IIIFError) -> T) throws(HTTPError) -> T {
@@ -107,18 +113,4 @@ private func httpError<T>(_ body: () throws(IIIFError) -> T) throws(HTTPError) -
     } catch {
         throw HTTPError(error.status, error.description)
     }
-}
-
-/// The canonical form of a request (region `full` or `x,y,w,h`; size `max`, `w,h` or
-/// `^w,h`), for the `rel="canonical"` link and as the cache key of drawn images.
-func canonicalParameters(_ plan: IIIFImagePlan, _ g: PyramidGeometry) -> String {
-    let r = plan.region
-    let full = r.x == 0 && r.y == 0 && r.width == g.width && r.height == g.height
-    let region = full ? "full" : "\(r.x),\(r.y),\(r.width),\(r.height)"
-    let upscaled = plan.width > r.width || plan.height > r.height
-    let size = plan.width == r.width && plan.height == r.height ? "max" : (upscaled ? "^" : "") + "\(plan.width),\(plan.height)"
-    let degrees = plan.rotation.degrees
-    let number = degrees == degrees.rounded() ? String(Int(degrees)) : String(degrees)
-    let rotation = (plan.rotation.mirror ? "!" : "") + number
-    return "\(region)/\(size)/\(rotation)/\(plan.quality.rawValue).\(plan.format.rawValue)"
 }
