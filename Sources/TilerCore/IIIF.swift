@@ -1,17 +1,36 @@
-/// IIIF Image API 3.0: request parsing, validation and the Image Information document.
-/// Pure values; the server turns `IIIFError` into an HTTP status and the renderer draws a
-/// `IIIFImagePlan`. Specification: https://iiif.io/api/image/3.0/
+/// IIIF Image API 3.0 and 2.1: request parsing, validation and the Image Information
+/// document. Pure values; the server turns `IIIFError` into an HTTP status and the renderer
+/// draws a `IIIFImagePlan`. Specifications: https://iiif.io/api/image/3.0/ and
+/// https://iiif.io/api/image/2.1/
 public enum IIIF {
-    /// The JSON-LD context of version 3.
-    public static let context = "http://iiif.io/api/image/3/context.json"
     /// The `protocol` value of every info.json.
     public static let protocolURI = "http://iiif.io/api/image"
     /// The compliance level this implementation reaches.
     public static let complianceLevel = "level2"
+}
+
+/// A version of the Image API: the same images, geometry and renderer behind two URL
+/// syntaxes and two info.json shapes.
+public enum IIIFVersion: Int, Sendable, Hashable, CaseIterable {
+    /// Image API 2.1: `full` is a (deprecated) name for `max`, there is no `^`, and any
+    /// explicit size may exceed the region (the feature `sizeAboveFull`).
+    case v2 = 2
+    /// Image API 3.0: a size exceeds the region only after `^`.
+    case v3 = 3
+
+    /// The JSON-LD context of info.json.
+    public var context: String { "http://iiif.io/api/image/\(rawValue)/context.json" }
     /// The profile document, sent in `Link: <…>;rel="profile"` on image responses.
-    public static let profileURI = "http://iiif.io/api/image/3/level2.json"
-    /// The `Content-Type` for info.json when a client asks for JSON-LD.
-    public static let jsonLDMediaType = "application/ld+json;profile=\"http://iiif.io/api/image/3/context.json\""
+    public var profileURI: String { "http://iiif.io/api/image/\(rawValue)/\(IIIF.complianceLevel).json" }
+    /// The `Content-Type` for info.json when it is sent as JSON-LD.
+    public var jsonLDMediaType: String { "application/ld+json;profile=\"\(context)\"" }
+    /// The version as the specification names it.
+    public var name: String {
+        switch self {
+        case .v2: "2.1"
+        case .v3: "3.0"
+        }
+    }
 }
 
 /// Why a IIIF request cannot be answered: a 400 (malformed or impossible request) or a
@@ -60,7 +79,8 @@ public enum IIIFRegion: Sendable, Hashable {
     case percent(x: Double, y: Double, width: Double, height: Double)
 }
 
-/// The size parameter: a form and whether `^` allows upscaling.
+/// The size parameter: a form and whether the output may be larger than the region (3.0's
+/// `^`; any explicit size in 2.1).
 public struct IIIFSize: Sendable, Hashable {
     public enum Form: Sendable, Hashable {
         case max
@@ -164,11 +184,11 @@ public enum IIIFRoute: Sendable, Hashable {
         }
     }
 
-    /// Parses the still percent-encoded path after the prefix (`/iiif/3/`), e.g.
-    /// `abc/full/max/0/default.jpg`. Segments are split on `/` before decoding, so an
-    /// identifier may contain an encoded slash (`%2F`). A path of another shape is a 404
-    /// (it names no IIIF resource); a malformed parameter is a 400.
-    public static func parse(path: Substring) throws(IIIFError) -> IIIFRoute {
+    /// Parses the still percent-encoded path after the prefix (`/iiif/3/`, `/iiif/2/`),
+    /// e.g. `abc/full/max/0/default.jpg`, in `version`'s syntax. Segments are split on `/`
+    /// before decoding, so an identifier may contain an encoded slash (`%2F`). A path of
+    /// another shape is a 404 (it names no IIIF resource); a malformed parameter is a 400.
+    public static func parse(path: Substring, version: IIIFVersion = .v3) throws(IIIFError) -> IIIFRoute {
         let raw = path.split(separator: "/", omittingEmptySubsequences: false)
         guard let first = raw.first, !first.isEmpty else { throw .notFound("no IIIF identifier in the path") }
         guard let identifier = percentDecode(first) else {
@@ -192,7 +212,7 @@ public enum IIIFRoute: Sendable, Hashable {
                 throw .badRequest("'\(qf.prefix(40))' needs a quality and a format, as in default.jpg")
             }
             let region = try parseRegion(parts[0])
-            let size = try parseSize(parts[1])
+            let size = try parseSize(parts[1], version: version)
             let rotation = try parseRotation(parts[2])
             guard let quality = IIIFQuality(rawValue: String(qf[..<dot])) else {
                 throw .badRequest("quality '\(qf[..<dot].prefix(40))' is not one of default, color, gray, bitonal")
@@ -232,13 +252,18 @@ public enum IIIFRoute: Sendable, Hashable {
         return .pixels(x: x, y: y, width: w, height: h)
     }
 
-    /// `max`, `w,`, `,h`, `pct:n`, `w,h`, `!w,h`, each optionally prefixed with `^`.
-    public static func parseSize(_ text: String) throws(IIIFError) -> IIIFSize {
+    /// `max`, `w,`, `,h`, `pct:n`, `w,h`, `!w,h`: in 3.0 each optionally prefixed with `^`
+    /// (upscaling); in 2.1 never (any explicit size may upscale), and `full` means `max`.
+    public static func parseSize(_ text: String, version: IIIFVersion = .v3) throws(IIIFError) -> IIIFSize {
         var body = Substring(text)
-        let upscale = body.hasPrefix("^")
-        if upscale { body = body.dropFirst() }
-        let bad = IIIFError.badRequest("size '\(text.prefix(40))' is not max, w,, ,h, pct:n, w,h or !w,h (optionally after ^)")
-        if body == "max" { return IIIFSize(.max, upscale: upscale) }
+        let caret = version == .v3 && body.hasPrefix("^")
+        if caret { body = body.dropFirst() }
+        let upscale = caret || version == .v2
+        let bad = IIIFError.badRequest(
+            version == .v3
+                ? "size '\(text.prefix(40))' is not max, w,, ,h, pct:n, w,h or !w,h (optionally after ^)"
+                : "size '\(text.prefix(40))' is not full, max, w,, ,h, pct:n, w,h or !w,h")
+        if body == "max" || (version == .v2 && body == "full") { return IIIFSize(.max, upscale: caret) }
         if body.hasPrefix("pct:") {
             guard let n = parseIIIFDecimal(body.dropFirst(4)) else { throw bad }
             guard n > 0 else { throw .badRequest("size '\(text.prefix(40))' is zero") }
@@ -326,10 +351,10 @@ public struct IIIFImagePlan: Sendable, Hashable {
             h = s == 1 ? region.height : max(1, clampedInt((rh * s).rounded(.down)))
         case let .width(ow):
             w = ow
-            h = clampedInt((rh * Double(ow) / rw).rounded())
+            h = Self.proportional(region.height, ow, region.width)
         case let .height(oh):
             h = oh
-            w = clampedInt((rw * Double(oh) / rh).rounded())
+            w = Self.proportional(region.width, oh, region.height)
         case let .percent(n):
             w = clampedInt((rw * n / 100).rounded())
             h = clampedInt((rh * n / 100).rounded())
@@ -339,10 +364,10 @@ public struct IIIFImagePlan: Sendable, Hashable {
         case let .confined(bw, bh):
             if Double(bw) / rw <= Double(bh) / rh {
                 w = bw
-                h = min(bh, clampedInt((rh * Double(bw) / rw).rounded()))
+                h = min(bh, Self.proportional(region.height, bw, region.width))
             } else {
                 h = bh
-                w = min(bw, clampedInt((rw * Double(bh) / rh).rounded()))
+                w = min(bw, Self.proportional(region.width, bh, region.height))
             }
         }
         guard w >= 1, h >= 1 else {
@@ -366,6 +391,33 @@ public struct IIIFImagePlan: Sendable, Hashable {
         self.rotation = request.rotation
         self.quality = request.quality
         self.format = request.format
+    }
+
+    /// `length × numerator / denominator`, rounded: a side of a size given by the other side.
+    static func proportional(_ length: Int, _ numerator: Int, _ denominator: Int) -> Int {
+        clampedInt((Double(length) * Double(numerator) / Double(denominator)).rounded())
+    }
+
+    /// The canonical form of the request in `version`'s syntax, for the `rel="canonical"`
+    /// link and as the cache key of drawn images: region `full` or `x,y,w,h`; size `max`,
+    /// `w,h` or `^w,h` in 3.0, and `full`, `w,` (when that gives the same height) or `w,h`
+    /// in 2.1.
+    public func canonicalParameters(in g: PyramidGeometry, version: IIIFVersion = .v3) -> String {
+        let r = region
+        let full = r.x == 0 && r.y == 0 && r.width == g.width && r.height == g.height
+        let regionText = full ? "full" : "\(r.x),\(r.y),\(r.width),\(r.height)"
+        let size: String
+        if width == r.width && height == r.height {
+            size = version == .v3 ? "max" : "full"
+        } else if version == .v2 {
+            size = Self.proportional(r.height, width, r.width) == height ? "\(width)," : "\(width),\(height)"
+        } else {
+            size = (width > r.width || height > r.height ? "^" : "") + "\(width),\(height)"
+        }
+        let degrees = rotation.degrees
+        let number = degrees == degrees.rounded() ? String(Int(degrees)) : String(degrees)
+        let rotationText = (rotation.mirror ? "!" : "") + number
+        return "\(regionText)/\(size)/\(rotationText)/\(quality.rawValue).\(format.rawValue)"
     }
 
     /// The coarsest pyramid level whose resolution is at least what the output needs on
@@ -404,8 +456,10 @@ public struct IIIFImagePlan: Sendable, Hashable {
     }
 }
 
-/// The Image Information document (`info.json`) for IIIF Image API 3.0.
-public struct IIIFImageInfo: Sendable, Hashable, Codable {
+/// The Image Information document (`info.json`), in the shape of either version: 3.0's
+/// (`id`, `type`, `profile: "level2"`, `extraFeatures`, the limits at the top) or 2.1's
+/// (`@id`, `profile: [level2.json, {formats, qualities, supports, limits}]`).
+public struct IIIFImageInfo: Sendable, Hashable, Encodable {
     public struct Size: Sendable, Hashable, Codable {
         public let width: Int
         public let height: Int
@@ -417,48 +471,40 @@ public struct IIIFImageInfo: Sendable, Hashable, Codable {
         public let scaleFactors: [Int]
     }
 
-    public let context: String
+    public let version: IIIFVersion
+    /// The image's base URI, `{scheme}://{server}{/prefix}/{identifier}`.
     public let id: String
-    public let type: String
-    public let `protocol`: String
-    public let profile: String
     public let width: Int
     public let height: Int
-    public let maxWidth: Int
-    public let maxHeight: Int
-    public let maxArea: Int
+    public let limits: IIIFLimits
     public let sizes: [Size]
     public let tiles: [Tiles]
-    public let preferredFormats: [String]
-    public let extraFormats: [String]
-    public let extraQualities: [String]
-    public let extraFeatures: [String]
+    /// The pyramid's own format, which exact tiles are served in without drawing.
+    public let preferredFormat: IIIFFormat
 
-    enum CodingKeys: String, CodingKey {
-        case context = "@context"
-        case id, type, `protocol`, profile, width, height, maxWidth, maxHeight, maxArea
-        case sizes, tiles, preferredFormats, extraFormats, extraQualities, extraFeatures
+    /// The features this implementation offers beyond compliance level 2 in `version`'s
+    /// names (2.1 calls upscaling `sizeAboveFull` and has `regionSquare` above level 2).
+    public static func extraFeatureNames(_ version: IIIFVersion) -> [String] {
+        let shared = [
+            "baseUriRedirect", "canonicalLinkHeader", "cors", "jsonldMediaType", "mirroring", "profileLinkHeader",
+            "rotationArbitrary",
+        ]
+        switch version {
+        case .v2: return (shared + ["regionSquare", "sizeAboveFull"]).sorted()
+        case .v3: return shared + ["sizeUpscaling"]
+        }
     }
-
-    /// The features this implementation offers beyond compliance level 2.
-    public static let extraFeatureNames = [
-        "baseUriRedirect", "canonicalLinkHeader", "cors", "jsonldMediaType", "mirroring",
-        "profileLinkHeader", "rotationArbitrary", "sizeUpscaling",
-    ]
 
     /// - Parameter id: the image's base URI, `{scheme}://{server}{/prefix}/{identifier}`,
     ///   exactly the URL of info.json without `/info.json`.
-    public init(id: String, geometry: PyramidGeometry, format: TileFormat, limits: IIIFLimits = .default) {
-        self.context = IIIF.context
+    public init(
+        id: String, geometry: PyramidGeometry, format: TileFormat, limits: IIIFLimits = .default, version: IIIFVersion = .v3
+    ) {
+        self.version = version
         self.id = id
-        self.type = "ImageService3"
-        self.protocol = IIIF.protocolURI
-        self.profile = IIIF.complianceLevel
         self.width = geometry.width
         self.height = geometry.height
-        self.maxWidth = limits.maxWidth
-        self.maxHeight = limits.maxHeight
-        self.maxArea = limits.maxArea
+        self.limits = limits
         // Every stored level is a size served straight from its tiles' resolution.
         self.sizes = geometry.levels
             .filter { $0.width <= limits.maxWidth && $0.height <= limits.maxHeight && $0.width * $0.height <= limits.maxArea }
@@ -468,10 +514,52 @@ public struct IIIFImageInfo: Sendable, Hashable, Codable {
                 width: geometry.tileSize, height: geometry.tileSize,
                 scaleFactors: geometry.levelNumbers.map { 1 << $0 })
         ]
-        self.preferredFormats = [IIIFFormat(format).rawValue]
-        self.extraFormats = ["webp"]
-        self.extraQualities = ["color", "gray", "bitonal"]
-        self.extraFeatures = Self.extraFeatureNames
+        self.preferredFormat = IIIFFormat(format)
+    }
+
+    private enum Key: String, CodingKey {
+        case context = "@context", atID = "@id"
+        case id, type, `protocol`, profile, width, height, maxWidth, maxHeight, maxArea
+        case sizes, tiles, preferredFormats, extraFormats, extraQualities, extraFeatures
+        case formats, qualities, supports
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        try c.encode(version.context, forKey: .context)
+        try c.encode(IIIF.protocolURI, forKey: .protocol)
+        try c.encode(width, forKey: .width)
+        try c.encode(height, forKey: .height)
+        try c.encode(sizes, forKey: .sizes)
+        try c.encode(tiles, forKey: .tiles)
+        let extraQualities = IIIFQuality.allCases.filter { $0 != .default }.map(\.rawValue)
+        switch version {
+        case .v3:
+            try c.encode(id, forKey: .id)
+            try c.encode("ImageService3", forKey: .type)
+            try c.encode(IIIF.complianceLevel, forKey: .profile)
+            try encodeLimits(into: &c)
+            try c.encode([preferredFormat.rawValue], forKey: .preferredFormats)
+            try c.encode([IIIFFormat.webp.rawValue], forKey: .extraFormats)
+            try c.encode(extraQualities, forKey: .extraQualities)
+            try c.encode(Self.extraFeatureNames(.v3), forKey: .extraFeatures)
+        case .v2:
+            // The profile: the compliance level's URI, then what this server offers beyond it.
+            try c.encode(id, forKey: .atID)
+            var profile = c.nestedUnkeyedContainer(forKey: .profile)
+            try profile.encode(version.profileURI)
+            var offered = profile.nestedContainer(keyedBy: Key.self)
+            try offered.encode([IIIFFormat.webp.rawValue], forKey: .formats)
+            try offered.encode(extraQualities, forKey: .qualities)
+            try offered.encode(Self.extraFeatureNames(.v2), forKey: .supports)
+            try encodeLimits(into: &offered)
+        }
+    }
+
+    private func encodeLimits(into c: inout KeyedEncodingContainer<Key>) throws {
+        try c.encode(limits.maxWidth, forKey: .maxWidth)
+        try c.encode(limits.maxHeight, forKey: .maxHeight)
+        try c.encode(limits.maxArea, forKey: .maxArea)
     }
 }
 

@@ -63,7 +63,7 @@ func authServices(for id: String, base: String, policy: AccessPolicy) -> [[Strin
     }
     return [
         [
-            "id": base + iiifPrefix + encoded + "/probe", "type": "AuthProbeService2",
+            "id": base + IIIFVersion.v3.pathPrefix + encoded + "/probe", "type": "AuthProbeService2",
             "errorHeading": ["en": ["This image is private"]], "errorNote": ["en": ["You may not see it."]],
             "service": [accessService],
         ]
@@ -75,13 +75,13 @@ func authServices(for id: String, base: String, policy: AccessPolicy) -> [[Strin
 func privateInfoResponse(_ error: HTTPError, id: String, base: String, policy: AccessPolicy) -> HTTPResponse {
     let encoded = id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(["/"])) ?? id
     let body: [String: Any] = [
-        "@context": [authContext, IIIF.context], "id": base + iiifPrefix + encoded, "type": "ImageService3",
+        "@context": [authContext, IIIFVersion.v3.context], "id": base + IIIFVersion.v3.pathPrefix + encoded, "type": "ImageService3",
         "protocol": "http://iiif.io/api/image", "profile": "level2",
         "service": authServices(for: id, base: base, policy: policy),
     ]
     let bytes = (try? JSONSerialization.data(withJSONObject: body, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
     let response = HTTPResponse.bytes(
-        status: error.status, contentType: IIIF.jsonLDMediaType, body: Array(bytes), cacheControl: "no-store")
+        status: error.status, contentType: IIIFVersion.v3.jsonLDMediaType, body: Array(bytes), cacheControl: "no-store")
     return error.status == 401
         ? .withHeaders([("WWW-Authenticate", error.challenge ?? "Bearer"), ("Vary", TileStore.privateVary)], response)
         : .withHeaders([("Vary", TileStore.privateVary)], response)
@@ -90,7 +90,7 @@ func privateInfoResponse(_ error: HTTPError, id: String, base: String, policy: A
 /// `info.json`'s body with the auth services added (and their context first).
 func infoWithAuthServices(_ info: Data, id: String, base: String, policy: AccessPolicy) -> Data {
     guard var object = (try? JSONSerialization.jsonObject(with: info)) as? [String: Any] else { return info }
-    object["@context"] = [authContext, IIIF.context]
+    object["@context"] = [authContext, IIIFVersion.v3.context]
     object["service"] = authServices(for: id, base: base, policy: policy)
     return (try? JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]))
         ?? info

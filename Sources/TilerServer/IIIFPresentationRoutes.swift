@@ -87,7 +87,7 @@ func fnv1a(_ bytes: [UInt8]) -> UInt64 {
 }
 
 /// `BASE/iiif/3/ID`: the image service, and the start of every id of its manifest.
-private func serviceID(_ p: Pyramid, _ base: String) -> String { "\(base)\(iiifPrefix)\(p.id)" }
+private func serviceID(_ p: Pyramid, _ base: String) -> String { "\(base)\(IIIFVersion.v3.pathPrefix)\(p.id)" }
 
 /// `{"none": [text]}`: a language map for text that is in no language (ids, sizes).
 private func languageMap(_ json: inout JSONWriter, _ key: String, _ text: String, language: String = "none") {
@@ -198,7 +198,7 @@ func collectionDocument(_ pyramids: [Pyramid], base: String) -> [UInt8] {
     var json = JSONWriter(capacity: 512 + pyramids.count * 400)
     json.beginObject()
     json.field("@context", presentationContext)
-    json.field("id", "\(base)\(iiifPrefix)collection.json")
+    json.field("id", "\(base)\(IIIFVersion.v3.pathPrefix)collection.json")
     json.field("type", "Collection")
     languageMap(&json, "label", "Images", language: "en")
     json.key("items")

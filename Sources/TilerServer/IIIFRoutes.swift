@@ -3,19 +3,25 @@ import TilerCore
 import TilerHTTP
 import TilerImaging
 
-/// IIIF Image API 3.0 under `/iiif/3/`, compliance level 2:
-/// - `/iiif/3/ID` redirects (303) to `/iiif/3/ID/info.json`;
-/// - `/iiif/3/ID/info.json` is the Image Information document (`application/ld+json`
-///   with the IIIF 3 context as profile, or `application/json` when the request's
-///   `Accept` prefers it; its `id` starts with the base URL, or else is
-///   built per request from the `Host` header or a trusted proxy's, see `PublicAddress`);
-/// - `/iiif/3/ID/REGION/SIZE/ROTATION/QUALITY.FORMAT` is an image: the stored tile itself
+/// IIIF Image API 3.0 under `/iiif/3/` and 2.1 under `/iiif/2/`, compliance level 2, from
+/// the same geometry and renderer:
+/// - `/iiif/V/ID` redirects (303) to `/iiif/V/ID/info.json`;
+/// - `/iiif/V/ID/info.json` is the Image Information document in that version's shape. As
+///   3.0 says, JSON-LD (with the version's context as profile) unless the request's
+///   `Accept` prefers `application/json`; as 2.1 says, `application/json` unless it
+///   prefers `application/ld+json`. Its id starts with the base URL, or else is built per
+///   request from the `Host` header or a trusted proxy's, see `PublicAddress`;
+/// - `/iiif/V/ID/REGION/SIZE/ROTATION/QUALITY.FORMAT` is an image: the stored tile itself
 ///   when the request is exactly a tile, otherwise drawn with libvips from the coarsest
-///   pyramid level that still has the resolution the output needs, and cached.
+///   pyramid level that still has the resolution the output needs, and cached under the
+///   version's canonical form (so the versions never share a drawn body).
 ///
 /// Identifiers are percent-decoded (the request's raw path is parsed, so the id in
 /// info.json is the one the client wrote). Output size is capped by
 /// `ServerConfiguration.iiifLimits`. CORS comes from the HTTP layer, like every route.
+/// Private images (`--access`) are refused as on every route; only 3.0's info.json names
+/// the IIIF Authorization Flow 2.0 services (`iiifAuthRoutes`) to a caller without a token:
+/// 2.1's is a plain 401 or 403, like its images.
 func iiifRoutes(store: TileStore, address: PublicAddress) -> [Route] {
     [
         Route("iiif", firstSegments: ["iiif"]) { request throws(HTTPError) in
@@ -24,18 +30,19 @@ func iiifRoutes(store: TileStore, address: PublicAddress) -> [Route] {
             // API's (`iiifPresentationRoutes`, tried first).
             let target = request.head.target
             let path = String(decoding: target[0..<request.head.pathLength], as: UTF8.self)
-            guard path.hasPrefix(iiifPrefix) else {
-                throw HTTPError(404, "IIIF Image API 3.0 lives under \(iiifPrefix)ID/")
+            guard let version = IIIFVersion.allCases.first(where: { path.hasPrefix($0.pathPrefix) }) else {
+                throw HTTPError(404, "the IIIF Image API lives under /iiif/3/ID/ (3.0) and /iiif/2/ID/ (2.1)")
             }
-            let rest = path.dropFirst(iiifPrefix.count)
-            let route = try httpError { () throws(IIIFError) in try IIIFRoute.parse(path: Substring(rest)) }
+            let prefix = version.pathPrefix
+            let rest = path.dropFirst(prefix.count)
+            let route = try httpError { () throws(IIIFError) in try IIIFRoute.parse(path: Substring(rest), version: version) }
             let pyramid: Pyramid
             do throws(HTTPError) {
                 pyramid = try store.pyramid(named: route.identifier, for: request)
             } catch {
-                // IIIF Auth 2.0: a private image's info.json names its services even to a
+                // IIIF Auth 2.0: a private image's 3.0 info.json names its services even to a
                 // caller it is not open to (with the 401 or 403, and without its size).
-                if case .info = route, let access = store.access, error.status == 401 || error.status == 403 {
+                if version == .v3, case .info = route, let access = store.access, error.status == 401 || error.status == 403 {
                     let publicBase = address.absoluteBase(for: request.head).url
                     return privateInfoResponse(error, id: route.identifier, base: publicBase, policy: access.policy)
                 }
@@ -46,7 +53,7 @@ func iiifRoutes(store: TileStore, address: PublicAddress) -> [Route] {
             let isPrivate = store.isPrivate(pyramid)
             let vary = isPrivate ? [hostVary, TileStore.privateVary].compactMap { $0 }.joined(separator: ", ") : hostVary
             let documentCacheControl = isPrivate ? TileStore.privateCacheControl : "no-cache"
-            let base = publicBase + iiifPrefix + rest.prefix { $0 != "/" }
+            let base = publicBase + prefix + rest.prefix { $0 != "/" }
             let varyHeader = vary.map { [("Vary", $0)] } ?? []
             let limits = store.configuration.iiifLimits
             switch route {
@@ -57,40 +64,42 @@ func iiifRoutes(store: TileStore, address: PublicAddress) -> [Route] {
                         status: 303, contentType: "application/json",
                         body: Array(#"{"location":"\#(base)/info.json"}"#.utf8), cacheControl: documentCacheControl))
             case .info:
-                let info = IIIFImageInfo(id: base, geometry: pyramid.geometry, format: pyramid.manifest.format, limits: limits)
+                let info = IIIFImageInfo(
+                    id: base, geometry: pyramid.geometry, format: pyramid.manifest.format, limits: limits, version: version)
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
                 guard var body = try? encoder.encode(info) else {
                     throw HTTPError(500, "cannot encode info.json for '\(pyramid.id)'")
                 }
-                if isPrivate, let access = store.access {
+                if version == .v3, isPrivate, let access = store.access {
                     body = infoWithAuthServices(body, id: route.identifier, base: publicBase, policy: access.policy)
                 }
                 // Not cached as a document: without --base-url the id depends on the request.
-                // JSON-LD with the IIIF context as profile unless the client prefers plain
-                // JSON (Image API 3.0 §5.1: content negotiation, JSON-LD without `Accept`).
+                // Content negotiation (3.0 §5.1: JSON-LD unless the client prefers plain JSON;
+                // 2.1 §5: plain JSON unless the client asks for JSON-LD).
                 let accept = AcceptHeader(request.head.accept)
-                let plain =
-                    accept.quality(type: "application", subtype: "json")
-                    > accept.quality(type: "application", subtype: "ld+json")
+                let json = accept.quality(type: "application", subtype: "json")
+                let jsonLD = accept.quality(type: "application", subtype: "ld+json")
+                let asJSONLD = version == .v3 ? jsonLD >= json : jsonLD > json
                 let response = HTTPResponse.bytes(
-                    status: 200, contentType: plain ? "application/json" : IIIF.jsonLDMediaType, body: Array(body),
+                    status: 200, contentType: asJSONLD ? version.jsonLDMediaType : "application/json", body: Array(body),
                     cacheControl: documentCacheControl)
                 return .withHeaders([("Vary", ["Accept", vary].compactMap { $0 }.joined(separator: ", "))], response)
             case let .image(request):
                 let plan = try httpError { () throws(IIIFError) in
                     try IIIFImagePlan(request, geometry: pyramid.geometry, limits: limits)
                 }
-                let canonical = canonicalParameters(plan, pyramid.geometry)
+                let canonical = plan.canonicalParameters(in: pyramid.geometry, version: version)
                 // One Link field with both links: some clients read only the first field.
-                let links = [("Link", "<\(IIIF.profileURI)>;rel=\"profile\", <\(base)/\(canonical)>;rel=\"canonical\"")] + varyHeader
+                let links =
+                    [("Link", "<\(version.profileURI)>;rel=\"profile\", <\(base)/\(canonical)>;rel=\"canonical\"")] + varyHeader
                 if let tile = plan.exactTile(in: pyramid.geometry, format: pyramid.manifest.format) {
                     return .withHeaders(links, try clippedTileResponse(tile, of: pyramid, store: store))
                 }
                 return .withHeaders(
                     links,
                     try drawnResponse(
-                        "iiif/" + canonical, of: pyramid, store: store,
+                        "iiif/\(version.rawValue)/" + canonical, of: pyramid, store: store,
                         contentType: plan.format.mimeType
                     ) { $0.job(for: plan) })
             }
@@ -98,7 +107,10 @@ func iiifRoutes(store: TileStore, address: PublicAddress) -> [Route] {
     ]
 }
 
-let iiifPrefix = "/iiif/3/"
+extension IIIFVersion {
+    /// Where the version's images live: `/iiif/3/`, `/iiif/2/`.
+    var pathPrefix: String { "/iiif/\(rawValue)/" }
+}
 
 /// Runs `body`, turning a IIIF 400/404 into the same HTTP error.
 private func httpError<T>(_ body: () throws(IIIFError) -> T) throws(HTTPError) -> T {
@@ -107,18 +119,4 @@ private func httpError<T>(_ body: () throws(IIIFError) -> T) throws(HTTPError) -
     } catch {
         throw HTTPError(error.status, error.description)
     }
-}
-
-/// The canonical form of a request (region `full` or `x,y,w,h`; size `max`, `w,h` or
-/// `^w,h`), for the `rel="canonical"` link and as the cache key of drawn images.
-func canonicalParameters(_ plan: IIIFImagePlan, _ g: PyramidGeometry) -> String {
-    let r = plan.region
-    let full = r.x == 0 && r.y == 0 && r.width == g.width && r.height == g.height
-    let region = full ? "full" : "\(r.x),\(r.y),\(r.width),\(r.height)"
-    let upscaled = plan.width > r.width || plan.height > r.height
-    let size = plan.width == r.width && plan.height == r.height ? "max" : (upscaled ? "^" : "") + "\(plan.width),\(plan.height)"
-    let degrees = plan.rotation.degrees
-    let number = degrees == degrees.rounded() ? String(Int(degrees)) : String(degrees)
-    let rotation = (plan.rotation.mirror ? "!" : "") + number
-    return "\(region)/\(size)/\(rotation)/\(plan.quality.rawValue).\(plan.format.rawValue)"
 }

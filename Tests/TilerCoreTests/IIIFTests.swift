@@ -79,6 +79,75 @@ import TilerTestSupport
         }
     }
 
+    /// 2.1's sizes: `full` is `max`, there is no `^`, and every explicit size may exceed
+    /// the region (`sizeAboveFull`); the rest of the syntax is 3.0's.
+    @Test func sizesOfVersion2() throws {
+        func size(_ text: String) throws -> IIIFSize { try IIIFRoute.parseSize(text, version: .v2) }
+        #expect(try size("full") == IIIFSize(.max) && size("max") == IIIFSize(.max))
+        #expect(try size("150,") == IIIFSize(.width(150), upscale: true))
+        #expect(try size(",150") == IIIFSize(.height(150), upscale: true))
+        #expect(try size("pct:200") == IIIFSize(.percent(200), upscale: true))
+        #expect(try size("10,20") == IIIFSize(.exact(width: 10, height: 20), upscale: true))
+        #expect(try size("!10,20") == IIIFSize(.confined(width: 10, height: 20), upscale: true))
+        for bad in ["", "^max", "^150,", "^pct:50", "^!10,20", "Full", "full ", "0,", "pct:0", "!10,", "10.5,", "^"] {
+            #expect(status { _ = try size(bad) } == 400, "\(bad)")
+        }
+        guard case let .image(r) = try IIIFRoute.parse(path: "id/square/full/!90/gray.png", version: .v2) else {
+            Issue.record("not an image request")
+            return
+        }
+        #expect(
+            r
+                == IIIFImageRequest(
+                    identifier: "id", region: .square, size: IIIFSize(.max), rotation: IIIFRotation(mirror: true, degrees: 90),
+                    quality: .gray, format: .png))
+        #expect(status { _ = try IIIFRoute.parse(path: "id/full/^max/0/default.jpg", version: .v2) } == 400)
+        #expect(status { _ = try IIIFRoute.parse(path: "id/full/full/0/default.jpg", version: .v3) } == 400)
+    }
+
+    /// The sizes 2.1 draws: as 3.0's with `^` for explicit sizes, and `full` and `max`
+    /// never above the region; the limits apply alike.
+    @Test func sizeResolutionOfVersion2() throws {
+        func wh(_ size: String, _ g: PyramidGeometry, limits: IIIFLimits = .default) throws -> [Int] {
+            guard case let .image(r) = try IIIFRoute.parse(path: Substring("i/full/\(size)/0/default.jpg"), version: .v2) else {
+                return []
+            }
+            let plan = try IIIFImagePlan(r, geometry: g, limits: limits)
+            return [plan.width, plan.height]
+        }
+        #expect(try wh("full", g300x200) == [300, 200] && wh("max", g300x200) == [300, 200])
+        #expect(try wh("150,", g300x200) == [150, 100] && wh(",50", g300x200) == [75, 50])
+        #expect(try wh("!100,100", g300x200) == [100, 67])
+        for (size, v3) in [("1500,1500", "^1500,1500"), (",1500", "^,1500"), ("pct:200", "^pct:200"), ("!2000,3000", "^!2000,3000")] {
+            let expected = try plan("i/full/\(v3)/0/default.jpg", g1000)
+            #expect(try wh(size, g1000) == [expected.width, expected.height], "\(size)")
+        }
+        let small = IIIFLimits(maxWidth: 400, maxHeight: 1000, maxArea: 1_000_000)
+        #expect(try wh("full", g1000, limits: small) == [400, 400] && wh("max", g300x200, limits: small) == [300, 200])
+        #expect(status { _ = try wh("500,", g1000, limits: small) } == 400)
+    }
+
+    /// Canonical forms: 3.0's `max`, `w,h`, `^w,h`; 2.1's `full`, `w,` (when the height
+    /// follows from the width) and `w,h`. Each parses back to the same plan.
+    @Test func canonicalForms() throws {
+        for (path, v3, v2) in [
+            ("full/max/0/default.jpg", "full/max/0/default.jpg", "full/full/0/default.jpg"),
+            ("full/150,/0/default.jpg", "full/150,100/0/default.jpg", "full/150,/0/default.jpg"),
+            ("full/,50/90/gray.png", "full/75,50/90/gray.png", "full/75,/90/gray.png"),
+            ("0,0,100,100/100,50/!22.5/default.webp", "0,0,100,100/100,50/!22.5/default.webp", "0,0,100,100/100,50/!22.5/default.webp"),
+            ("square/^400,/0/bitonal.png", "50,0,200,200/^400,400/0/bitonal.png", "50,0,200,200/400,/0/bitonal.png"),
+        ] {
+            let p = try plan("i/" + path, g300x200)
+            #expect(p.canonicalParameters(in: g300x200, version: .v3) == v3, "\(path)")
+            #expect(p.canonicalParameters(in: g300x200, version: .v2) == v2, "\(path)")
+            for (version, canonical) in [(IIIFVersion.v3, v3), (.v2, v2)] {
+                guard case let .image(r) = try IIIFRoute.parse(path: Substring("i/" + canonical), version: version) else { continue }
+                let again = try IIIFImagePlan(r, geometry: g300x200)
+                #expect(again == p, "\(canonical) in \(version.name)")
+            }
+        }
+    }
+
     @Test func rotations() throws {
         #expect(try IIIFRoute.parseRotation("0") == IIIFRotation())
         #expect(try IIIFRoute.parseRotation("!180") == IIIFRotation(mirror: true, degrees: 180))
@@ -210,6 +279,32 @@ import TilerTestSupport
         #expect(json["maxArea"] as? Int == IIIFLimits.default.maxArea)
         #expect((json["extraQualities"] as? [String])?.contains("bitonal") == true)
         #expect((json["extraFeatures"] as? [String])?.contains("mirroring") == true)
+    }
+
+    /// 2.1's info.json: `@id`, the level 2 profile's URI then what is offered beyond it
+    /// (formats, qualities, features, limits), the same sizes and tiles as 3.0's.
+    @Test func infoDocumentOfVersion2() throws {
+        let limits = IIIFLimits(maxWidth: 800, maxHeight: 900, maxArea: 700_000)
+        let info = IIIFImageInfo(id: "http://h:1/iiif/2/x", geometry: g1000, format: .jpeg, limits: limits, version: .v2)
+        let json = try #require(try JSONSerialization.jsonObject(with: try JSONEncoder().encode(info)) as? [String: Any])
+        #expect(json["@context"] as? String == "http://iiif.io/api/image/2/context.json")
+        #expect(json["@id"] as? String == "http://h:1/iiif/2/x" && json["id"] == nil && json["type"] == nil)
+        #expect(json["protocol"] as? String == "http://iiif.io/api/image")
+        #expect(json["width"] as? Int == 1000 && json["height"] as? Int == 1000)
+        let profile = try #require(json["profile"] as? [Any])
+        #expect(profile.count == 2 && profile.first as? String == "http://iiif.io/api/image/2/level2.json")
+        let offered = try #require(profile.last as? [String: Any])
+        #expect(offered["formats"] as? [String] == ["webp"])
+        #expect(offered["qualities"] as? [String] == ["color", "gray", "bitonal"])
+        let supports = try #require(offered["supports"] as? [String])
+        #expect(Set(["mirroring", "rotationArbitrary", "regionSquare", "sizeAboveFull", "canonicalLinkHeader"]).isSubset(of: supports))
+        #expect(!supports.contains("sizeUpscaling"))
+        #expect(offered["maxWidth"] as? Int == 800 && offered["maxHeight"] as? Int == 900 && offered["maxArea"] as? Int == 700_000)
+        #expect(json["maxWidth"] == nil)
+        let tiles = try #require(json["tiles"] as? [[String: Any]])
+        #expect(tiles.count == 1 && tiles[0]["width"] as? Int == 256 && tiles[0]["scaleFactors"] as? [Int] == [1, 2, 4])
+        // Only the levels the limits allow.
+        #expect(json["sizes"] as? [[String: Int]] == [["width": 250, "height": 250], ["width": 500, "height": 500]])
     }
 
     @Test func percentDecoding() {

@@ -68,6 +68,8 @@ import TilerTestSupport
             "/images/\(id).dzi", "/images/\(id)_files/9/0_0.png", "/images/\(id)_files/1/0_0.png",
             "/iiif/3/\(id)", "/iiif/3/\(id)/info.json", "/iiif/3/\(id)/full/max/0/default.png",
             "/iiif/3/\(id)/10,20,300,200/150,/0/default.jpg", "/iiif/3/\(id)/manifest.json",
+            "/iiif/2/\(id)", "/iiif/2/\(id)/info.json", "/iiif/2/\(id)/full/full/0/default.png",
+            "/iiif/2/\(id)/10,20,300,200/150,/0/default.jpg",
         ]
     }
 
@@ -95,6 +97,7 @@ import TilerTestSupport
             for path in Self.routes("secret-a") + [
                 "/images/secret-zzz", "/images/secret-zzz/tiles/0/0/0.png",
                 "/images/secret-a/tiles/30/0/0.png", "/iiif/3/secret-zzz/info.json", "/images/secret-zzz.dzi",
+                "/iiif/2/secret-zzz/info.json", "/iiif/2/secret-zzz/full/max/0/default.jpg",
             ] {
                 let refused = try get(path)
                 #expect(refused.status == 401, "\(path) without a token: \(refused.status) \(refused.text.prefix(200))")
@@ -307,6 +310,7 @@ import TilerTestSupport
             for path in [
                 "/images/secret-a/tiles/0/0/0.png", "/images/secret-a/tiles/1/0/0.png", "/images/secret-a",
                 "/iiif/3/secret-a/full/120,/0/default.jpg", "/images/secret-a_files/5/0_0.png",
+                "/iiif/2/secret-a/full/120,/0/default.jpg",
             ] {
                 for round in 0..<3 {
                     let open = try fetch(port, path, headers: bearer)
@@ -473,6 +477,15 @@ import TilerTestSupport
             let open = try fetch(port, "/iiif/3/secret-a/info.json", headers: ["Cookie: tiler_token=\(cookie)"])
             #expect(open.status == 200 && open.json["width"] as? Int == 600 && open.json["service"] != nil)
             #expect(try fetch(port, "/iiif/3/public-a/info.json").json["service"] == nil, "a public image names no auth services")
+            // 2.1 names no services (Auth 2.0 is for 3.0): its info.json is refused like its
+            // images, and with a token is the plain document.
+            let closed2 = try fetch(port, "/iiif/2/secret-a/info.json")
+            #expect(closed2.status == 401 && closed2.header("WWW-Authenticate") != nil)
+            #expect(closed2.json["service"] == nil && closed2.json["width"] == nil && !closed2.text.contains("600"))
+            let open2 = try fetch(port, "/iiif/2/secret-a/info.json", headers: ["Cookie: tiler_token=\(cookie)"])
+            #expect(open2.status == 200 && open2.json["width"] as? Int == 600 && open2.json["service"] == nil)
+            #expect(open2.json["@context"] as? String == "http://iiif.io/api/image/2/context.json")
+            #expect(open2.header("Cache-Control") == "private, no-cache")
 
             func probe(_ id: String, _ headers: [String] = []) throws -> Int? {
                 let answer = try fetch(port, "/iiif/3/\(id)/probe", headers: headers)

@@ -83,12 +83,22 @@ import TilerTestSupport
         let address = "http://127.0.0.1:\(server.port)"
         let osdPage = try Self.instrumented(
             try Self.readmePage("openseadragon-page"), [Self.readmeServer: address, Self.openSeadragonCDN: "/osd/"])
+        // The same page over the IIIF Image API, as its comment offers, in 3.0 and 2.1.
+        let dzi = "\(address)/images/photo.dzi"
+        try #require(osdPage.contains(dzi))
+        let osdPages = [("osd.html", "/images/photo_files/")] + [3, 2].map { ("osd-iiif\($0).html", "/iiif/\($0)/photo/") }
         let leafletPage = try Self.instrumented(
             try Self.readmePage("leaflet-page"), [Self.readmeServer: address, Self.leafletCDN: "/leaflet/"])
         func file(_ path: String) throws -> [UInt8] { Array(try Data(contentsOf: URL(fileURLWithPath: path))) }
         // Another origin than tiler's, as a page of one's own would be.
         let site = try StaticSite([
             "/osd.html": (Array(osdPage.utf8), "text/html; charset=utf-8"),
+            "/osd-iiif3.html": (
+                Array(osdPage.replacingOccurrences(of: dzi, with: "\(address)/iiif/3/photo/info.json").utf8), "text/html; charset=utf-8"
+            ),
+            "/osd-iiif2.html": (
+                Array(osdPage.replacingOccurrences(of: dzi, with: "\(address)/iiif/2/photo/info.json").utf8), "text/html; charset=utf-8"
+            ),
             "/leaflet.html": (Array(leafletPage.utf8), "text/html; charset=utf-8"),
             "/osd/openseadragon.min.js": (try file(osd), "text/javascript"),
             "/leaflet/leaflet.js": (try file("\(leaflet)/leaflet.js"), "text/javascript"),
@@ -98,19 +108,26 @@ import TilerTestSupport
         guard let driver = try startBrowser() else { return }
         defer { driver.quit() }
 
-        // ---- OpenSeadragon: the whole image, then full resolution.
-        try driver.navigate("http://127.0.0.1:\(site.port)/osd.html")
-        let osdLoaded =
-            "typeof viewer !== 'undefined' && viewer.world.getItemCount() === 1 && viewer.world.getItemAt(0).getFullyLoaded()"
-        try driver.wait(for: "OpenSeadragon's first tiles", timeout: 120, "return " + osdLoaded)
-        _ = try driver.execute(
-            "viewer.viewport.zoomTo(viewer.viewport.imageToViewportZoom(1), null, true); window.zoomedAt = Date.now(); return 1")
-        try driver.wait(for: "OpenSeadragon at full resolution", timeout: 120, "return Date.now() - zoomedAt > 300 && \(osdLoaded)")
-        let drawer = try driver.execute("return viewer.drawer.getType()") as? String
-        // Chromium here gives OpenSeadragon its WebGL drawer, which without the option logs
-        // "Error creating texture in WebGL" (a console warning) for each tile.
-        try driver.expectNoScriptErrors()
-        #expect(drawer == "webgl" || drawer == "canvas", "OpenSeadragon's drawer: \(drawer ?? "none")")
+        // ---- OpenSeadragon: the whole image, then full resolution, from DeepZoom and from
+        // IIIF 3.0 and 2.1 (their tiles fetched from where each says).
+        for (page, tilePath) in osdPages {
+            try driver.navigate("http://127.0.0.1:\(site.port)/\(page)")
+            let osdLoaded =
+                "typeof viewer !== 'undefined' && viewer.world.getItemCount() === 1 && viewer.world.getItemAt(0).getFullyLoaded()"
+            try driver.wait(for: "OpenSeadragon's first tiles (\(page))", timeout: 120, "return " + osdLoaded)
+            _ = try driver.execute(
+                "viewer.viewport.zoomTo(viewer.viewport.imageToViewportZoom(1), null, true); window.zoomedAt = Date.now(); return 1")
+            try driver.wait(
+                for: "OpenSeadragon at full resolution (\(page))", timeout: 120, "return Date.now() - zoomedAt > 300 && \(osdLoaded)")
+            let drawer = try driver.execute("return viewer.drawer.getType()") as? String
+            // Chromium here gives OpenSeadragon its WebGL drawer, which without the option logs
+            // "Error creating texture in WebGL" (a console warning) for each tile.
+            try driver.expectNoScriptErrors()
+            #expect(drawer == "webgl" || drawer == "canvas", "OpenSeadragon's drawer: \(drawer ?? "none")")
+            let fetched = try driver.execute("return performance.getEntriesByType('resource').map((e) => e.name)") as? [String] ?? []
+            let tiles = fetched.filter { $0.hasPrefix(address + tilePath) }
+            #expect(tiles.count > 4, "\(page): \(fetched)")
+        }
 
         // ---- Leaflet: the image fitted to the window, every tile loaded.
         try driver.navigate("http://127.0.0.1:\(site.port)/leaflet.html")

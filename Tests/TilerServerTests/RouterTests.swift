@@ -104,13 +104,19 @@ import TilerTestSupport
                 "/images/\(id)/tiles/\(mutation.0)/\(mutation.1)/\(mutation.2)\(mutation.3)\(mutation.4)")
         }
         for _ in 0..<3000 {
-            var t = any(["/images/", "/images/", "/images/", "/Images/", "/images//", "/image/", "/iiif/3/"])
+            var t = any(["/images/", "/images/", "/images/", "/Images/", "/images//", "/image/", "/iiif/3/", "/iiif/2/"])
             t += any(["a", "a", "j.dzi", "part", "nope", ".", "..", "a%2e", "%61", "a\\b", "j"])
             t += any(["/tiles/", "/tiles/", "/tiles/", "/TILES/", "/tiles//", "_files/", "/thumbnail.png"])
             t += any(numbers) + "/" + any(numbers) + "/" + any(numbers)
             t += any([".png", ".png", ".PNG", ".jpg", ".jpeg", ".webp", ".", "", ".png.png", ".png/", "/x.png"])
             t += any(["", "", "", "?x=1", "#f", "%20"])
             targets.append(t)
+        }
+        // IIIF documents and exact tiles of both versions, which no fast path may answer.
+        for v in [2, 3] {
+            targets += [
+                "/iiif/\(v)/a", "/iiif/\(v)/a/info.json", "/iiif/\(v)/a/0,0,256,256/max/0/default.png", "/iiif/\(v)/nope/info.json",
+            ]
         }
         var directAnswers = 0
         for target in targets {
