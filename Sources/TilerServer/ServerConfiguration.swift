@@ -55,6 +55,9 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var maximumVisibleTiles = PyramidGeometry.defaultMaximumVisibleTiles
     /// Largest `limit` accepted by `/images`. Default 1000; the default limit is 50.
     public var maximumListLimit = 1000
+    /// The viewer's deepest zoom, in percent of the image's own pixels (`--viewer-max-zoom`):
+    /// past about twice a photo only blurs. Default 200.
+    public var viewerMaxZoomPercent = 200
     /// The largest IIIF output (`maxWidth`, `maxHeight`, `maxArea` in info.json).
     public var iiifLimits = IIIFLimits.default
     /// The public address every URL the server writes starts with (`--base-url`), for a
@@ -140,6 +143,8 @@ public struct ServerConfiguration: Sendable, Hashable {
         public static let cacheMB = 0...(1 << 20)
         public static let visibleTiles = 1...1_000_000
         public static let listLimit = 1...1_000_000
+        /// The viewer's deepest zoom, percent.
+        public static let viewerMaxZoom = 100...6400
         /// IIIF output width or height, px.
         public static let iiifSide = 1...1_000_000
         /// IIIF output area, pixels.
@@ -190,6 +195,7 @@ public struct ServerConfiguration: Sendable, Hashable {
         try check("tokenCacheEntries", tokenCacheEntries, Range.tokenCache)
         try check("maximumVisibleTiles", maximumVisibleTiles, Range.visibleTiles)
         try check("maximumListLimit", maximumListLimit, Range.listLimit)
+        try check("viewerMaxZoomPercent", viewerMaxZoomPercent, Range.viewerMaxZoom)
         try check("iiifLimits.maxWidth", iiifLimits.maxWidth, Range.iiifSide)
         try check("iiifLimits.maxHeight", iiifLimits.maxHeight, Range.iiifSide)
         try check("iiifLimits.maxArea", iiifLimits.maxArea, Range.iiifArea)

@@ -46,6 +46,7 @@ extension ServerConfiguration {
         case maxHeaderBytes = "max-header-bytes"
         case maxHeaders = "max-headers"
         case maxVisibleTiles = "max-visible-tiles"
+        case viewerMaxZoom = "viewer-max-zoom"
         case iiifMaxWidth = "iiif-max-width"
         case iiifMaxHeight = "iiif-max-height"
         case iiifMaxArea = "iiif-max-area"
@@ -350,6 +351,10 @@ extension ServerConfiguration {
                 return Spec(
                     summary: "Most tiles one /visible answer may list, else 400",
                     value: .integer(\.maximumVisibleTiles, S.visibleTiles))
+            case .viewerMaxZoom:
+                return Spec(
+                    summary: "The web viewer's deepest zoom, in percent of the image's own pixels",
+                    value: .integer(\.viewerMaxZoomPercent, S.viewerMaxZoom))
             case .iiifMaxWidth:
                 return Spec(summary: "Widest IIIF image output, px", value: .integer(\.iiifLimits.maxWidth, S.iiifSide))
             case .iiifMaxHeight:

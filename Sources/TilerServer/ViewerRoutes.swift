@@ -9,8 +9,8 @@ import TilerHTTP
 /// The page asks for everything by relative URL, so it works under any path prefix;
 /// with `--base-url` the page also carries `<base href="BASE/">`, so that it resolves
 /// them against the public address whatever URL it was reached by.
-func viewerRoutes(address: PublicAddress) -> [Route] {
-    let page = asset(viewerPage(base: address.base), "text/html; charset=utf-8")
+func viewerRoutes(address: PublicAddress, maxZoomPercent: Int) -> [Route] {
+    let page = asset(viewerPage(base: address.base, maxZoomPercent: maxZoomPercent), "text/html; charset=utf-8")
     let css = asset(PackageResources.viewer_css, "text/css; charset=utf-8")
     let js = asset(PackageResources.viewer_js, "text/javascript; charset=utf-8")
     return [
@@ -26,11 +26,15 @@ func viewerRoutes(address: PublicAddress) -> [Route] {
 }
 
 /// `index.html` with its `<!--tiler:base-->` marker replaced by a `<base>` element for
-/// `base`, or removed.
-func viewerPage(base: BaseURL?) -> [UInt8] {
+/// `base`, or removed, and its `<!--tiler:settings-->` by what the viewer reads of the
+/// server's settings (`--viewer-max-zoom`).
+func viewerPage(base: BaseURL?, maxZoomPercent: Int) -> [UInt8] {
     let html = String(decoding: PackageResources.index_html, as: UTF8.self)
     let element = base.map { #"<base href="\#(htmlEscaped($0.description + "/"))">"# } ?? ""
-    return Array(html.replacingOccurrences(of: "<!--tiler:base-->", with: element).utf8)
+    let settings = #"<meta name="tiler-max-zoom" content="\#(maxZoomPercent)">"#
+    return Array(
+        html.replacingOccurrences(of: "<!--tiler:base-->", with: element)
+            .replacingOccurrences(of: "<!--tiler:settings-->", with: settings).utf8)
 }
 
 private func htmlEscaped(_ s: String) -> String {

@@ -48,6 +48,7 @@ struct ServeOptions: ParsableArguments {
     @Option(name: .setting(.maxHeaderBytes), help: .setting(.maxHeaderBytes)) var maxHeaderBytes: String?
     @Option(name: .setting(.maxHeaders), help: .setting(.maxHeaders)) var maxHeaders: String?
     @Option(name: .setting(.maxVisibleTiles), help: .setting(.maxVisibleTiles)) var maxVisibleTiles: String?
+    @Option(name: .setting(.viewerMaxZoom), help: .setting(.viewerMaxZoom)) var viewerMaxZoom: String?
     @Option(name: .setting(.iiifMaxWidth), help: .setting(.iiifMaxWidth)) var iiifMaxWidth: String?
     @Option(name: .setting(.iiifMaxHeight), help: .setting(.iiifMaxHeight)) var iiifMaxHeight: String?
     @Option(name: .setting(.iiifMaxArea), help: .setting(.iiifMaxArea)) var iiifMaxArea: String?
@@ -76,7 +77,8 @@ struct ServeOptions: ParsableArguments {
             .cacheControl: cacheControl, .corsOrigin: corsOrigin, .maxConnections: maxConnections,
             .idleTimeout: idleTimeout, .headerTimeout: headerTimeout, .writeTimeout: writeTimeout,
             .shutdownGrace: shutdownGrace, .maxRequestLine: maxRequestLine, .maxHeaderBytes: maxHeaderBytes,
-            .maxHeaders: maxHeaders, .maxVisibleTiles: maxVisibleTiles, .iiifMaxWidth: iiifMaxWidth,
+            .maxHeaders: maxHeaders, .maxVisibleTiles: maxVisibleTiles, .viewerMaxZoom: viewerMaxZoom,
+            .iiifMaxWidth: iiifMaxWidth,
             .iiifMaxHeight: iiifMaxHeight, .iiifMaxArea: iiifMaxArea, .renderMemoryMB: renderMemoryMB,
             .renderWait: renderWait, .rescanInterval: rescanInterval, .baseURL: baseURL,
             .trustProxy: on(trustProxy), .access: access, .tokenCache: tokenCache, .accessLog: on(accessLog), .logFormat: logFormat,

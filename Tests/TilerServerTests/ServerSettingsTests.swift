@@ -34,7 +34,7 @@ import TilerStorage
             "TILER_CACHE_CONTROL": "", "TILER_CORS_ORIGIN": "https://x.example", "TILER_MAX_CONNECTIONS": "11",
             "TILER_IDLE_TIMEOUT": "12", "TILER_HEADER_TIMEOUT": "13", "TILER_WRITE_TIMEOUT": "14",
             "TILER_SHUTDOWN_GRACE": "0", "TILER_MAX_REQUEST_LINE": "1000", "TILER_MAX_HEADER_BYTES": "2000",
-            "TILER_MAX_HEADERS": "15", "TILER_MAX_VISIBLE_TILES": "16", "TILER_IIIF_MAX_WIDTH": "17",
+            "TILER_MAX_HEADERS": "15", "TILER_MAX_VISIBLE_TILES": "16", "TILER_VIEWER_MAX_ZOOM": "400", "TILER_IIIF_MAX_WIDTH": "17",
             "TILER_IIIF_MAX_HEIGHT": "18", "TILER_IIIF_MAX_AREA": "19", "TILER_RENDER_MEMORY_MB": "20",
             "TILER_RENDER_WAIT": "0.5", "TILER_RESCAN_INTERVAL": "30", "TILER_BASE_URL": "https://example.org/t",
             "TILER_TRUST_PROXY": "1", "TILER_ACCESS_LOG": "on", "TILER_LOG_FORMAT": "json", "TILER_METRICS_PORT": "9100",
@@ -76,6 +76,7 @@ import TilerStorage
         expected.http.maximumHeaderBytes = 2000
         expected.http.maximumHeaderCount = 15
         expected.maximumVisibleTiles = 16
+        expected.viewerMaxZoomPercent = 400
         expected.iiifLimits = IIIFLimits(maxWidth: 17, maxHeight: 18, maxArea: 19)
         expected.renderMemoryBytes = 20 << 20
         expected.renderWait = 0.5

@@ -75,6 +75,9 @@ enum ViewerPyramids {
         var configuration = ServerConfiguration(root: try root.get())
         configuration.http.port = 0
         configuration.http.threads = 2
+        // Deeper than a photo's 200 %: these tests zoom past the image's own pixels (a
+        // double-click doubling the scale there); the cap itself is `LightboxTests`'.
+        configuration.viewerMaxZoomPercent = 800
         let served = try ServedRoot(kind, folders: try root.get(), sourcesFormat: sourcesFormat)
         served.configure(&configuration)
         let server = TileServer(configuration: configuration)

@@ -55,6 +55,17 @@
   };
   const levelsLoaded = new Set();
   const status = (text) => { $('status').textContent = text; };
+  /** What a person calls an image: its title (the photo's own, from /images), else its id. */
+  const titleOf = (image) => image.title || image.id;
+  /**
+   * The most the view magnifies, in screen pixels per image pixel: `tiler serve
+   * --viewer-max-zoom` (a percentage, 200 by default; past about twice a photo only blurs),
+   * written into the page by the server. Never less than what fits the window.
+   */
+  const maxZoom = (() => {
+    const percent = parseFloat(document.querySelector('meta[name="tiler-max-zoom"]')?.content);
+    return Number.isFinite(percent) && percent >= 100 ? percent / 100 : 2;
+  })();
   const clamp = (v, lo, hi) => Math.min(hi, Math.max(lo, v));
 
   async function getJSON(url, signal) {
@@ -247,6 +258,7 @@
     if (!image) {
       if (el.dataset.id) { delete el.dataset.id; img.removeAttribute('src'); img.classList.remove('loaded'); }
       el.removeAttribute('href');
+      el.removeAttribute('title');
       name.textContent = '';
       return;
     }
@@ -260,10 +272,11 @@
     if (el.dataset.id === image.id) return;
     el.dataset.id = image.id;
     el.href = imageHash(image.id);
-    el.setAttribute('aria-label', `${image.id}, ${image.width} by ${image.height} pixels`);
-    name.textContent = image.id;
+    el.setAttribute('aria-label', `${titleOf(image)}, ${image.width} by ${image.height} pixels`);
+    el.title = titleOf(image);  // in full on hover: the caption is cut to one line
+    name.textContent = titleOf(image);
     img.classList.remove('loaded');
-    img.alt = image.id;
+    img.alt = titleOf(image);
     img.src = image.thumbnail.url;
   }
 
@@ -379,7 +392,7 @@
   }
   function scaleLimits() {
     const fit = fitScale();
-    return { min: Math.min(fit / 2, 1), max: Math.max(8, fit) };
+    return { min: Math.min(fit / 2, 1), max: Math.max(maxZoom, fit) };
   }
 
   /** Keeps the view inside the image (or, with wrap, re-centres it in one period). */
@@ -676,7 +689,9 @@
       clearViewer();
       viewer.image = null;
       viewer.index = null;
-      updatePosition();
+      // Nothing of the last image stays while this one opens, or if it cannot.
+      forgetImage();
+      status(`Opening ${id}…`);
       try {
         if (!image) image = located(await getJSON(api('images/' + encodeURIComponent(id))));
       } catch (e) {
@@ -685,8 +700,14 @@
         return;
       }
       viewer.image = image;
-      document.title = `${image.id} · tiler`;
+      document.title = `${titleOf(image)} · tiler`;
       showNavigatorImage(image);
+      navigator.hidden = false;
+      const download = $('download');
+      download.href = api('iiif/3/' + encodeURIComponent(image.id) + '/full/max/0/default.jpg');
+      download.setAttribute('download', image.id.replace(/[^\w.-]+/g, '_') + '.jpg');
+      download.hidden = false;
+      if (!$('details').hidden) fillDetails();
       indexOf(image.id).then((i) => {
         if (viewer.image !== image || i < 0) return;
         viewer.index = i;
@@ -694,7 +715,7 @@
         updatePosition();
       }).catch((e) => status('Could not list the images: ' + e.message));
     }
-    status(`${image.id} · ${image.width} × ${image.height}`);
+    status(`${titleOf(image)} · ${image.width} × ${image.height}`);
     const x = parseFloat(params.get('x')), y = parseFloat(params.get('y')), z = parseFloat(params.get('z'));
     viewer.wrap = params.has('wrap') ? params.get('wrap') === 'x' : image.width >= 3 * image.height;
     $('wrap').setAttribute('aria-pressed', String(viewer.wrap));
@@ -707,13 +728,16 @@
     stage.focus({ preventScroll: true });
   }
 
-  /** Opens the previous (-1) or next (+1) image of the listing. */
-  async function neighbour(step) {
+  /**
+   * Opens the previous (-1) or next (+1) image of the listing; with `around`, the last's
+   * next is the first (the slideshow).
+   */
+  async function neighbour(step, { around = false } = {}) {
     const image = viewer.image;
     if (!image) return;
     const i = viewer.index ?? await indexOf(image.id);
-    const j = i + step;
-    if (i < 0 || j < 0 || j >= listing.total) return;
+    const j = around && listing.total ? (((i + step) % listing.total) + listing.total) % listing.total : i + step;
+    if (i < 0 || j < 0 || j >= listing.total || j === i) return;
     const next = await itemAt(j);
     if (!next || viewer.image !== image) return;
     album.current = j;
@@ -725,6 +749,93 @@
     $('viewer-position').textContent = known ? `${viewer.index + 1} / ${listing.total}` : '';
     $('prev-image').disabled = !known || viewer.index <= 0;
     $('next-image').disabled = !known || viewer.index >= listing.total - 1;
+  }
+
+  /** Empties what shows the open image: navigator, position, title, download, details. */
+  function forgetImage() {
+    navigatorImage.removeAttribute('src');
+    navigator.hidden = true;
+    updatePosition();
+    document.title = 'tiler';
+    const download = $('download');
+    download.removeAttribute('href');
+    download.hidden = true;
+    $('details-title').textContent = '';
+    $('details-description').textContent = '';
+    $('details-list').replaceChildren();
+  }
+
+  // About this image: its title, caption and what the photo says of itself (the
+  // `metadata` of /images/ID), with its size and id.
+  function toggleDetails(show = $('details').hidden) {
+    $('details').hidden = !show;
+    $('details-button').setAttribute('aria-pressed', String(show));
+    if (show) fillDetails();
+  }
+  async function fillDetails() {
+    const image = viewer.image;
+    if (!image) return;
+    let about = image;
+    if (!image.metadata) {
+      try { about = await getJSON(api('images/' + encodeURIComponent(image.id))); } catch (_) { /* what the listing says */ }
+    }
+    if (viewer.image !== image) return;
+    const m = about.metadata || {};
+    $('details-title').textContent = m.title || titleOf(about);
+    $('details-description').textContent = m.description || '';
+    const place = m.location && Number.isFinite(m.location.lat) && Number.isFinite(m.location.lon)
+      ? `${m.location.lat.toFixed(5)}, ${m.location.lon.toFixed(5)}` : '';
+    const rows = [
+      ['Taken', m.dateTaken], ['By', m.creator], ['Rights', m.copyright], ['Camera', m.camera], ['Lens', m.lens],
+      ['Exposure', m.exposure], ['Album', m.album], ['Location', place],
+      ['Size', `${image.width} × ${image.height} pixels`], ['Id', image.id],
+    ];
+    $('details-list').replaceChildren(...rows.filter(([, v]) => typeof v === 'string' && v).flatMap(([k, v]) => {
+      const dt = document.createElement('dt'), dd = document.createElement('dd');
+      dt.textContent = k;
+      dd.textContent = v;
+      return [dt, dd];
+    }));
+  }
+
+  // The keys, listed by ? (and closed by ? or Esc).
+  function toggleHelp(show = $('help').hidden) {
+    $('help').hidden = !show;
+    if (!show) stage.focus({ preventScroll: true });
+  }
+
+  // The slideshow: the next image (after the last, the first) every few seconds, until a
+  // key, a touch or a click stops it.
+  const slideshow = { timer: 0, seconds: 5 };
+  function startSlideshow(seconds = slideshow.seconds) {
+    stopSlideshow();
+    if (!viewer.image) return;
+    slideshow.timer = setInterval(() => {
+      if (!viewer.image || $('viewer').hidden) stopSlideshow();
+      else neighbour(1, { around: true });
+    }, seconds * 1000);
+    $('slideshow').setAttribute('aria-pressed', 'true');
+    status(`Slideshow: a new image every ${seconds} s; any key stops it`);
+  }
+  function stopSlideshow() {
+    if (!slideshow.timer) return;
+    clearInterval(slideshow.timer);
+    slideshow.timer = 0;
+    $('slideshow').setAttribute('aria-pressed', 'false');
+  }
+  const toggleSlideshow = () => (slideshow.timer ? stopSlideshow() : startSlideshow());
+
+  /** Copies a link to this view (with the page's share token, if it has one). */
+  async function share() {
+    writeHash();
+    const link = location.href;
+    $('share').dataset.link = link;
+    try {
+      await window.navigator.clipboard.writeText(link);  // (`navigator` here is the overview)
+      status('Link copied');
+    } catch (_) {
+      status('Copy this link: ' + link);
+    }
   }
 
   // The navigator: the thumbnail fitted in 160 × 120 (96 × 72 on small screens) and a
@@ -786,6 +897,7 @@
   let lastTap = null;
   let lastPointerType = 'mouse';
   stage.addEventListener('pointerdown', (e) => {
+    stopSlideshow();
     if (!viewer.image) return;
     lastPointerType = e.pointerType;
     stage.setPointerCapture(e.pointerId);
@@ -858,20 +970,43 @@
     zoomAt(e.clientX - rect.left, e.clientY - rect.top, factor);
   }, { passive: false });
 
+  /** Whether the whole image is on screen (not zoomed in, not repeating): then ← and → page. */
+  const isFitted = () => viewer.scale <= fitScale() * 1.02 && !viewer.wrap;
   document.addEventListener('keydown', (e) => {
-    if ($('viewer').hidden || !viewer.image || e.altKey || e.metaKey || e.ctrlKey) return;
+    if ($('viewer').hidden || e.altKey || e.metaKey || e.ctrlKey) return;
     if (e.target instanceof HTMLButtonElement && (e.key === 'Enter' || e.key === ' ')) return;
+    if (e.key !== 's' && e.key !== 'S' && e.key !== 'Shift') stopSlideshow();
+    if (!$('help').hidden && (e.key === 'Escape' || e.key === '?')) {
+      e.preventDefault();
+      toggleHelp(false);
+      return;
+    }
+    if (e.key === '?') {
+      e.preventDefault();
+      toggleHelp(true);
+      return;
+    }
+    if (!viewer.image) {
+      if (e.key === 'Escape') location.hash = '#/';
+      return;
+    }
     const { w, h } = stageSize();
     const step = e.shiftKey ? 0.5 : 0.1;
     const actions = {
       '+': () => zoomCentre(1.5), '=': () => zoomCentre(1.5),
       '-': () => zoomCentre(1 / 1.5), '_': () => zoomCentre(1 / 1.5), '−': () => zoomCentre(1 / 1.5),
       '0': fit,
-      ArrowLeft: () => panBy(-w * step, 0), ArrowRight: () => panBy(w * step, 0),
+      ArrowLeft: () => (isFitted() ? neighbour(-1) : panBy(-w * step, 0)),
+      ArrowRight: () => (isFitted() ? neighbour(1) : panBy(w * step, 0)),
       ArrowUp: () => panBy(0, -h * step), ArrowDown: () => panBy(0, h * step),
       Escape: () => { location.hash = '#/'; },
       PageUp: () => neighbour(-1), PageDown: () => neighbour(1),
       f: toggleFullscreen, F: toggleFullscreen,
+      i: () => toggleDetails(), I: () => toggleDetails(),
+      s: toggleSlideshow, S: toggleSlideshow,
+      d: () => $('download').click(), D: () => $('download').click(),
+      l: share, L: share,
+      w: () => $('wrap').click(), W: () => $('wrap').click(),
     };
     const action = actions[e.key];
     if (action) { e.preventDefault(); action(); }
@@ -887,8 +1022,12 @@
     viewChanged();
     writeHash();
   });
-  $('prev-image').addEventListener('click', () => neighbour(-1));
-  $('next-image').addEventListener('click', () => neighbour(1));
+  $('prev-image').addEventListener('click', () => { stopSlideshow(); neighbour(-1); });
+  $('next-image').addEventListener('click', () => { stopSlideshow(); neighbour(1); });
+  $('details-button').addEventListener('click', () => toggleDetails());
+  $('slideshow').addEventListener('click', toggleSlideshow);
+  $('share').addEventListener('click', share);
+  $('help-button').addEventListener('click', () => toggleHelp());
   fullscreenButton.addEventListener('click', toggleFullscreen);
   new ResizeObserver(() => { if (viewer.image && !$('viewer').hidden) viewChanged(); }).observe(stage);
 
@@ -1044,6 +1183,8 @@
   // ---------------------------------------------------------------- routing
   function showAlbum() {
     hideLogin();
+    stopSlideshow();
+    $('help').hidden = true;
     clearViewer();
     viewer.image = null;
     viewer.index = null;
@@ -1094,5 +1235,9 @@
     select,
     zoomBy: zoomCentre,
     panBy,
+    maxZoom,
+    /** Starts the slideshow with `seconds` between images (the button's is 5). */
+    slideshow: (seconds) => startSlideshow(seconds),
+    slideshowRunning: () => Boolean(slideshow.timer),
   };
 })();
