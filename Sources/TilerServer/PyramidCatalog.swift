@@ -91,7 +91,7 @@ enum CatalogEntry: Sendable {
 final class PyramidCatalog: Sendable {
     struct Snapshot: Sendable {
         var entries: [String: CatalogEntry] = [:]
-        /// The servable pyramids, sorted by id: the `/images` listing.
+        /// The servable pyramids in listing order (`Pyramid.inListingOrder`): `/images`.
         var sorted: [Pyramid] = []
     }
 
@@ -252,7 +252,7 @@ final class PyramidCatalog: Sendable {
             publish { snapshot in
                 snapshot.entries[id.rawValue] = found
                 if let p = found.pyramid {
-                    let at = snapshot.sorted.firstIndex { $0.id > p.id } ?? snapshot.sorted.endIndex
+                    let at = snapshot.sorted.firstIndex { Pyramid.inListingOrder(p, $0) } ?? snapshot.sorted.endIndex
                     snapshot.sorted.insert(p, at: at)
                 }
             }
@@ -282,7 +282,7 @@ final class PyramidCatalog: Sendable {
         let found = listed.flatMap { entry(for: stale.id, candidate: .object($0), in: nil, previous: entry(stale.id.rawValue)) }
         publish { snapshot in
             snapshot.entries[stale.id.rawValue] = found
-            snapshot.sorted = snapshot.entries.values.compactMap(\.pyramid).sorted { $0.id < $1.id }
+            snapshot.sorted = snapshot.entries.values.compactMap(\.pyramid).sorted(by: Pyramid.inListingOrder)
         }
         return found?.pyramid
     }
@@ -310,7 +310,7 @@ final class PyramidCatalog: Sendable {
             }
             if unchanged { return }
             var published = next
-            published.sorted = next.entries.values.compactMap(\.pyramid).sorted { $0.id < $1.id }
+            published.sorted = next.entries.values.compactMap(\.pyramid).sorted(by: Pyramid.inListingOrder)
             publish { $0 = published }
             // Sources no longer served (deleted, replaced, shadowed) close their decoded
             // levels now, not when the last request or loop's memo lets go of them.
@@ -458,7 +458,7 @@ final class PyramidCatalog: Sendable {
             let partial = shared.state.withLock { $0.found }
             publish { snapshot in
                 snapshot.entries = base.entries.merging(partial) { $1 }
-                snapshot.sorted = snapshot.entries.values.compactMap(\.pyramid).sorted { $0.id < $1.id }
+                snapshot.sorted = snapshot.entries.values.compactMap(\.pyramid).sorted(by: Pyramid.inListingOrder)
             }
         }
         let (found, abandoned) = shared.state.withLock { ($0.found, $0.abandoned || $0.nextIndex < work.count) }

@@ -26,6 +26,9 @@ public final class Pyramid: Sendable {
     let folderSource: FolderSource?
     /// Its tile grids, so that a tile request's check costs two compares.
     let grids: TileGrids
+    /// Where it comes in the `/images` listing: natural order of its id
+    /// (`Pyramid.inListingOrder`).
+    let listingKey: NaturalSortKey
     /// Whether it is private under the access policy in force, memoized per policy
     /// (`AccessControl.isPrivate`): the policy's generation, shifted, and 1 for private.
     let accessMemo = Atomic<UInt64>(0)
@@ -47,6 +50,13 @@ public final class Pyramid: Sendable {
         visiblePieces = VisiblePieces(id: id, geometry: geometry, format: manifest.format)
         grids = TileGrids(geometry)
         folderSource = source as? FolderSource
+        listingKey = NaturalSortKey(id.rawValue)
+    }
+
+    /// Whether `a` comes before `b` in the `/images` listing: natural order (`img2` before
+    /// `img10`, without case), then bytes.
+    static func inListingOrder(_ a: Pyramid, _ b: Pyramid) -> Bool {
+        NaturalSortKey.areInOrder((a.listingKey, a.id.rawValue), (b.listingKey, b.id.rawValue))
     }
 
     /// Validators of the manifest and the documents made from it.

@@ -169,24 +169,25 @@ import TilerTestSupport
 
     @Test(arguments: RootKind.allCases) func listingIsSortedPagedAndValidated(_ kind: RootKind) throws {
         let root = try PyramidRoot()
-        for id in ["delta", "alpha", "Charlie", "bravo", "echo.2"] { try root.addPyramid(id, width: 100, height: 100) }
+        for id in ["delta", "alpha", "Charlie", "bravo", "echo.2", "img10", "img2"] { try root.addPyramid(id, width: 100, height: 100) }
         try FileManager.default.createDirectory(atPath: root.path + "/not-a-pyramid", withIntermediateDirectories: true)
         try withTileServer(root, as: kind) { port throws in
             let all = try fetch(port, "/images").json
-            #expect(all["total"] as? Int == 5)
+            #expect(all["total"] as? Int == 7)
             #expect(all["offset"] as? Int == 0 && all["limit"] as? Int == 50)
             let images = all["images"] as? [[String: Any]] ?? []
-            #expect(images.map { $0["id"] as? String } == ["Charlie", "alpha", "bravo", "delta", "echo.2"])
+            // Natural order: without case, numbers by value (not `Charlie` first, not `img10` before `img2`).
+            #expect(images.map { $0["id"] as? String } == ["alpha", "bravo", "Charlie", "delta", "echo.2", "img2", "img10"])
             let first = images.first ?? [:]
             for key in ["id", "width", "height", "tileSize", "format", "maxLevel", "url", "thumbnail"] {
                 #expect(first[key] != nil, "\(key)")
             }
-            #expect(first["url"] as? String == "/images/Charlie")
-            #expect((first["thumbnail"] as? [String: Any])?["url"] as? String == "/images/Charlie/thumbnail.png")
+            #expect(first["url"] as? String == "/images/alpha")
+            #expect((first["thumbnail"] as? [String: Any])?["url"] as? String == "/images/alpha/thumbnail.png")
 
             let page = try fetch(port, "/images?offset=1&limit=2").json
-            #expect((page["images"] as? [[String: Any]])?.map { $0["id"] as? String } == ["alpha", "bravo"])
-            #expect(page["total"] as? Int == 5 && page["offset"] as? Int == 1 && page["limit"] as? Int == 2)
+            #expect((page["images"] as? [[String: Any]])?.map { $0["id"] as? String } == ["bravo", "Charlie"])
+            #expect(page["total"] as? Int == 7 && page["offset"] as? Int == 1 && page["limit"] as? Int == 2)
             #expect((try fetch(port, "/images?offset=10").json["images"] as? [Any])?.isEmpty == true)
 
             for query in ["offset=-1", "offset=x", "limit=0", "limit=1001", "limit=", "limit=2.5", "offset=%zz"] {
