@@ -153,8 +153,9 @@ public struct PyramidManifest: Sendable, Hashable, Codable {
     /// The newest manifest layout version this build reads and writes. Readers accept any
     /// version up to their own and refuse newer ones with a clear message.
     ///
-    /// - 1: clipped edge tiles. Provenance (`source`, `tilerVersion`) is optional and
-    ///   ignored by older readers, so it does not need a new version.
+    /// - 1: clipped edge tiles. Provenance (`source`, `tilerVersion`) and what the photo
+    ///   says about itself (`metadata`) are optional and ignored by older readers, so they
+    ///   do not need a new version.
     /// - 2: edge tiles may be padded to the full tile size (`padded`). A reader that does
     ///   not know `padded` would hand full-size edge tiles to DeepZoom and IIIF clients,
     ///   so padded pyramids are written as version 2; every other pyramid is still
@@ -191,6 +192,10 @@ public struct PyramidManifest: Sendable, Hashable, Codable {
     /// made on demand from `source`, and a source of the same id wins over it while served.
     /// nil or false: every tile is there.
     public var partial: Bool?
+    /// What the photo says about itself (title, caption, date taken, camera, ...), from
+    /// its EXIF, IPTC and XMP and the cut's `--title`, `--description` and `--album`; nil
+    /// when nothing is known (and in manifests written before tiler kept it).
+    public var metadata: PhotoMetadata?
 
     /// The input of a cut: its file name (without folders) and size in bytes.
     public struct Source: Sendable, Hashable, Codable {
@@ -248,7 +253,8 @@ public struct PyramidManifest: Sendable, Hashable, Codable {
     /// and the rest of the manifest checked against the limits: sides up to
     /// `PyramidGeometry.maximumSide`, tile sizes in `PyramidGeometry.tileSizeRange`, at
     /// most `maximumTilesPerSide` columns and rows, bands 1...4, quality 1...100, thumbnail
-    /// sides no larger than an image's.
+    /// sides no larger than an image's, metadata texts within their lengths
+    /// (`PhotoMetadata.validate()`).
     public func geometry() throws(ManifestError) -> PyramidGeometry {
         guard formatVersion >= 1, formatVersion <= Self.currentFormatVersion else {
             throw .unsupportedVersion(formatVersion)
@@ -271,6 +277,7 @@ public struct PyramidManifest: Sendable, Hashable, Codable {
         guard sides.contains(thumbnail.width), sides.contains(thumbnail.height) else {
             throw .outOfLimits("a \(thumbnail.width)×\(thumbnail.height) thumbnail")
         }
+        try metadata?.validate()
         return g
     }
 

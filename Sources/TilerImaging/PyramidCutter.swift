@@ -46,13 +46,19 @@ public struct CutOptions: Sendable {
     public var background: BackgroundColour?
     /// A folder `ROOT/ID/` or an archive `ROOT/ID.pmtiles`.
     public var layout: PyramidLayout
+    /// Keep the photo's GPS position in its metadata (`--keep-location`); dropped by
+    /// default.
+    public var keepLocation: Bool
+    /// What `--title`, `--description` and `--album` set, over what the photo says.
+    public var metadataOverrides: PhotoMetadata
 
     public init(
         tileSize: Int = 256, format: TileFormat? = .png, quality: Int? = nil,
         png: PNGSettings = .tiles, thumbnailSize: Int = CutOptions.defaultThumbnailSize, force: Bool = false,
         maxPixels: Int = CutOptions.defaultMaxPixels, allowVector: Bool = false,
         autorotate: Bool = true, convertProfile: Bool = true, pad: Bool = false,
-        background: BackgroundColour? = nil, layout: PyramidLayout = .folder
+        background: BackgroundColour? = nil, layout: PyramidLayout = .folder,
+        keepLocation: Bool = false, metadataOverrides: PhotoMetadata = PhotoMetadata()
     ) {
         self.tileSize = tileSize
         self.format = format
@@ -67,6 +73,20 @@ public struct CutOptions: Sendable {
         self.pad = pad
         self.background = background
         self.layout = layout
+        self.keepLocation = keepLocation
+        self.metadataOverrides = metadataOverrides
+    }
+
+    /// What the image says about itself (`image` as libvips opened it), with the
+    /// overrides applied; nil when nothing is known. The ignored blocks' reasons are
+    /// dropped: a photo whose XMP is refused is still cut, with what EXIF and IPTC say.
+    func metadata(of image: VipsImageHandle) -> PhotoMetadata? {
+        var m = PhotoMetadataReader(keepLocation: keepLocation).read(image).metadata
+        let o = metadataOverrides
+        m.title = o.title ?? m.title
+        m.description = o.description ?? m.description
+        m.album = o.album ?? m.album
+        return m.isEmpty ? nil : m
     }
 
     /// The format of an image's tiles: `format`, or for `auto` (nil) PNG when the image
@@ -242,7 +262,7 @@ public struct PyramidCutter: Sendable {
         }
 
         // Open and describe; only the header is read.
-        let (image, format) = try openPixels(file)
+        let (image, format, metadata) = try openPixels(file)
         let geometry: PyramidGeometry
         do {
             geometry = try PyramidGeometry(width: image.width, height: image.height, tileSize: options.tileSize)
@@ -279,6 +299,7 @@ public struct PyramidCutter: Sendable {
                 created: ISO8601DateFormatter().string(from: Date()))
             manifest.source = PyramidManifest.Source(file: (input as NSString).lastPathComponent, bytes: file.size)
             manifest.tilerVersion = TilerVersion.current
+            manifest.metadata = metadata
             if options.pad { manifest.setPadded(background: options.paddingColour(for: format).description) }
             if isCancelled() { throw CutError.interrupted }
             let bytes = try sink.commit(manifest: manifest.fileBytes(), replace: options.force)
@@ -311,13 +332,13 @@ public struct PyramidCutter: Sendable {
         return result
     }
 
-    /// The input's pixels as tiles hold them, with only the header read, and the format
-    /// of its tiles (`auto` decided by its alpha channel): checked against `maxPixels`
+    /// The input's pixels as tiles hold them, with only the header read, the format of
+    /// its tiles (`auto` decided by its alpha channel) and its metadata: checked against `maxPixels`
     /// first, turned upright (EXIF orientation), colour-managed to sRGB and converted to
     /// 8 bits. Orientations 3-8 cannot stream top to bottom, so such an image is opened
     /// again with random access (libvips decodes it to memory, or to a temporary file in
     /// TMPDIR when large).
-    private func openPixels(_ file: InputFile) throws(CutError) -> (VipsImageHandle, TileFormat) {
+    private func openPixels(_ file: InputFile) throws(CutError) -> (VipsImageHandle, TileFormat, PhotoMetadata?) {
         var image: VipsImageHandle
         do {
             image = try VipsImageHandle.open(file, for: .cutting, allowVector: options.allowVector).image
@@ -328,6 +349,7 @@ public struct PyramidCutter: Sendable {
         if overflow || pixels > options.maxPixels {
             throw .tooManyPixels(width: image.width, height: image.height, limit: options.maxPixels)
         }
+        let metadata = options.metadata(of: image)
         do {
             let orientation = options.autorotate ? image.orientation : 1
             if orientation >= 3, orientation <= 8 {
@@ -341,7 +363,7 @@ public struct PyramidCutter: Sendable {
         }
         let format = options.tileFormat(hasAlpha: image.hasAlpha)
         do {
-            return (try image.tilePixels(options.tilePixelSettings(for: format)), format)
+            return (try image.tilePixels(options.tilePixelSettings(for: format)), format, metadata)
         } catch {
             throw .notAnImage(file.scrub(error.description))
         }

@@ -223,6 +223,7 @@ public final class SourcePyramid: @unchecked Sendable {
             created: ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(file.modificationSeconds))))
         manifest.source = PyramidManifest.Source(file: (path as NSString).lastPathComponent, bytes: file.size)
         manifest.tilerVersion = TilerVersion.current
+        manifest.metadata = options.metadata(of: base)
         if options.pad { manifest.setPadded(background: options.paddingColour(for: format).description) }
         self.manifest = manifest
     }

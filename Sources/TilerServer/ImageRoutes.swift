@@ -275,10 +275,13 @@ struct Links: Sendable {
     func thumbnail(_ p: Pyramid) -> String { "\(prefix)/images/\(p.id)/thumbnail.\(thumbnailExtension(p))" }
 }
 
-/// `url`, `thumbnail` and the fields every image listing carries.
+/// `url`, `thumbnail` and the fields every image listing carries: `title` (the
+/// metadata's title, else the id) and `dateTaken` when known.
 private func writeSummary(_ p: Pyramid, _ links: Links, _ json: inout JSONWriter) {
     let m = p.manifest
     json.field("id", p.id.rawValue)
+    json.field("title", m.metadata?.title ?? p.id.rawValue)
+    if let date = m.metadata?.dateTaken { json.field("dateTaken", date) }
     json.field("width", m.width)
     json.field("height", m.height)
     json.field("tileSize", m.tileSize)
@@ -336,8 +339,30 @@ func manifestDocument(_ p: Pyramid, _ links: Links) -> [UInt8] {
         json.endObject()
     }
     if let version = p.manifest.tilerVersion { json.field("tilerVersion", version) }
+    if let metadata = p.manifest.metadata { writeMetadata(metadata, &json) }
     json.endObject()
     return json.bytes
+}
+
+/// The manifest's `metadata` object, each key only when known.
+private func writeMetadata(_ m: PhotoMetadata, _ json: inout JSONWriter) {
+    json.key("metadata")
+    json.beginObject()
+    for (name, value) in [
+        ("title", m.title), ("description", m.description), ("creator", m.creator), ("copyright", m.copyright),
+        ("dateTaken", m.dateTaken), ("camera", m.camera), ("lens", m.lens), ("exposure", m.exposure),
+    ] {
+        if let value { json.field(name, value) }
+    }
+    if let location = m.location {
+        json.key("location")
+        json.beginObject()
+        json.field("lat", location.lat)
+        json.field("lon", location.lon)
+        json.endObject()
+    }
+    if let album = m.album { json.field("album", album) }
+    json.endObject()
 }
 
 private func listImages(_ request: Request, _ store: TileStore, _ links: Links) throws(HTTPError) -> HTTPResponse {

@@ -26,7 +26,7 @@ public final class Pyramid: Sendable {
     let folderSource: FolderSource?
     /// Its tile grids, so that a tile request's check costs two compares.
     let grids: TileGrids
-    /// Where it comes in the `/images` listing: natural order of its id
+    /// Where it comes in the `/images` listing: natural order of its title, else its id
     /// (`Pyramid.inListingOrder`).
     let listingKey: NaturalSortKey
     /// Whether it is private under the access policy in force, memoized per policy
@@ -50,11 +50,11 @@ public final class Pyramid: Sendable {
         visiblePieces = VisiblePieces(id: id, geometry: geometry, format: manifest.format)
         grids = TileGrids(geometry)
         folderSource = source as? FolderSource
-        listingKey = NaturalSortKey(id.rawValue)
+        listingKey = NaturalSortKey(manifest.metadata?.title ?? id.rawValue)
     }
 
-    /// Whether `a` comes before `b` in the `/images` listing: natural order (`img2` before
-    /// `img10`, without case), then bytes.
+    /// Whether `a` comes before `b` in the `/images` listing: natural order of titles, else
+    /// ids (`img2` before `img10`, without case), then the ids' bytes.
     static func inListingOrder(_ a: Pyramid, _ b: Pyramid) -> Bool {
         NaturalSortKey.areInOrder((a.listingKey, a.id.rawValue), (b.listingKey, b.id.rawValue))
     }

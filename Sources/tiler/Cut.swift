@@ -35,7 +35,10 @@ extension Tiler {
                 the image under way. An input that cannot be cut gets one line on stderr and no \
                 pyramid; the others are still cut, and the exit status is 1. Inputs must be regular files; their names are never \
                 read as libvips options. SIGINT or SIGTERM stops the cut within about a second \
-                and removes what it had written.
+                and removes what it had written. What a photo says about itself (title, \
+                description, creator, copyright, date taken, camera, lens, exposure; from its \
+                EXIF, IPTC and XMP) is kept in the manifest's "metadata", GPS only with \
+                --keep-location; --title, --description and --album set or override it.
                 """
         )
 
@@ -132,6 +135,31 @@ extension Tiler {
                 valueName: "COLOUR"))
         var background: String?
 
+        @Option(
+            help: ArgumentHelp(
+                "The image's title in its metadata, over what the photo says (XMP dc:title, IPTC object name, EXIF ImageDescription); only with a single input; at most \(PhotoMetadata.maximumFieldBytes) bytes.",
+                valueName: "TEXT"))
+        var title: String?
+
+        @Option(
+            name: .customLong("description"),
+            help: ArgumentHelp(
+                "The image's description (caption) in its metadata, over what the photo says (XMP dc:description, IPTC caption); at most \(PhotoMetadata.maximumDescriptionBytes) bytes.",
+                valueName: "TEXT"))
+        var imageDescription: String?
+
+        @Option(
+            help: ArgumentHelp(
+                "The album every image of this cut belongs to (its metadata's album); at most \(PhotoMetadata.maximumFieldBytes) bytes.",
+                valueName: "NAME"))
+        var album: String?
+
+        @Flag(
+            help:
+                "Keep the photo's GPS position (EXIF) in its metadata as location {lat, lon}, where anyone who may see the image can read it (default: dropped)."
+        )
+        var keepLocation = false
+
         @Flag(help: "No progress display, and no line on stdout per image cut (errors are still reported on stderr).")
         var quiet = false
 
@@ -185,6 +213,10 @@ extension Tiler {
                     )
                 }
             }
+            if title != nil, inputs.count != 1 {
+                throw ValidationError("--title needs exactly one input; \(inputs.count) were given.")
+            }
+            _ = try metadataOverrides()
             if let name {
                 guard inputs.count == 1 else { throw ValidationError("--name needs exactly one input; \(inputs.count) were given.") }
                 guard PyramidID(name) != nil else {
@@ -193,6 +225,26 @@ extension Tiler {
                     )
                 }
             }
+        }
+
+        /// `--title`, `--description` and `--album` as the metadata holds them (control
+        /// characters replaced, white space trimmed); a text that is empty or longer than
+        /// its bound is refused rather than cut.
+        func metadataOverrides() throws -> PhotoMetadata {
+            func checked(_ text: String?, _ flag: String, multiline: Bool = false) throws -> String? {
+                guard let text else { return nil }
+                let maximum = multiline ? PhotoMetadata.maximumDescriptionBytes : PhotoMetadata.maximumFieldBytes
+                guard text.utf8.count <= maximum else {
+                    throw ValidationError("\(flag) is \(text.utf8.count) bytes; at most \(maximum).")
+                }
+                guard let cleaned = PhotoMetadata.cleaned(text, maximumBytes: maximum, multiline: multiline) else {
+                    throw ValidationError("\(flag) is empty.")
+                }
+                return cleaned
+            }
+            return PhotoMetadata(
+                title: try checked(title, "--title"), description: try checked(imageDescription, "--description", multiline: true),
+                album: try checked(album, "--album"))
         }
 
         /// `--max-pixels`, else `TILER_MAX_PIXELS`, else the default.
@@ -216,7 +268,8 @@ extension Tiler {
                 maxPixels: limit, allowVector: allowVector, autorotate: autorotate,
                 convertProfile: convertProfile, pad: pad,
                 background: background.flatMap(BackgroundColour.init(parsing:)),
-                layout: archive ? .archive : .folder)
+                layout: archive ? .archive : .folder, keepLocation: keepLocation,
+                metadataOverrides: try metadataOverrides())
             let cutter = PyramidCutter(
                 output: try pyramidOutput(environment: environment, isCancelled: { interrupts.isInterrupted }),
                 options: options)

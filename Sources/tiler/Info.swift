@@ -72,6 +72,7 @@ extension Tiler {
                 ("format version", "\(m.formatVersion)"),
             ]
             if let bands = m.bands { lines.insert(("bands", "\(bands)"), at: 4) }
+            lines += metadataLines(m.metadata)
             let width = lines.map(\.0.count).max() ?? 0
             var out = lines.map { "\($0.0.padding(toLength: width, withPad: " ", startingAt: 0))  \($0.1)" }
             out.append("")
@@ -89,6 +90,20 @@ extension Tiler {
             out.append("\(PyramidManifest.fileName):")
             out.append(String(decoding: p.manifestBytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
             return out.joined(separator: "\n")
+        }
+
+        /// What the photo says about itself, one line per field known (a description's
+        /// line breaks shown as spaces).
+        static func metadataLines(_ metadata: PhotoMetadata?) -> [(String, String)] {
+            guard let m = metadata else { return [] }
+            let fields: [(String, String?)] = [
+                ("title", m.title), ("description", m.description), ("creator", m.creator), ("copyright", m.copyright),
+                ("date taken", m.dateTaken), ("camera", m.camera), ("lens", m.lens), ("exposure", m.exposure),
+                ("location", m.location.map { "\($0.lat), \($0.lon)" }), ("album", m.album),
+            ]
+            return fields.compactMap { name, value in
+                value.map { (name, $0.replacingOccurrences(of: "\n", with: " ")) }
+            }
         }
     }
 }

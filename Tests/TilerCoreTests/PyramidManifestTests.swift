@@ -44,6 +44,25 @@ import Testing
         #expect(throws: DecodingError.self) { try JSONDecoder().decode(PyramidManifest.self, from: Data(badID.utf8)) }
     }
 
+    /// `metadata` round-trips, stays format version 1, and a stored manifest whose
+    /// metadata is past the bounds (a hostile `pyramid.json`) is refused.
+    @Test func metadataRoundTripsAndIsBoundedOnLoad() throws {
+        var m = PyramidManifest(
+            id: PyramidID("x")!, geometry: try PyramidGeometry(width: 600, height: 300), format: .jpeg,
+            thumbnail: .init(file: "thumbnail.jpg", width: 256, height: 128))
+        m.metadata = PhotoMetadata(
+            title: "Bridge", description: "Line\nline", dateTaken: "2024-05-01T14:03:22+02:00",
+            location: .init(lat: 48.8584, lon: -2.2945), album: "Paris")
+        let back = try JSONDecoder().decode(PyramidManifest.self, from: JSONEncoder().encode(m))
+        #expect(back == m && back.formatVersion == 1)
+        _ = try back.geometry()
+
+        var hostile = m
+        hostile.metadata?.title = String(repeating: "x", count: 100_000)
+        let decoded = try JSONDecoder().decode(PyramidManifest.self, from: JSONEncoder().encode(hostile))
+        #expect(throws: ManifestError.self) { try decoded.geometry() }
+    }
+
     /// A manifest written by an earlier tiler (version 1, before provenance and padding)
     /// still reads; a padded one is version 2; a newer version is refused.
     @Test func oldManifestsStayReadableAndPaddedOnesAreVersion2() throws {
@@ -57,6 +76,7 @@ import Testing
         let m = try JSONDecoder().decode(PyramidManifest.self, from: Data(old.utf8))
         #expect(try m.geometry() == PyramidGeometry(width: 600, height: 300))
         #expect(!m.isPadded && m.source == nil && m.tilerVersion == nil)
+        #expect(m.metadata == nil)
 
         var padded = m
         padded.source = .init(file: "a.png", bytes: 12)
