@@ -211,6 +211,8 @@ import TilerTestSupport
         let bare = scratch.path("bare.png")
         try vips("black", bare, "300", "200")
         _ = try Self.cut(bare, root: root, id: "bare")
+        _ = try Self.cut(bare, root: root, id: "zz-10", ["--title", "aardvark 10"])
+        _ = try Self.cut(bare, root: root, id: "zz-9", ["--title", "Aardvark 9"])
 
         var expected = Self.expected
         expected.album = "Paris"
@@ -246,6 +248,9 @@ import TilerTestSupport
             #expect(byID[id]?["dateTaken"] as? String == "2024-05-01T14:03:22+02:00", "\(id)")
         }
         #expect(byID["bare"]?["title"] as? String == "bare" && byID["bare"]?["dateTaken"] == nil)
+        // In natural order of the titles (numbers by value, without case), else the ids;
+        // equal titles by id.
+        #expect(entries.map { $0["id"] as? String } == ["zz-9", "zz-10", "bare", "folder", "packed", "photo"])
     }
 
     /// A private image's metadata shows nowhere without a token: `/images/ID` is 401 and
