@@ -157,33 +157,71 @@ static void tiler_draw_axis(double start, double length, int out_length, int lim
     }
 }
 
-/* One source row filtered across into `out` (`width * bands` values, in levels). */
-static void tiler_draw_row(const uint8_t *row, int bands, const tiler_draw_span *xs, const float *xw, int xtaps,
-                           int width, float *out) {
-    if (bands == 3) {
+/* Four floats, for one pixel's bands (the fourth lane unused with three bands). */
+typedef float tiler_draw_float4 __attribute__((vector_size(16)));
+
+static inline tiler_draw_float4 tiler_draw_load4(const float *p) {
+    tiler_draw_float4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Output row `out` (`width` pixels) filtered across from `column` (the source row already
+   filtered down, `bands` floats a pixel from source column `from`; at least one float of
+   slack after its last pixel): the three or four bands of a source pixel in one vector
+   multiply-add a tap. Rounded (the column holds +0.5) and clamped to levels. */
+static void tiler_draw_across(const float *column, int from, int bands, const tiler_draw_span *xs, const float *xw,
+                              int xtaps, int width, uint8_t *out) {
+    if (bands == 3 || bands == 4) {
         for (int i = 0; i < width; i++) {
             const float *w = xw + (size_t) i * xtaps;
-            const uint8_t *p = row + (size_t) xs[i].first * 3;
-            float r = 0, g = 0, b = 0;
-            for (int s = 0; s < xs[i].count; s++, p += 3) {
-                r += w[s] * p[0];
-                g += w[s] * p[1];
-                b += w[s] * p[2];
+            const float *p = column + (size_t) (xs[i].first - from) * bands;
+            tiler_draw_float4 acc = {0, 0, 0, 0};
+            for (int s = 0; s < xs[i].count; s++, p += bands) acc += w[s] * tiler_draw_load4(p);
+            for (int c = 0; c < bands; c++) {
+                float v = acc[c];
+                out[i * bands + c] = (uint8_t) (v < 0 ? 0 : v >= 255 ? 255 : (int) v);
             }
-            out[3 * i] = r;
-            out[3 * i + 1] = g;
-            out[3 * i + 2] = b;
         }
         return;
     }
     for (int i = 0; i < width; i++) {
         const float *w = xw + (size_t) i * xtaps;
-        const uint8_t *p = row + (size_t) xs[i].first * bands;
+        const float *p = column + (size_t) (xs[i].first - from) * bands;
         for (int c = 0; c < bands; c++) {
-            float h = 0;
-            for (int s = 0; s < xs[i].count; s++) h += w[s] * p[s * bands + c];
-            out[i * bands + c] = h;
+            float v = 0;
+            for (int s = 0; s < xs[i].count; s++) v += w[s] * p[s * bands + c];
+            out[i * bands + c] = (uint8_t) (v < 0 ? 0 : v >= 255 ? 255 : (int) v);
         }
+    }
+}
+
+/* `count` source rows from `first` (rows `stride` apart, `line` bytes each) summed with
+   weights `w` into `column`, +0.5 (rounding the truncation to levels). Two rows a step:
+   the column is read and written half as often. `restrict`: the bytes do not alias the
+   floats, so the loops vectorise. */
+static void tiler_draw_down(const uint8_t *restrict first, size_t stride, const float *restrict w, int count,
+                            size_t line, float *restrict column) {
+    int r = 0;
+    if (count >= 2) {
+        const uint8_t *restrict a = first, *restrict b = first + stride;
+        float wa = w[0], wb = w[1];
+        for (size_t k = 0; k < line; k++) column[k] = 0.5f + wa * a[k] + wb * b[k];
+        r = 2;
+    } else {
+        float wa = w[0];
+        for (size_t k = 0; k < line; k++) column[k] = 0.5f + wa * first[k];
+        r = 1;
+    }
+    for (; r + 1 < count; r += 2) {
+        const uint8_t *restrict a = first + (size_t) r * stride, *restrict b = a + stride;
+        float wa = w[r], wb = w[r + 1];
+        for (size_t k = 0; k < line; k++) column[k] += wa * a[k] + wb * b[k];
+    }
+    if (r < count) {
+        const uint8_t *restrict a = first + (size_t) r * stride;
+        float wa = w[r];
+        for (size_t k = 0; k < line; k++) column[k] += wa * a[k];
     }
 }
 
@@ -194,46 +232,36 @@ int tiler_draw_resample(const uint8_t *source, size_t source_stride, int source_
         x < 0 || y < 0 || x + region_width > source_width + 1e-9 || y + region_height > source_height + 1e-9)
         return -1;
     int xtaps = tiler_draw_taps(region_width, width), ytaps = tiler_draw_taps(region_height, height);
-    size_t line = (size_t) width * bands;
-    /* Spans and weights of both axes, a ring of `ytaps` source rows filtered across, and
-       the output row being summed. */
+    /* Spans and weights of both axes, and one row filtered down (the source columns the
+       output takes, `bands` floats each, and slack for the last pixel's 4-float load). */
     size_t bytes = sizeof(tiler_draw_span) * ((size_t) width + height) +
-                   sizeof(float) * ((size_t) width * xtaps + (size_t) height * ytaps + ((size_t) ytaps + 1) * line) +
-                   sizeof(int) * (size_t) ytaps;
+                   sizeof(float) * ((size_t) width * xtaps + (size_t) height * ytaps + (size_t) source_width * bands + 4);
     char *memory = malloc(bytes);
     if (!memory) return -1;
     tiler_draw_span *xs = (tiler_draw_span *) memory;
     tiler_draw_span *ys = xs + width;
     float *xw = (float *) (ys + height);
     float *yw = xw + (size_t) width * xtaps;
-    float *ring = yw + (size_t) height * ytaps;
-    float *sum = ring + (size_t) ytaps * line;
-    int *held = (int *) (sum + line);
-    for (int k = 0; k < ytaps; k++) held[k] = -1;
+    float *column = yw + (size_t) height * ytaps;
     tiler_draw_axis(x, region_width, width, source_width, xs, xw, xtaps);
     tiler_draw_axis(y, region_height, height, source_height, ys, yw, ytaps);
+    /* The source columns the output takes (spans move right with the output). */
+    int from = xs[0].first, to = xs[width - 1].first + xs[width - 1].count;
+    for (int i = 0; i < width; i++) {
+        if (xs[i].first < from) from = xs[i].first;
+        if (xs[i].first + xs[i].count > to) to = xs[i].first + xs[i].count;
+    }
+    size_t line = (size_t) (to - from) * bands;
+    memset(column + line, 0, 4 * sizeof(float));
 
+    /* Down first, then across: the pass over every source row the output takes is the
+       contiguous one (a multiply-add over the row, which the compiler vectorises), and
+       the gathering pass across runs on output rows only. */
     for (int j = 0; j < height; j++) {
         const float *wy = yw + (size_t) j * ytaps;
-        for (size_t k = 0; k < line; k++) sum[k] = 0.5f; /* rounds the truncation below */
-        /* Each source row is filtered across once: output rows take rows in order, and
-           the ring holds the last `ytaps` of them. */
-        for (int r = 0; r < ys[j].count; r++) {
-            int source_row = ys[j].first + r;
-            int slot = source_row % ytaps;
-            float *filtered = ring + (size_t) slot * line;
-            if (held[slot] != source_row) {
-                tiler_draw_row(source + (size_t) source_row * source_stride, bands, xs, xw, xtaps, width, filtered);
-                held[slot] = source_row;
-            }
-            float v = wy[r];
-            for (size_t k = 0; k < line; k++) sum[k] += v * filtered[k];
-        }
-        uint8_t *o = out + (size_t) j * out_stride;
-        for (size_t k = 0; k < line; k++) {
-            float c = sum[k];
-            o[k] = (uint8_t) (c < 0 ? 0 : c >= 255 ? 255 : (int) c);
-        }
+        const uint8_t *first = source + (size_t) ys[j].first * source_stride + (size_t) from * bands;
+        tiler_draw_down(first, source_stride, wy, ys[j].count, line, column);
+        tiler_draw_across(column, from, bands, xs, xw, xtaps, width, out + (size_t) j * out_stride);
     }
     free(memory);
     return 0;

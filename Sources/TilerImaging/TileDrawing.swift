@@ -66,7 +66,10 @@ struct TileDrawing {
         let contentWidth = (columns.count - 1) * slot + scaled(last.width)
         let contentHeight = (rows.count - 1) * slot + scaled(last.height)
         let stride = columns.count * slot * bands
-        var mosaic = [UInt8](repeating: 0, count: stride * rows.count * slot)
+        // Not zeroed: the resampling reads the content only, and every pixel of it is
+        // written by a tile's decoding (each is checked to be at least its expected size).
+        let mosaicBytes = stride * rows.count * slot
+        var mosaic = [UInt8](unsafeUninitializedCapacity: mosaicBytes) { _, count in count = mosaicBytes }
         var message = [CChar](repeating: 0, count: 256)
 
         try mosaic.withUnsafeMutableBufferPointer { (m: inout UnsafeMutableBufferPointer<UInt8>) throws(RenderError) in

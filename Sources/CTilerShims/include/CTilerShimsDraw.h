@@ -24,8 +24,8 @@ int tiler_draw_decode_jpeg(const uint8_t *data, size_t size, int denominator, in
    `source_height`) to `width` × `height` into `out` (rows `out_stride` apart): an axis
    that shrinks with Lanczos' three-lobed kernel stretched to the scale, as libvips'
    `resize` reduces; one that keeps its size by area (a copy when aligned). Separable:
-   each source row is filtered across once. Not for enlarging: `width` ≤ `region_width`
-   and `height` ≤ `region_height`. 0 on success, -1 on a bad rectangle or no memory. */
+   filtered down first (over rows, vectorised), then across each output row. Not for
+   enlarging: `width` ≤ `region_width` and `height` ≤ `region_height`. 0 on success, -1 on a bad rectangle or no memory. */
 int tiler_draw_resample(const uint8_t *source, size_t source_stride, int source_width, int source_height, int bands,
                         double x, double y, double region_width, double region_height, uint8_t *out,
                         size_t out_stride, int width, int height);
