@@ -6,8 +6,15 @@ import TilerHTTP
 /// manifests rather than image services:
 /// - `/iiif/3/ID/manifest.json`: a Manifest with one Canvas of the image's size, painted
 ///   by one Annotation whose body is the image with its ImageService3 (this server's
-///   `/iiif/3/ID`), a thumbnail (the pyramid's own) and a label (the id);
-/// - `/iiif/3/collection.json`: a Collection of every image's manifest, sorted by id.
+///   `/iiif/3/ID`) and a thumbnail (the pyramid's own);
+/// - `/iiif/3/collection.json`: a Collection of every image's manifest, in the listing's
+///   order (`/images`);
+/// - `/iiif/3/albums/NAME/collection.json`: a Collection of one album's manifests.
+///
+/// A manifest's label is the photo's title (else the id), with its description as
+/// `summary`, its copyright as `requiredStatement` (and `rights` when it is a licence
+/// URI), its date as `navDate`, and creator, date, camera, lens, exposure and album as
+/// `metadata` pairs.
 ///
 /// Every id is absolute (`PublicAddress.absoluteBase`). With `--base-url` the documents are
 /// the same for every client and cached (manifests per pyramid generation, the
@@ -48,6 +55,20 @@ func iiifPresentationRoutes(store: TileStore, address: PublicAddress) -> [Route]
                 } else {
                     response = prepared(collectionDocument(pyramids, base: base), cacheControl: cacheControl)
                 }
+            } else if s.count == 5, s[2] == "albums", s[4] == "collection.json" {
+                // An album's collection: its manifests the caller may see, in name order. An
+                // album of which the caller may see nothing is answered as an unknown one.
+                try store.awaitCatalog(for: request)
+                guard var pyramids = store.listings.album(named: s[3])?.images else { throw unknownAlbum(s[3]) }
+                if let access = store.access {
+                    let visible = access.visibility(for: request.head)
+                    pyramids = pyramids.filter { visible($0.id.rawValue) }
+                    callerDependent()
+                }
+                guard !pyramids.isEmpty else { throw unknownAlbum(s[3]) }
+                // Built per request: an album is a part of the listing, and its document
+                // costs what the filter above does.
+                response = prepared(albumDocument(s[3], pyramids, base: base), cacheControl: cacheControl)
             } else if s.count == 4, s[3] == "manifest.json" {
                 let pyramid = try store.pyramid(named: s[2], for: request)
                 let limits = store.configuration.iiifLimits
@@ -115,6 +136,15 @@ private func writeThumbnail(_ p: Pyramid, _ base: String, _ json: inout JSONWrit
     json.endArray()
 }
 
+/// Whether `text` is a licence URI, the only form Presentation 3's `rights` takes: a
+/// Creative Commons or RightsStatements.org URI.
+func isLicenceURI(_ text: String) -> Bool {
+    let hosts = ["creativecommons.org/", "rightsstatements.org/"]
+    return ["http://", "https://"].contains { scheme in
+        hosts.contains { host in text.hasPrefix(scheme + host) && text.count > (scheme + host).count }
+    } && !text.contains(where: { $0 == " " || $0 == "\"" || $0 == "<" || $0 == ">" || $0.isNewline })
+}
+
 /// The Manifest of one pyramid.
 func manifestDocument(_ p: Pyramid, base: String, limits: IIIFLimits) -> [UInt8] {
     let service = serviceID(p, base)
@@ -132,20 +162,40 @@ func manifestDocument(_ p: Pyramid, base: String, limits: IIIFLimits) -> [UInt8]
     json.field("@context", presentationContext)
     json.field("id", "\(service)/manifest.json")
     json.field("type", "Manifest")
-    languageMap(&json, "label", p.id.rawValue)
+    let photo = m.metadata ?? PhotoMetadata()
+    languageMap(&json, "label", photo.title ?? p.id.rawValue)
+    if let description = photo.description { languageMap(&json, "summary", description) }
     json.key("metadata")
     json.beginArray()
-    json.beginObject()
-    languageMap(&json, "label", "Size", language: "en")
-    languageMap(&json, "value", "\(m.width) × \(m.height) pixels")
-    json.endObject()
-    if let source = m.source {
+    /// One label/value pair; the label in English, the value in no language.
+    func pair(_ label: String, _ value: String?) {
+        guard let value else { return }
         json.beginObject()
-        languageMap(&json, "label", "Source", language: "en")
-        languageMap(&json, "value", source.file)
+        languageMap(&json, "label", label, language: "en")
+        languageMap(&json, "value", value)
         json.endObject()
     }
+    pair("Creator", photo.creator)
+    pair("Date", photo.dateTaken)
+    pair("Camera", photo.camera)
+    pair("Lens", photo.lens)
+    pair("Exposure", photo.exposure)
+    pair("Album", photo.album)
+    pair("Size", "\(m.width) × \(m.height) pixels")
+    pair("Source", m.source?.file)
     json.endArray()
+    if let copyright = photo.copyright {
+        let licence = isLicenceURI(copyright)
+        json.key("requiredStatement")
+        json.beginObject()
+        languageMap(&json, "label", licence ? "Rights" : "Attribution", language: "en")
+        languageMap(&json, "value", copyright)
+        json.endObject()
+        if licence { json.field("rights", copyright) }
+    }
+    // `navDate`: an xsd:dateTime with a time zone, given in UTC as the specification
+    // prefers (`TakenInstant`: a date without an offset is read as UTC).
+    if let taken = p.taken { json.field("navDate", taken.utcDateTime) }
     writeThumbnail(p, base, &json)
     json.key("items")
     json.beginArray()
@@ -193,27 +243,61 @@ func manifestDocument(_ p: Pyramid, base: String, limits: IIIFLimits) -> [UInt8]
     return json.bytes
 }
 
-/// The Collection of every pyramid's manifest, in the order given (sorted by id).
+/// The Collection of every pyramid's manifest, in the order given (the listing's).
 func collectionDocument(_ pyramids: [Pyramid], base: String) -> [UInt8] {
+    collection(id: "\(base)\(IIIFVersion.v3.pathPrefix)collection.json", label: ("Images", "en"), pyramids, base: base)
+}
+
+/// The Collection of one album's manifests, labelled with its name.
+func albumDocument(_ name: String, _ pyramids: [Pyramid], base: String) -> [UInt8] {
+    collection(id: base + albumCollectionPath(name), label: (name, "none"), pyramids, base: base)
+}
+
+private func collection(id: String, label: (text: String, language: String), _ pyramids: [Pyramid], base: String)
+    -> [UInt8]
+{
     var json = JSONWriter(capacity: 512 + pyramids.count * 400)
     json.beginObject()
     json.field("@context", presentationContext)
-    json.field("id", "\(base)\(IIIFVersion.v3.pathPrefix)collection.json")
+    json.field("id", id)
     json.field("type", "Collection")
-    languageMap(&json, "label", "Images", language: "en")
+    languageMap(&json, "label", label.text, language: label.language)
     json.key("items")
     json.beginArray()
     for p in pyramids {
         json.beginObject()
         json.field("id", "\(serviceID(p, base))/manifest.json")
         json.field("type", "Manifest")
-        languageMap(&json, "label", p.id.rawValue)
+        languageMap(&json, "label", p.manifest.metadata?.title ?? p.id.rawValue)
         writeThumbnail(p, base, &json)
         json.endObject()
     }
     json.endArray()
     json.endObject()
     return json.bytes
+}
+
+/// `/iiif/3/albums/NAME/collection.json`, every byte of the name but the unreserved ones
+/// (RFC 3986) percent-encoded.
+func albumCollectionPath(_ name: String) -> String {
+    var path = Array("/iiif/3/albums/".utf8)
+    let hex = Array("0123456789ABCDEF".utf8)
+    for b in name.utf8 {
+        switch b {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+            path.append(b)
+        default: path += [UInt8(ascii: "%"), hex[Int(b >> 4)], hex[Int(b & 15)]]
+        }
+    }
+    path += Array("/collection.json".utf8)
+    return String(decoding: path, as: UTF8.self)
+}
+
+/// An album no image the caller may see belongs to: 404, the same whether it is unknown or
+/// all of its images are private.
+private func unknownAlbum(_ name: String) -> HTTPError {
+    HTTPError(404, "no album named '\(name.prefix(80))'")
 }
 
 /// The collection document for a fixed base URL, kept until the listing changes (a

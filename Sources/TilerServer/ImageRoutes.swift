@@ -51,7 +51,7 @@ func healthRoutes(store: TileStore) -> [Route] {
     ]
 }
 
-/// The image API: `/images`, `/images/ID`, `/images/ID/tiles/L/R/C.EXT`,
+/// The image API: `/images` (`?sort=name|date|-date`, `?album=NAME`), `/albums`, `/images/ID`, `/images/ID/tiles/L/R/C.EXT`,
 /// `/images/ID/thumbnail.EXT` and `/images/ID/visible`. Every URL in their documents
 /// starts with `address.linkPrefix` (the base URL, or nothing for root-relative paths),
 /// which is the same for every request, so the documents are cached as they are.
@@ -69,7 +69,11 @@ func imageRoutes(store: TileStore, address: PublicAddress) -> [Route] {
             case 6 where s[2] == "tiles": return try tile(request, s, store)
             default: return nil
             }
-        }
+        },
+        Route("albums", firstSegments: ["albums"]) { request throws(HTTPError) in
+            guard request.segments == ["albums"] else { return nil }
+            return try listAlbums(request, store, links)
+        },
     ]
 }
 
@@ -273,6 +277,8 @@ struct Links: Sendable {
     func image(_ p: Pyramid) -> String { "\(prefix)/images/\(p.id)" }
     /// `PREFIX/images/ID/thumbnail.EXT`.
     func thumbnail(_ p: Pyramid) -> String { "\(prefix)/images/\(p.id)/thumbnail.\(thumbnailExtension(p))" }
+    /// `PREFIX/iiif/3/albums/NAME/collection.json`, the name percent-encoded.
+    func albumCollection(_ name: String) -> String { prefix + albumCollectionPath(name) }
 }
 
 /// `url`, `thumbnail` and the fields every image listing carries: `title` (the
@@ -367,6 +373,8 @@ private func writeMetadata(_ m: PhotoMetadata, _ json: inout JSONWriter) {
 
 private func listImages(_ request: Request, _ store: TileStore, _ links: Links) throws(HTTPError) -> HTTPResponse {
     var offset = 0, limit = 50
+    var sort = ListingSort.name
+    var albumName: String?
     let maximum = store.configuration.maximumListLimit
     for (name, value) in try request.queryItems() {
         switch name {
@@ -380,18 +388,38 @@ private func listImages(_ request: Request, _ store: TileStore, _ links: Links) 
                 throw HTTPError(400, "parameter 'limit' must be an integer in 1...\(maximum)")
             }
             limit = v
+        case "sort":
+            guard let v = ListingSort(parameter: value) else {
+                throw HTTPError(400, "parameter 'sort' must be 'name', 'date' or '-date', not '\(value.prefix(40))'")
+            }
+            sort = v
+        case "album":
+            guard !value.isEmpty, value.utf8.count <= PhotoMetadata.maximumFieldBytes else {
+                throw HTTPError(400, "parameter 'album' must be an album's name (1...\(PhotoMetadata.maximumFieldBytes) bytes)")
+            }
+            albumName = value
         default: continue
         }
     }
     // From memory: the catalog's background scan keeps the listing, no request waits.
     // Until its first scan ends the listing would be incomplete: wait for it.
     try store.awaitCatalog(for: request)
+    let listings = store.listings
+    var all: [Pyramid]
+    if let albumName {
+        // An album is kept in name order; another order is the snapshot's, filtered.
+        all =
+            sort == .name
+            ? listings.album(named: albumName)?.images ?? []
+            : listings.ordered(sort).filter { $0.manifest.metadata?.album == albumName }
+    } else {
+        all = listings.ordered(sort)
+    }
     // Under `--access`, only what the caller may see, counted in `total` too.
-    let all =
-        store.access.map { access in
-            let visible = access.visibility(for: request.head)
-            return store.pyramids.filter { visible($0.id.rawValue) }
-        } ?? store.pyramids
+    if let access = store.access {
+        let visible = access.visibility(for: request.head)
+        all = all.filter { visible($0.id.rawValue) }
+    }
     var json = JSONWriter(capacity: 4096)
     json.beginObject()
     json.key("images")
@@ -408,9 +436,43 @@ private func listImages(_ request: Request, _ store: TileStore, _ links: Links) 
     json.field("offset", offset)
     json.field("limit", limit)
     json.endObject()
-    guard store.access != nil else { return .json(json.bytes) }
-    return .withHeaders(
-        [("Vary", TileStore.privateVary)], .json(json.bytes, cacheControl: TileStore.privateCacheControl))
+    return listing(json.bytes, store)
+}
+
+/// A listing's response: public, or under `--access` private and varying with the
+/// caller's credentials (what it lists depends on them).
+private func listing(_ body: [UInt8], _ store: TileStore) -> HTTPResponse {
+    guard store.access != nil else { return .json(body) }
+    return .withHeaders([("Vary", TileStore.privateVary)], .json(body, cacheControl: TileStore.privateCacheControl))
+}
+
+/// `GET /albums`: `{"albums": [{"name", "count", "cover": {"id", "thumbnail"}, "collection"}]}`,
+/// in natural order of names. Under `--access`, counts and covers are of what the caller
+/// may see, and an album of which the caller may see nothing is not listed.
+private func listAlbums(_ request: Request, _ store: TileStore, _ links: Links) throws(HTTPError) -> HTTPResponse {
+    try store.awaitCatalog(for: request)
+    let visible = store.access?.visibility(for: request.head)
+    var json = JSONWriter(capacity: 4096)
+    json.beginObject()
+    json.key("albums")
+    json.beginArray()
+    for album in store.listings.albums {
+        let images = visible.map { v in album.images.filter { v($0.id.rawValue) } } ?? album.images
+        guard let cover = images.first else { continue }
+        json.beginObject()
+        json.field("name", album.name)
+        json.field("count", images.count)
+        json.key("cover")
+        json.beginObject()
+        json.field("id", cover.id.rawValue)
+        json.field("thumbnail", links.thumbnail(cover))
+        json.endObject()
+        json.field("collection", links.albumCollection(album.name))
+        json.endObject()
+    }
+    json.endArray()
+    json.endObject()
+    return listing(json.bytes, store)
 }
 
 private func visible(_ request: Request, _ name: String, _ store: TileStore, _ links: Links) throws(HTTPError) -> HTTPResponse {

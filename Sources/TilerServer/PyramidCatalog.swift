@@ -93,6 +93,9 @@ final class PyramidCatalog: Sendable {
         var entries: [String: CatalogEntry] = [:]
         /// The servable pyramids in listing order (`Pyramid.inListingOrder`): `/images`.
         var sorted: [Pyramid] = []
+        /// The other orders and the albums of `sorted`, made when first asked for
+        /// (`Listings`); replaced whenever the snapshot changes.
+        var listings = Listings(byName: [])
     }
 
     /// Where a bucket root's archives are, and how to reach them.
@@ -773,6 +776,7 @@ final class PyramidCatalog: Sendable {
     private func publish(_ change: (inout Snapshot) -> Void) {
         current.withLock {
             change(&$0)
+            $0.listings = Listings(byName: $0.sorted)
             changes.add(1, ordering: .releasing)
         }
     }

@@ -155,8 +155,12 @@ public enum RouteClass: Int, CaseIterable, Sendable {
                 return .other
             }
             if equals(segment(2), "collection") { return .iiifPresentation }
+            if segments == 5 && equals(segment(2), "albums") && equals(segment(4), "collection.json") {
+                return .iiifPresentation
+            }
             return .iiifImage
         }
+        if equals(first, "albums") { return segments == 1 ? .list : .other }
         if equals(first, "healthz") || equals(first, "readyz") { return .health }
         if equals(first, "metrics") { return .metrics }
         if equals(first, "viewer") || equals(first, "index.html") { return .viewer }

@@ -29,6 +29,9 @@ public final class Pyramid: Sendable {
     /// Where it comes in the `/images` listing: natural order of its title, else its id
     /// (`Pyramid.inListingOrder`).
     let listingKey: NaturalSortKey
+    /// When it was taken (`metadata.dateTaken`), read once: `/images?sort=date`. nil
+    /// when undated or the date is not one `TakenInstant` reads.
+    let taken: TakenInstant?
     /// Whether it is private under the access policy in force, memoized per policy
     /// (`AccessControl.isPrivate`): the policy's generation, shifted, and 1 for private.
     let accessMemo = Atomic<UInt64>(0)
@@ -51,6 +54,7 @@ public final class Pyramid: Sendable {
         grids = TileGrids(geometry)
         folderSource = source as? FolderSource
         listingKey = NaturalSortKey(manifest.metadata?.title ?? id.rawValue)
+        taken = manifest.metadata?.dateTaken.flatMap(TakenInstant.init)
     }
 
     /// Whether `a` comes before `b` in the `/images` listing: natural order of titles, else
@@ -314,8 +318,12 @@ public final class TileStore: Sendable {
     /// catches it and answers the request from the blocking pool instead. Never sent.
     public static let lookupMustBlock = HTTPError(0, "the lookup must run where blocking is allowed")
 
-    /// Every servable pyramid, sorted by id, as of the last scan (or lookup): no I/O.
+    /// Every servable pyramid, in listing order (`Pyramid.inListingOrder`), as of the
+    /// last scan (or lookup): no I/O.
     public var pyramids: [Pyramid] { catalog.snapshot.sorted }
+
+    /// The same snapshot's other orders and its albums (`Listings`): no I/O.
+    var listings: Listings { catalog.snapshot.listings }
 
     /// A tile of `pyramid` as a response: from the cache, or from its source when that
     /// has it at once, or else `.blocking` on the lane the source names. 404 if outside
