@@ -375,6 +375,7 @@ private func listImages(_ request: Request, _ store: TileStore, _ links: Links) 
     var offset = 0, limit = 50
     var sort = ListingSort.name
     var albumName: String?
+    var sought: PyramidID?
     let maximum = store.configuration.maximumListLimit
     for (name, value) in try request.queryItems() {
         switch name {
@@ -398,6 +399,12 @@ private func listImages(_ request: Request, _ store: TileStore, _ links: Links) 
                 throw HTTPError(400, "parameter 'album' must be an album's name (1...\(PhotoMetadata.maximumFieldBytes) bytes)")
             }
             albumName = value
+        case "find":
+            guard let id = PyramidID(value) else {
+                throw HTTPError(
+                    400, "parameter 'find' must be an image id (letters, digits, '.', '_', '-'; at most \(PyramidID.maximumLength))")
+            }
+            sought = id
         default: continue
         }
     }
@@ -419,6 +426,14 @@ private func listImages(_ request: Request, _ store: TileStore, _ links: Links) 
     if let access = store.access {
         let visible = access.visibility(for: request.head)
         all = all.filter { visible($0.id.rawValue) }
+    }
+    if let sought {
+        // `find=ID`: the page (of `limit`) holding ID, wherever it falls in this order;
+        // not found (not listed for this caller, or no such image): 404.
+        guard let index = all.firstIndex(where: { $0.id == sought }) else {
+            throw HTTPError(404, "image '\(sought)' is not in this listing")
+        }
+        offset = index / limit * limit
     }
     var json = JSONWriter(capacity: 4096)
     json.beginObject()

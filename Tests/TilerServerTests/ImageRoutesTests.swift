@@ -189,6 +189,14 @@ import TilerTestSupport
             #expect((page["images"] as? [[String: Any]])?.map { $0["id"] as? String } == ["bravo", "Charlie"])
             #expect(page["total"] as? Int == 7 && page["offset"] as? Int == 1 && page["limit"] as? Int == 2)
             #expect((try fetch(port, "/images?offset=10").json["images"] as? [Any])?.isEmpty == true)
+            // find=ID: the page that holds it, in this order (not by the id's bytes).
+            for (id, offset) in [("alpha", 0), ("Charlie", 2), ("img2", 4), ("img10", 6)] {
+                let found = try fetch(port, "/images?find=\(id)&limit=2")
+                #expect(found.status == 200 && found.json["offset"] as? Int == offset, "\(id): \(found.text)")
+                #expect((found.json["images"] as? [[String: Any]])?.contains { $0["id"] as? String == id } == true, "\(id)")
+            }
+            #expect(try fetch(port, "/images?find=nothing-here").status == 404)
+            #expect(try fetch(port, "/images?find=..%2Fx").status == 400)
 
             for query in ["offset=-1", "offset=x", "limit=0", "limit=1001", "limit=", "limit=2.5", "offset=%zz"] {
                 let r = try fetch(port, "/images?\(query)")

@@ -17,6 +17,9 @@ import TilerTestSupport
         try root.cut(try root.solidImage("a", width: 600, height: 400, rgb: (220, 30, 30)), as: "img-a")
         try root.cut(try root.solidImage("b", width: 500, height: 500, rgb: (30, 200, 30)), as: "img-b")
         try root.cut(try root.solidImage("c", width: 400, height: 300, rgb: (30, 30, 220)), as: "img-c")
+        // Last in natural order, first by bytes: the viewer must learn its place from the
+        // server, not guess it from the id.
+        try root.cut(try root.solidImage("d", width: 300, height: 300, rgb: (200, 200, 30)), as: "Img-d")
         guard let driver = try startBrowser() else { return }
         defer { driver.quit() }
         try withTileServer(root) { port throws in
@@ -30,6 +33,11 @@ import TilerTestSupport
                         && location.hash.startsWith('#/image/\(id)')
                     """)
             }
+            try driver.navigate(base + "#/image/Img-d")
+            try waitFitted("Img-d")
+            try driver.wait(
+                for: "its place in the album",
+                "return document.getElementById('viewer-position').textContent === '4 / 4' && tilerViewer.view().index === 3")
             try driver.navigate(base + "#/image/img-a")
             try waitFitted("img-a")
 
@@ -120,6 +128,7 @@ import TilerTestSupport
             _ = try driver.execute("tilerViewer.slideshow(0.4); return 1")
             try waitFitted("img-b")
             try waitFitted("img-c")
+            try waitFitted("Img-d")
             try waitFitted("img-a")
             try driver.sendKeys("#stage", "0")
             #expect(try driver.execute("return tilerViewer.slideshowRunning()") as? Bool == false)
@@ -143,9 +152,9 @@ import TilerTestSupport
             // The album: each caption in full on hover.
             try driver.navigate(base)
             try driver.wait(
-                for: "the album", "return tilerViewer.album().total === 3 && document.querySelectorAll('.cell[title]').length === 3")
+                for: "the album", "return tilerViewer.album().total === 4 && document.querySelectorAll('.cell[title]').length === 4")
             let titles = try driver.execute("return [...document.querySelectorAll('.cell')].map((c) => c.title).sort()")
-            #expect(titles as? [String] == ["img-a", "img-b", "img-c"])
+            #expect(titles as? [String] == ["Img-d", "img-a", "img-b", "img-c"])
             try driver.expectNoScriptErrors()
         }
 

@@ -86,8 +86,8 @@
   }
 
   // ---------------------------------------------------------------- the listing
-  // /images a page at a time, kept sparse: items[i] is the i-th image by id once its
-  // page has arrived. If the total changes (pyramids cut or removed meanwhile), the pages
+  // /images a page at a time, kept sparse: items[i] is the i-th image of the listing
+  // once its page has arrived. If the total changes (pyramids cut or removed meanwhile), the pages
   // known so far are dropped and fetched again as they are needed.
   const listing = { total: null, items: [], pageSize: 100, pages: new Map() };
 
@@ -95,14 +95,7 @@
     const known = listing.pages.get(page);
     if (known) return known;
     const promise = getJSON(api(`images?offset=${page * listing.pageSize}&limit=${listing.pageSize}`)).then((answer) => {
-      if (listing.total !== null && listing.total !== answer.total) {
-        listing.items = [];
-        listing.pages = new Map([[page, promise]]);
-      }
-      listing.total = answer.total;
-      answer.images.forEach((image, k) => { listing.items[answer.offset + k] = located(image); });
-      stats.listingPagesLoaded++;
-      listingChanged();
+      remember(answer, page, promise);
       return answer;
     }, (error) => {
       listing.pages.delete(page);
@@ -112,31 +105,42 @@
     return promise;
   }
 
+  /** Keeps a page of /images (fetched as `promise`, or found by `find=`). */
+  function remember(answer, page, promise) {
+    if (listing.total !== null && listing.total !== answer.total) {
+      listing.items = [];
+      listing.pages = new Map();
+    }
+    if (!listing.pages.has(page)) listing.pages.set(page, promise || Promise.resolve(answer));
+    listing.total = answer.total;
+    answer.images.forEach((image, k) => { listing.items[answer.offset + k] = located(image); });
+    stats.listingPagesLoaded++;
+    listingChanged();
+  }
+
   /** The i-th image, fetching its page if need be; undefined past the end. */
   async function itemAt(i) {
     if (!listing.items[i]) await loadPage(Math.floor(i / listing.pageSize));
     return listing.items[i];
   }
 
-  /** The index of image `id` in the listing (sorted by id), or -1: a binary search over pages. */
+  /**
+   * The index of image `id` in the listing, or -1. The server knows the order (natural
+   * order of titles, else ids): /images?find=ID answers the page that holds it.
+   */
   async function indexOf(id) {
     const known = listing.items.findIndex((image) => image && image.id === id);
     if (known >= 0) return known;
-    if (listing.total === null) await loadPage(0);
-    let lo = 0, hi = Math.ceil(listing.total / listing.pageSize) - 1;
-    while (lo <= hi) {
-      const mid = (lo + hi) >> 1;
-      const page = await loadPage(mid);
-      const images = page.images;
-      if (!images.length) return -1;
-      if (id < images[0].id) hi = mid - 1;
-      else if (id > images[images.length - 1].id) lo = mid + 1;
-      else {
-        const k = images.findIndex((image) => image.id === id);
-        return k < 0 ? -1 : page.offset + k;
-      }
+    let answer;
+    try {
+      answer = await getJSON(api(`images?find=${encodeURIComponent(id)}&limit=${listing.pageSize}`));
+    } catch (e) {
+      if (e.status === 404) return -1;
+      throw e;
     }
-    return -1;
+    remember(answer, Math.floor(answer.offset / listing.pageSize));
+    const k = answer.images.findIndex((image) => image.id === id);
+    return k < 0 ? -1 : answer.offset + k;
   }
 
   function listingChanged() {
