@@ -587,6 +587,11 @@ import TilerTestSupport
                 for: "the private image's tiles",
                 "const v = tilerViewer.view(); return v && v.id === 'secret-a' && v.pending === 0 && v.activeTiles > 0")
             #expect(try driver.execute("return tilerViewer.stats.tileErrors") as? Int == 0)
+            // Its share button copies a link that opens it again: the page's token with the view.
+            try driver.click("#share")
+            let shared = try #require(
+                driver.wait(for: "the shared link", "return document.getElementById('share').dataset.link || null") as? String)
+            #expect(shared.contains("?token=\(token)#/image/secret-a?x="), "\(shared.prefix(80))")
             try driver.navigate(base + "?token=\(token)#/")
             try driver.wait(for: "the album of three", "return tilerViewer.album().total === 3 && tilerViewer.stats.thumbnailsLoaded === 3")
             try driver.expectNoScriptErrors()

@@ -169,6 +169,96 @@ import TilerTestSupport
         }
     }
 
+    /// The albums bar (from `/albums`) over the grid; an album's page holds its photos by
+    /// title, ← and → stay in it, and the details panel shows what each photo says about
+    /// itself. Screenshots are kept in `.build/test-artifacts/`.
+    @Test(.timeLimit(.minutes(10))) func albumsAndWhatAPhotoSays() throws {
+        let root = try PyramidRoot()
+        let photos: [(id: String, rgb: (Int, Int, Int), metadata: [String: Any])] = [
+            (
+                "p1", (200, 120, 40),
+                [
+                    "title": "Harbour at dawn", "description": "Boats leaving", "creator": "Ada Lovelace",
+                    "copyright": "CC BY 4.0", "dateTaken": "2024-05-01T06:03:22+02:00", "camera": "Canon EOS R5",
+                    "album": "Trip",
+                ]
+            ),
+            ("p2", (40, 120, 200), ["title": "Lighthouse", "album": "Trip"]),
+            ("p3", (40, 200, 40), [:]),
+        ]
+        for photo in photos {
+            try root.cut(try root.solidImage(photo.id, width: 400, height: 300, rgb: photo.rgb), as: photo.id)
+            guard !photo.metadata.isEmpty else { continue }
+            let path = "\(root.path)/\(photo.id)/pyramid.json"
+            var manifest = try #require(
+                try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
+            manifest["metadata"] = photo.metadata
+            try JSONSerialization.data(withJSONObject: manifest).write(to: URL(fileURLWithPath: path))
+        }
+        guard let driver = try startBrowser() else { return }
+        defer { driver.quit() }
+        try withTileServer(root) { port throws in
+            try driver.navigate("http://127.0.0.1:\(port)/")
+            try driver.wait(
+                for: "the albums bar",
+                """
+                const bar = document.getElementById('albums');
+                return !bar.hidden && [...bar.querySelectorAll('a')].map((a) => a.textContent).join('|') === 'All images|Trip (2)'
+                    && tilerViewer.album().total === 3 && tilerViewer.stats.thumbnailsLoaded === 3
+                """)
+            let titles = try driver.execute("return [...document.querySelectorAll('.cell .name')].map((n) => n.textContent)")
+            #expect(titles as? [String] == ["Harbour at dawn", "Lighthouse", "p3"], "captions are titles, in their order")
+            try Data(try driver.screenshot()).write(to: testArtifacts.appendingPathComponent("lightbox-album.png"))
+            let bar = try driver.rect("#albums")
+            let shot = try DecodedImage(encoded: try driver.screenshot())
+            let pill = shot.mean(x: Int(bar.x) + 20, y: Int(bar.y + bar.height / 2), width: 2, height: 2)
+            #expect(pill[2] > pill[0] + 40, "the chosen pill (All images) in the accent colour: \(Array(pill.prefix(3)))")
+
+            try driver.click("#albums a:nth-child(2)")
+            try driver.wait(
+                for: "the album Trip",
+                """
+                return location.hash === '#/album/Trip' && tilerViewer.album().total === 2
+                    && [...document.querySelectorAll('.cell .name')].map((n) => n.textContent).join('|') === 'Harbour at dawn|Lighthouse'
+                    && document.querySelector('#albums a[aria-current="true"]').textContent === 'Trip (2)'
+                """)
+            try driver.click("#cell-0")
+            try driver.wait(
+                for: "the first photo of the album",
+                "const v = tilerViewer.view(); return v && v.id === 'p1' && document.getElementById('viewer-position').textContent === '1 / 2'"
+            )
+            try driver.sendKeys("#stage", WebDriver.Key.arrowRight)
+            try driver.wait(
+                for: "the album's second photo",
+                "const v = tilerViewer.view(); return v && v.id === 'p2' && document.getElementById('viewer-position').textContent === '2 / 2'"
+            )
+            try driver.sendKeys("#stage", WebDriver.Key.arrowLeft)
+            try driver.wait(for: "back to the first", "const v = tilerViewer.view(); return v && v.id === 'p1' && v.index === 0")
+
+            try driver.sendKeys("#stage", "i")
+            try driver.wait(
+                for: "what the photo says",
+                """
+                const list = document.getElementById('details-list').textContent;
+                return document.getElementById('details-title').textContent === 'Harbour at dawn'
+                    && document.getElementById('details-description').textContent === 'Boats leaving'
+                    && ['Ada Lovelace', 'CC BY 4.0', '2024-05-01T06:03:22+02:00', 'Canon EOS R5', 'Trip', '400 × 300 pixels']
+                        .every((text) => list.includes(text))
+                """)
+            let details = try driver.screenshot()
+            try Data(details).write(to: testArtifacts.appendingPathComponent("lightbox-photo-details.png"))
+            let panel = try driver.rect("#details")
+            let panelShot = try DecodedImage(encoded: details)
+            let inside = panelShot.mean(x: Int(panel.x) + 4, y: Int(panel.y + panel.height) - 4, width: 2, height: 2)
+            #expect(inside[0] < 90 && inside[1] < 90, "the panel is drawn over the photo: \(Array(inside.prefix(3)))")
+
+            // Esc goes back to the album the photo was opened from.
+            try driver.sendKeys("#stage", WebDriver.Key.escape)
+            try driver.wait(for: "the album again", "return location.hash === '#/album/Trip' && !document.getElementById('album').hidden")
+            try driver.expectNoScriptErrors()
+        }
+    }
+
     private func view(_ driver: WebDriver) throws -> [String: Any] {
         try #require(driver.execute("return tilerViewer.view()") as? [String: Any])
     }

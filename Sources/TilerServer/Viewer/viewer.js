@@ -89,12 +89,24 @@
   // /images a page at a time, kept sparse: items[i] is the i-th image of the listing
   // once its page has arrived. If the total changes (pyramids cut or removed meanwhile), the pages
   // known so far are dropped and fetched again as they are needed.
-  const listing = { total: null, items: [], pageSize: 100, pages: new Map() };
+  const listing = { total: null, items: [], pageSize: 100, pages: new Map(), album: null };
+  /** The listing's query: every image, or one album's (`#/album/NAME`). */
+  const listingQuery = () => (listing.album === null ? '' : '&album=' + encodeURIComponent(listing.album));
+  /** Shows one album's images (or every image, for null): the listing starts again. */
+  function chooseAlbum(name) {
+    if (listing.album === name) return;
+    listing.album = name;
+    listing.total = null;
+    listing.items = [];
+    listing.pages = new Map();
+    album.current = 0;
+    grid.scrollTop = 0;
+  }
 
   function loadPage(page) {
     const known = listing.pages.get(page);
     if (known) return known;
-    const promise = getJSON(api(`images?offset=${page * listing.pageSize}&limit=${listing.pageSize}`)).then((answer) => {
+    const promise = getJSON(api(`images?offset=${page * listing.pageSize}&limit=${listing.pageSize}${listingQuery()}`)).then((answer) => {
       remember(answer, page, promise);
       return answer;
     }, (error) => {
@@ -133,7 +145,7 @@
     if (known >= 0) return known;
     let answer;
     try {
-      answer = await getJSON(api(`images?find=${encodeURIComponent(id)}&limit=${listing.pageSize}`));
+      answer = await getJSON(api(`images?find=${encodeURIComponent(id)}&limit=${listing.pageSize}${listingQuery()}`));
     } catch (e) {
       if (e.status === 404) return -1;
       throw e;
@@ -685,6 +697,8 @@
   }
 
   async function openImage(id, params) {
+    // Back (☰, Esc) to the album this image was opened from.
+    $('back').href = listing.album === null ? '#/' : '#/album/' + encodeURIComponent(listing.album);
     $('album').hidden = true;
     $('viewer').hidden = false;
     let image = listing.items.find((im) => im && im.id === id);
@@ -991,7 +1005,7 @@
       return;
     }
     if (!viewer.image) {
-      if (e.key === 'Escape') location.hash = '#/';
+      if (e.key === 'Escape') location.hash = $('back').getAttribute('href');
       return;
     }
     const { w, h } = stageSize();
@@ -1003,7 +1017,7 @@
       ArrowLeft: () => (isFitted() ? neighbour(-1) : panBy(-w * step, 0)),
       ArrowRight: () => (isFitted() ? neighbour(1) : panBy(w * step, 0)),
       ArrowUp: () => panBy(0, -h * step), ArrowDown: () => panBy(0, h * step),
-      Escape: () => { location.hash = '#/'; },
+      Escape: () => { location.hash = $('back').getAttribute('href'); },
       PageUp: () => neighbour(-1), PageDown: () => neighbour(1),
       f: toggleFullscreen, F: toggleFullscreen,
       i: () => toggleDetails(), I: () => toggleDetails(),
@@ -1185,7 +1199,29 @@
   }
 
   // ---------------------------------------------------------------- routing
-  function showAlbum() {
+  /** The albums bar: every image, then each album the caller may see, with its count. */
+  async function showAlbums() {
+    const bar = $('albums');
+    let answer;
+    try { answer = await getJSON(api('albums')); } catch (_) { bar.hidden = true; return; }
+    const albums = Array.isArray(answer.albums) ? answer.albums : [];
+    const link = (text, hash, current) => {
+      const a = document.createElement('a');
+      a.textContent = text;
+      a.href = hash;
+      a.title = text;
+      if (current) a.setAttribute('aria-current', 'true');
+      return a;
+    };
+    bar.replaceChildren(
+      link('All images', '#/', listing.album === null),
+      ...albums.map((a) => link(`${a.name} (${a.count})`, '#/album/' + encodeURIComponent(a.name), a.name === listing.album)));
+    bar.hidden = albums.length === 0;
+  }
+
+  function showAlbum(name = null) {
+    chooseAlbum(name);
+    showAlbums();
     hideLogin();
     stopSlideshow();
     $('help').hidden = true;
@@ -1216,8 +1252,13 @@
 
   function route() {
     const target = parseHash(location.hash);
+    const albumMatch = /^#\/album\/([^?]+)$/.exec(location.hash);
     if (target) openImage(target.id, target.params);
-    else showAlbum();
+    else if (albumMatch) {
+      let name;
+      try { name = decodeURIComponent(albumMatch[1]); } catch (_) { name = albumMatch[1]; }
+      showAlbum(name);
+    } else showAlbum();
   }
   addEventListener('hashchange', route);
   route();
