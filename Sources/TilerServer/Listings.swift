@@ -55,20 +55,18 @@ final class Listings: Sendable {
     func ordered(_ sort: ListingSort) -> [Pyramid] {
         switch sort {
         case .name: return byName
-        case .date:
-            return made.withLock { m in
-                if let kept = m.oldestFirst { return kept }
-                let order = Self.byDate(byName, newestFirst: false)
-                m.oldestFirst = order
-                return order
-            }
-        case .newestFirst:
-            return made.withLock { m in
-                if let kept = m.newestFirst { return kept }
-                let order = Self.byDate(byName, newestFirst: true)
-                m.newestFirst = order
-                return order
-            }
+        case .date: return kept(\.oldestFirst) { Self.byDate(byName, newestFirst: false) }
+        case .newestFirst: return kept(\.newestFirst) { Self.byDate(byName, newestFirst: true) }
+        }
+    }
+
+    /// The order kept in `slot`, made by `make` the first time.
+    private func kept(_ slot: WritableKeyPath<Made, [Pyramid]?>, _ make: () -> [Pyramid]) -> [Pyramid] {
+        made.withLock { m in
+            if let order = m[keyPath: slot] { return order }
+            let order = make()
+            m[keyPath: slot] = order
+            return order
         }
     }
 
