@@ -41,7 +41,7 @@ import TilerTestSupport
         dateTaken: "2024-05-01T14:03:22+02:00", camera: "Canon EOS R5", lens: "RF24-105mm F4 L IS USM",
         exposure: "1/250 s, f/8, ISO 100")
 
-    @Test(.timeLimit(.minutes(3))) func whatThePhotoSaysIsKeptAsWritten() throws {
+    @Test(.timeLimit(.minutes(10))) func whatThePhotoSaysIsKeptAsWritten() throws {
         let scratch = try Scratch()
         defer { scratch.cleanUp() }
         let photo = scratch.path("photo.jpg")
@@ -78,7 +78,7 @@ import TilerTestSupport
     /// Where XMP says nothing: IPTC's object name, caption, by-line and copyright notice,
     /// else EXIF's ImageDescription, Artist and Copyright; a photo without any metadata
     /// gets no `metadata` at all.
-    @Test(.timeLimit(.minutes(3))) func iptcThenExifWhenXMPSaysNothing() throws {
+    @Test(.timeLimit(.minutes(10))) func iptcThenExifWhenXMPSaysNothing() throws {
         let scratch = try Scratch()
         defer { scratch.cleanUp() }
         let root = scratch.path("tiles")
@@ -120,7 +120,7 @@ import TilerTestSupport
         return [0xFF, 0xD8, 0xFF, 0xE1, UInt8(length >> 8), UInt8(length & 0xFF)] + payload + jpeg.dropFirst(2)
     }
 
-    @Test(.timeLimit(.minutes(3))) func hostileXMPIsRefusedNeverExpanded() throws {
+    @Test(.timeLimit(.minutes(10))) func hostileXMPIsRefusedNeverExpanded() throws {
         let scratch = try Scratch()
         defer { scratch.cleanUp() }
         let root = scratch.path("tiles")
@@ -169,7 +169,7 @@ import TilerTestSupport
 
     /// A 10 MB XMP packet (in a PNG's `iTXt` chunk, which has no 64 KiB bound): the cut
     /// ignores it and keeps what else the photo says.
-    @Test(.timeLimit(.minutes(3))) func aTenMegabyteXMPPacketIsIgnored() throws {
+    @Test(.timeLimit(.minutes(10))) func aTenMegabyteXMPPacketIsIgnored() throws {
         let scratch = try Scratch()
         defer { scratch.cleanUp() }
         let base = scratch.path("base.png")
@@ -198,7 +198,7 @@ import TilerTestSupport
     /// Archives keep the metadata (`tiler info --json`, `tiler unpack`), and the server
     /// shows it in `/images/ID` and `/images` (`title`, else the id; `dateTaken`), for a
     /// folder, an archive and a source served on the fly alike.
-    @Test(.timeLimit(.minutes(3))) func archivesAndTheServerCarryIt() throws {
+    @Test(.timeLimit(.minutes(10))) func archivesAndTheServerCarryIt() throws {
         let scratch = try Scratch()
         defer { scratch.cleanUp() }
         let photo = scratch.path("sources/photo.jpg")
@@ -255,7 +255,7 @@ import TilerTestSupport
 
     /// A private image's metadata shows nowhere without a token: `/images/ID` is 401 and
     /// `/images` leaves the image out; with a token both show it.
-    @Test(.timeLimit(.minutes(3))) func aPrivateImagesMetadataNeedsAToken() throws {
+    @Test(.timeLimit(.minutes(10))) func aPrivateImagesMetadataNeedsAToken() throws {
         let scratch = try Scratch()
         defer { scratch.cleanUp() }
         let keys = try TestKeys(in: scratch.path)
