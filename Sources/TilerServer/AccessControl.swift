@@ -389,8 +389,20 @@ public final class AccessControl: Sendable {
     /// decode (no `&`, `%` or `#`), else nil. One scan, sixteen bytes at a time. The
     /// plain-tile fast path answers such a tile; `queryToken` finds the same range.
     static func plainQueryToken(_ t: UnsafeBufferPointer<UInt8>, query q: Int) -> Range<Int>? {
-        let value = q + 7
-        guard t[q] == UInt8(ascii: "?"), t.count > value, isTokenName(t, at: q + 1) else { return nil }
+        guard startsTokenQuery(t, at: q) else { return nil }
+        return plainValue(t, from: q + 7)
+    }
+
+    /// Whether `t` holds `?token=` and a byte more at `q`: seven bytes of one word.
+    private static func startsTokenQuery(_ t: UnsafeBufferPointer<UInt8>, at q: Int) -> Bool {
+        t.count > q + 7
+            && UnsafeRawPointer(t.baseAddress! + q).loadUnaligned(as: UInt64.self) & 0x00FF_FFFF_FFFF_FFFF
+                == UInt64(littleEndian: 0x003D_6E65_6B6F_743F)
+    }
+
+    /// `value..<t.count` when the rest of `t` has nothing to split or decode (no `%`, `&`
+    /// or `#`), else nil.
+    private static func plainValue(_ t: UnsafeBufferPointer<UInt8>, from value: Int) -> Range<Int>? {
         let rest = UnsafeBufferPointer(rebasing: t[value...])
         let refused = ByteScan.firstIndex(in: rest, ofAny: UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "#"), UInt8(ascii: "#"))
         return refused == rest.count ? value..<t.count : nil
@@ -407,17 +419,13 @@ public final class AccessControl: Sendable {
     /// `plainQueryToken` for a connection with a memo: the token it keeps is found by one
     /// compare and not scanned (it was plain when it was kept).
     static func plainQueryToken(_ t: UnsafeBufferPointer<UInt8>, query q: Int, memo: CredentialMemo?) -> ShareToken? {
+        guard startsTokenQuery(t, at: q) else { return nil }
         let value = q + 7
-        // "?token=" and a byte: seven bytes of one word.
-        guard t.count > value,
-            UnsafeRawPointer(t.baseAddress! + q).loadUnaligned(as: UInt64.self) & 0x00FF_FFFF_FFFF_FFFF
-                == UInt64(littleEndian: 0x003D_6E65_6B6F_743F)
-        else { return nil }
         if let memo {
             let number = memo.number(ofQueryToken: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: t[value...])))
             if number != 0 { return ShareToken(range: value..<t.count, number: number) }
         }
-        return plainQueryToken(t, query: q).map { ShareToken(range: $0, number: 0) }
+        return plainValue(t, from: value).map { ShareToken(range: $0, number: 0) }
     }
 
     /// Whether `target` holds `token=` at `start` (six bytes that are there).
