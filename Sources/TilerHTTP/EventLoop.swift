@@ -10,6 +10,9 @@ final class Connection {
     let socket: Socket
     /// Tells this connection from a later one given the same descriptor number.
     let serial: UInt64
+    /// The serial's low half, which epoll gives back with each event.
+    var tag: UInt32 { Connection.tag(serial) }
+    static func tag(_ serial: UInt64) -> UInt32 { UInt32(truncatingIfNeeded: serial) }
     /// The state machine, in memory of its own. Reached through a pointer rather than a
     /// stored property: every access to a class's stored property is checked at run time
     /// for overlap (about 70 instructions each, a tenth of a cached tile's instructions in
@@ -260,7 +263,9 @@ final class EventLoop {
                     acceptConnections()
                 } else if ready.descriptor == wake.descriptor.rawValue {
                     readMailbox()
-                } else if Int(ready.descriptor) < connections.count, let c = connections[Int(ready.descriptor)] {
+                } else if Int(ready.descriptor) < connections.count, let c = connections[Int(ready.descriptor)],
+                    c.tag == ready.tag
+                {
                     handle(c, ready)
                 }
             }
@@ -343,10 +348,11 @@ final class EventLoop {
                 settings: shared.settings, at: time.milliseconds,
                 connectionTag: RequestID.tag(of: RequestID.connection(seed: connectionSeed, number: nextConnectionNumber)))
             let interest = machine.interest
+            nextSerial += 1
             do {
                 try socket.setNoDelay()
                 if let bytes = shared.sendBufferBytes { try socket.setSendBufferSize(bytes) }
-                try epoll.add(socket.descriptor, interest)
+                try epoll.add(socket.descriptor, interest, tag: Connection.tag(nextSerial))
             } catch {
                 // A socket that cannot be set up or watched cannot be served (epoll_ctl's
                 // ENOSPC is the per-user watch limit, fs.epoll.max_user_watches).
@@ -355,7 +361,6 @@ final class EventLoop {
                 shared.connectionCount.subtract(1, ordering: .relaxed)
                 continue
             }
-            nextSerial += 1
             let c = Connection(socket: socket, serial: nextSerial, machine: machine, registered: interest)
             let fd = Int(socket.descriptor.rawValue)
             if fd >= connections.count {
@@ -554,7 +559,7 @@ final class EventLoop {
         let wanted = c.machine.interest
         guard wanted != c.registered else { return }
         do {
-            try epoll.modify(c.socket.descriptor, wanted)
+            try epoll.modify(c.socket.descriptor, wanted, tag: c.tag)
             c.registered = wanted
         } catch {
             // A connection whose events cannot be watched cannot be served.
@@ -574,7 +579,12 @@ final class EventLoop {
         c.job = nil
         connections[Int(c.socket.descriptor.rawValue)] = nil
         openCount -= 1
-        c.socket.close()  // also takes it out of epoll (the only descriptor for it)
+        // Out of epoll first: closing does that only when no copy of the descriptor is left
+        // (a child being started holds one until its exec), and the copy's events would
+        // come under a number the next connection may take. (A removal that fails leaves
+        // a registration whose events the tag check drops.)
+        try? epoll.remove(c.socket.descriptor)
+        c.socket.close()
         shared.connectionCount.subtract(1, ordering: .relaxed)
     }
 
@@ -646,7 +656,10 @@ final class EventLoop {
         guard !draining else { return }
         draining = true
         drainDeadline = time.milliseconds + shared.gracePeriod
-        listener?.close()  // closing also takes it out of epoll
+        if let listener {
+            try? epoll.remove(listener.descriptor)  // a child being started may hold a copy
+            listener.close()
+        }
         listener = nil
         for i in connections.indices {
             guard let c = connections[i] else { continue }

@@ -913,6 +913,92 @@ final class FailureBox: @unchecked Sendable {
     }
 
     /// `stop()` from another thread while `start()` runs, over and over: no crash, no hang.
+    /// A process that starts a program holds a copy of every descriptor until the program
+    /// is executed (the test process itself starts tools all the time). A connection the
+    /// server closed meanwhile lived on in the copy, and so did its epoll registration:
+    /// its events (the client's end of stream, level-triggered) kept coming under its old
+    /// number. The next connection accepted under that number took them for its own, and
+    /// one whose answer was queued was closed unanswered ("connection closed before a
+    /// response head" in CI). Each connection's events are now its own.
+    @Test(.timeLimit(.minutes(2))) func aClosedConnectionsCopyDoesNotCloseTheNextWithItsNumber() throws {
+        try withServer({
+            $0.threads = 1
+            $0.renderThreads = 1
+        }) { port, _ in
+            // The only render thread is held, so that the next render waits in the queue
+            // (a queued answer is dropped when its client leaves).
+            let hold = Gates.unique()
+            let holder = try RawHTTPClient(port: port)
+            try holder.request("/render/\(hold)")
+            #expect(Gates.shared[hold].waitForArrivals(1))
+            defer {
+                Gates.shared[hold].open()
+                #expect((try? holder.readResponse().text) == "/render/\(hold)")
+            }
+            var tried = 0
+            var reused = 0
+            while tried < 40 && reused < 3 {
+                tried += 1
+                let a = try RawHTTPClient(port: port)
+                try a.request("/a")
+                #expect(try a.readResponse().text == "/a")
+                let number = try #require(acceptedSocket(port: port, client: a.fd))
+                let copy = dup(number)  // what a child being started holds
+                defer { close(copy) }
+                // The next client's socket is made now, so that it does not take the number.
+                let next = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                defer { close(next) }
+                var tv = timeval(tv_sec: 20, tv_usec: 0)
+                setsockopt(next, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+                #expect(shutdown(a.fd, Int32(SHUT_RDWR)) == 0)  // `a` leaves
+                // The server closes its end (alive in the copy).
+                let deadline = Date().addingTimeInterval(20)
+                while sameSocket(number, copy) && Date() < deadline { usleep(1000) }
+                #expect(!sameSocket(number, copy))
+                // The server's next accept takes the lowest free number: fill those below.
+                var fillers: [Int32] = []
+                defer { for f in fillers { close(f) } }
+                while true {
+                    let f = open("/dev/null", O_RDONLY | O_CLOEXEC)
+                    guard f >= 0, f < number else {
+                        if f >= 0 { close(f) }
+                        break
+                    }
+                    fillers.append(f)
+                }
+                var address = sockaddr_in()
+                address.sin_family = sa_family_t(AF_INET)
+                address.sin_port = in_port_t(UInt16(port).bigEndian)
+                address.sin_addr.s_addr = inet_addr("127.0.0.1")
+                let connected = withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        connect(next, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }
+                try #require(connected == 0)
+                let request = Array("GET /render/open-\(Gates.unique()) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+                #expect(request.withUnsafeBytes { send(next, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == request.count)
+                // Whether the server accepted it under the old number (others may take it).
+                var accepted: Int32?
+                while accepted == nil && Date() < deadline {
+                    accepted = acceptedSocket(port: port, client: next)
+                    if accepted == nil { usleep(1000) }
+                }
+                guard accepted == number else { continue }
+                reused += 1
+                // Time for the old connection's events to arrive; the answer waits in the
+                // queue meanwhile: the connection must still be open.
+                usleep(200_000)
+                var byte: UInt8 = 0
+                let peeked = recv(next, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+                #expect(
+                    peeked < 0 && (errno == EAGAIN || errno == EWOULDBLOCK),
+                    "the next connection under number \(number) was closed unanswered")
+            }
+            #expect(reused > 0, "no connection was accepted under a closed one's number in \(tried) tries")
+        }
+    }
+
     @Test func stopRacingStartIsSafe() throws {
         var config = HTTPConfiguration()
         config.port = 0
@@ -940,8 +1026,6 @@ final class Counter: @unchecked Sendable {
     }
 }
 
-/// Whether the server has neither answered nor closed the connection: nothing to read,
-/// and no end of stream.
 /// Whether everything `c` sent has been taken by the peer (acknowledged: on loopback, in
 /// its socket's receive queue); polled, false after `seconds`.
 func waitUntilSent(_ c: RawHTTPClient, seconds: Double = 20) -> Bool {
@@ -1026,4 +1110,31 @@ func freePort() throws -> Int {
         if (try? ListeningSocket.checkPortIsFree(host: "127.0.0.1", port: port)) != nil { return port }
     }
     throw ClientError("no free port in 20000..<30000")
+}
+
+/// The server's end of loopback connection `client` to `port`: the descriptor in this
+/// process whose socket is bound to `port` with `client`'s address as its peer.
+func acceptedSocket(port: Int, client: Int32) -> Int32? {
+    func portOf(_ fd: Int32, peer: Bool) -> UInt16? {
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let rc = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { peer ? getpeername(fd, $0, &length) : getsockname(fd, $0, &length) }
+        }
+        guard rc == 0, address.sin_family == sa_family_t(AF_INET) else { return nil }
+        return UInt16(bigEndian: address.sin_port)
+    }
+    guard let clientPort = portOf(client, peer: false) else { return nil }
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+    for fd in entries.compactMap(Int32.init) where fd != client {
+        if portOf(fd, peer: false) == UInt16(port) && portOf(fd, peer: true) == clientPort { return fd }
+    }
+    return nil
+}
+
+/// Whether descriptors `a` and `b` are the same open socket (same inode of the socket
+/// file system).
+func sameSocket(_ a: Int32, _ b: Int32) -> Bool {
+    var x = stat(), y = stat()
+    return fstat(a, &x) == 0 && fstat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino
 }

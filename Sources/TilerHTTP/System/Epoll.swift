@@ -14,9 +14,12 @@ public struct Interest: OptionSet, Sendable, Hashable {
     public static let write = Interest(rawValue: EPOLLOUT.rawValue)
 }
 
-/// One readiness report from `Epoll.wait`: a descriptor and what happened to it.
+/// One readiness report from `Epoll.wait`: a descriptor, the tag it was watched with,
+/// and what happened to it.
 public struct Readiness: Sendable {
     public let descriptor: Int32
+    /// The `tag` given to `add` or `modify`.
+    public let tag: UInt32
     public let events: UInt32
 
     public var isReadable: Bool { events & EPOLLIN.rawValue != 0 }
@@ -31,6 +34,12 @@ public struct Readiness: Sendable {
 
 /// An epoll instance (level-triggered): descriptors added with an `Interest`, then
 /// `wait` for the ready ones.
+///
+/// epoll watches an open file, not a number: a descriptor closed while a copy of it lives
+/// on (in a child being started, between its fork and its exec) stays watched, and its
+/// events keep coming under its old number, which a new descriptor may have taken. So a
+/// descriptor is watched with a tag (the owner's serial number) that comes back with
+/// each event, and is removed before it is closed.
 public struct Epoll: Sendable {
     public let descriptor: FileDescriptor
 
@@ -40,25 +49,25 @@ public struct Epoll: Sendable {
 
     public func close() { descriptor.close() }
 
-    public func add(_ fd: FileDescriptor, _ interest: Interest) throws(SystemCallError) {
-        try control(EPOLL_CTL_ADD, fd, interest, "epoll_ctl(ADD)")
+    public func add(_ fd: FileDescriptor, _ interest: Interest, tag: UInt32 = 0) throws(SystemCallError) {
+        try control(EPOLL_CTL_ADD, fd, interest, tag, "epoll_ctl(ADD)")
     }
 
-    public func modify(_ fd: FileDescriptor, _ interest: Interest) throws(SystemCallError) {
-        try control(EPOLL_CTL_MOD, fd, interest, "epoll_ctl(MOD)")
+    public func modify(_ fd: FileDescriptor, _ interest: Interest, tag: UInt32 = 0) throws(SystemCallError) {
+        try control(EPOLL_CTL_MOD, fd, interest, tag, "epoll_ctl(MOD)")
     }
 
-    /// Stops watching `fd` (closing it does so too, when it is its only descriptor).
+    /// Stops watching `fd`. (Closing it does so only when no copy of it is left.)
     public func remove(_ fd: FileDescriptor) throws(SystemCallError) {
-        try control(EPOLL_CTL_DEL, fd, [], "epoll_ctl(DEL)")
+        try control(EPOLL_CTL_DEL, fd, [], 0, "epoll_ctl(DEL)")
     }
 
-    private func control(_ operation: Int32, _ fd: FileDescriptor, _ interest: Interest, _ name: StaticString)
-        throws(SystemCallError)
-    {
+    private func control(
+        _ operation: Int32, _ fd: FileDescriptor, _ interest: Interest, _ tag: UInt32, _ name: StaticString
+    ) throws(SystemCallError) {
         var event = epoll_event()
         event.events = interest.rawValue
-        event.data.fd = fd.rawValue
+        event.data.u64 = UInt64(UInt32(bitPattern: fd.rawValue)) | UInt64(tag) << 32
         _ = try systemCall(name) { epoll_ctl(descriptor.rawValue, operation, fd.rawValue, &event) }
     }
 
@@ -76,7 +85,10 @@ public struct Epoll: Sendable {
 
     /// The readiness report at `index` of a buffer `wait` filled.
     public static func readiness(_ buffer: UnsafeMutableBufferPointer<epoll_event>, _ index: Int) -> Readiness {
-        Readiness(descriptor: buffer[index].data.fd, events: buffer[index].events)
+        let data = buffer[index].data.u64
+        return Readiness(
+            descriptor: Int32(bitPattern: UInt32(truncatingIfNeeded: data)), tag: UInt32(truncatingIfNeeded: data >> 32),
+            events: buffer[index].events)
     }
 }
 
