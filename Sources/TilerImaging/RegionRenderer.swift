@@ -31,6 +31,9 @@ public struct RegionRenderer: Sendable {
     /// Whether the jobs `TileDrawing` can draw are drawn that way (without libvips); off
     /// only to compare the two.
     public var usesTileDrawing = true
+    /// Where drawings without libvips keep the tiles they decode, and find those decoded
+    /// before (the server shares one cache among its drawings); nil to keep none.
+    public var decodedTiles: DecodedTiles?
 
     /// - Parameter tiles: how to read a tile's bytes; called once per covering tile.
     public init(manifest: PyramidManifest, tiles: @escaping TileReader) throws(RenderError) {
@@ -169,7 +172,8 @@ public struct RegionRenderer: Sendable {
             let drawing = TileDrawing(
                 job: job, format: manifest.format, bands: manifest.bands, padded: manifest.isPadded, geometry: geometry)
         {
-            return try drawing.draw(columns: columns, rows: rows, encoderQuality: encoderQuality, readTile: readTile)
+            return try drawing.draw(
+                columns: columns, rows: rows, encoderQuality: encoderQuality, readTile: readTile, kept: decodedTiles)
         }
         do { try Vips.start(for: .drawing) } catch { throw .libvips(error.description) }
         let r = job.rect

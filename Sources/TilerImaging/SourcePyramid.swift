@@ -330,13 +330,6 @@ public final class SourcePyramid: @unchecked Sendable {
 
     // MARK: Tiles
 
-    /// A tile's pixels: rows of `width * bands` bytes.
-    public struct TilePixels: Sendable {
-        public let bytes: [UInt8]
-        public let width: Int
-        public let height: Int
-    }
-
     /// The encoded tile, as `tiler cut` would write it.
     public func tile(_ t: TileCoordinate) throws(ImagingError) -> [UInt8] {
         do {
@@ -422,7 +415,7 @@ public final class SourcePyramid: @unchecked Sendable {
 
     /// The tile's pixels, made by the level's fixed rule (see the type's comment).
     func pixels(_ t: TileCoordinate) throws -> TilePixels {
-        let key = PixelCache.Key(serial: serial, level: t.level, row: t.row, column: t.column)
+        let key = PixelCache.Key(owner: serial, tile: t, denominator: 1)
         if let hit = cache.value(for: key) { return hit }
         return try pixelFlights.run(t) {
             if let hit = self.cache.value(for: key) { return hit }
@@ -505,98 +498,6 @@ public final class SourcePyramid: @unchecked Sendable {
                 height: pixels.height, bands: bands
             ) { Array($0) }
         }
-    }
-}
-
-/// Tile pixels of sources served on the fly, kept to make the levels below from: at most
-/// `capacity` bytes over all sources, least recently used dropped first.
-public final class PixelCache: Sendable {
-    struct Key: Hashable {
-        let serial: UInt64
-        let level: Int
-        let row: Int
-        let column: Int
-    }
-
-    private struct State {
-        var entries: [Key: (pixels: SourcePyramid.TilePixels, used: UInt64)] = [:]
-        var clock: UInt64 = 0
-        var bytes = 0
-    }
-
-    public let capacity: Int
-    private let state = Mutex(State())
-
-    public init(capacity: Int) { self.capacity = max(0, capacity) }
-
-    /// Bytes held.
-    public var bytesInUse: Int { state.withLock { $0.bytes } }
-
-    func value(for key: Key) -> SourcePyramid.TilePixels? {
-        state.withLock { s in
-            guard let entry = s.entries[key] else { return nil }
-            s.clock += 1
-            s.entries[key] = (entry.pixels, s.clock)
-            return entry.pixels
-        }
-    }
-
-    func insert(_ pixels: SourcePyramid.TilePixels, for key: Key) {
-        let size = pixels.bytes.count + 64
-        guard size <= capacity / 4 else { return }
-        let capacity = self.capacity
-        state.withLock { s in
-            s.clock += 1
-            if let old = s.entries.updateValue((pixels, s.clock), forKey: key) { s.bytes -= old.pixels.bytes.count + 64 }
-            s.bytes += size
-            if s.bytes > capacity {
-                // Drop the least recently used quarter at once: eviction stays rare.
-                let sorted = s.entries.sorted { $0.value.used < $1.value.used }
-                for (key, entry) in sorted where s.bytes > capacity * 3 / 4 {
-                    s.entries[key] = nil
-                    s.bytes -= entry.pixels.bytes.count + 64
-                }
-            }
-        }
-    }
-}
-
-/// Runs the work for a key once while it is under way: callers asking for the same key
-/// meanwhile wait (each on the flight's semaphore) for that result instead of doing it
-/// again.
-final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
-    /// One piece of work under way. `result` is written once, before the waiters are
-    /// woken, and read only after their semaphore wait; `waiters` is guarded by `flights`.
-    private final class Flight: @unchecked Sendable {
-        let wake = DispatchSemaphore(value: 0)
-        var waiters = 0
-        var result: Result<Value, any Error>?
-    }
-
-    private let flights = Mutex<[Key: Flight]>([:])
-
-    func run(_ key: Key, _ work: () throws -> Value) throws -> Value {
-        let (flight, leads) = flights.withLock { flights -> (Flight, Bool) in
-            if let existing = flights[key] {
-                existing.waiters += 1
-                return (existing, false)
-            }
-            let flight = Flight()
-            flights[key] = flight
-            return (flight, true)
-        }
-        if !leads {
-            flight.wake.wait()
-            return try flight.result!.get()
-        }
-        let result = Result { try work() }
-        flight.result = result
-        let waiters = flights.withLock { flights -> Int in
-            flights[key] = nil
-            return flight.waiters
-        }
-        for _ in 0..<waiters { flight.wake.signal() }
-        return try result.get()
     }
 }
 

@@ -48,10 +48,11 @@ struct TileDrawing {
         self.denominator = denominator
     }
 
-    /// Draws the job from the tiles `columns` × `rows` of its level, each read by `readTile`.
+    /// Draws the job from the tiles `columns` × `rows` of its level, each read by `readTile`
+    /// and decoded, or taken decoded from `kept` (where the tiles it decodes are kept).
     func draw(
         columns: ClosedRange<Int>, rows: ClosedRange<Int>, encoderQuality: Int,
-        readTile: RegionRenderer.TileReader
+        readTile: RegionRenderer.TileReader, kept: DecodedTiles? = nil
     ) throws(RenderError) -> [UInt8] {
         let d = denominator
         // Each tile gets a slot of T/d × T/d, holding its pixels of the level (an edge
@@ -76,20 +77,39 @@ struct TileDrawing {
             for row in rows {
                 for column in columns {
                     let tile = TileCoordinate(level: job.level, row: row, column: column)
-                    let bytes = try readTile(tile)
                     let x = (column - columns.lowerBound) * slot, y = (row - rows.lowerBound) * slot
                     let expected = pixels(column: column, row: row)
                     let (tileWidth, tileHeight) = (scaled(expected.width), scaled(expected.height))
+                    let at = m.baseAddress! + y * stride + x * bands
+                    let rowBytes = tileWidth * bands
+                    if let hit = kept?.pixels(of: tile, denominator: d), hit.width == tileWidth, hit.height == tileHeight {
+                        hit.bytes.withUnsafeBufferPointer { p in
+                            for r in 0..<tileHeight {
+                                (at + r * stride).update(from: p.baseAddress! + r * rowBytes, count: rowBytes)
+                            }
+                        }
+                        continue
+                    }
+                    let bytes = try readTile(tile)
                     var width: Int32 = 0, height: Int32 = 0
                     let status = bytes.withUnsafeBytes { b in
                         tiler_draw_decode_jpeg(
                             b.bindMemory(to: UInt8.self).baseAddress, b.count, Int32(d), Int32(bands),
-                            m.baseAddress! + y * stride + x * bands, stride, Int32(slot), Int32(slot), &width, &height,
+                            at, stride, Int32(slot), Int32(slot), &width, &height,
                             &message, message.count)
                     }
                     guard status == 0 else { throw .badTile("tile \(tile): \(Self.text(message))") }
                     guard Int(width) >= tileWidth, Int(height) >= tileHeight else {
                         throw .badTile("tile \(tile) is \(width)×\(height) at 1/\(d), less than \(tileWidth)×\(tileHeight)")
+                    }
+                    if let kept {
+                        let copy = [UInt8](unsafeUninitializedCapacity: rowBytes * tileHeight) { b, count in
+                            for r in 0..<tileHeight {
+                                (b.baseAddress! + r * rowBytes).update(from: at + r * stride, count: rowBytes)
+                            }
+                            count = rowBytes * tileHeight
+                        }
+                        kept.keep(TilePixels(bytes: copy, width: tileWidth, height: tileHeight), of: tile, denominator: d)
                     }
                 }
             }

@@ -36,7 +36,7 @@ func drawnResponse(
             "drawing this image needs about \(estimate >> 20) MiB, more than this server allows for "
                 + "drawing (\(budget.capacity >> 20) MiB); ask for a smaller size or region")
     }
-    return .blocking(.render) { [renderer] in
+    @Sendable func draw(_ renderer: RegionRenderer) -> HTTPResponse {
         if let hit = store.cache.value(for: key) { return .prepared(hit) }
         guard budget.admit(estimate) == .admitted else {
             return .withHeaders(
@@ -44,6 +44,7 @@ func drawnResponse(
                 .error(HTTPError(503, "the server is busy drawing other images; try again shortly")))
         }
         let bytes: [UInt8]
+        store.drawingCount.add(1, ordering: .relaxed)
         do {
             defer { budget.release(estimate) }
             bytes = try RenderBudget.holding { () throws(RenderError) -> [UInt8] in
@@ -71,4 +72,10 @@ func drawnResponse(
         }
         return .prepared(store.document(name, of: pyramid, contentType: contentType) { _ in bytes })
     }
+    return .blocking(.render) { [renderer] in
+        if let hit = store.cache.value(for: key) { return .prepared(hit) }
+        // The same drawing asked for meanwhile waits for this one. (The work throws nothing.)
+        return (try? store.drawings.run(key) { draw(renderer) }) ?? .error(HTTPError(500, "the drawing failed"))
+    }
+
 }

@@ -13,7 +13,12 @@ import TilerImaging
 /// larger than the whole budget is refused before it is queued (400: it can never run).
 /// When the last drawing in flight finishes, the memory they freed is handed back to the
 /// system (`RegionRenderer.releaseFreedMemory`), so RSS falls back after a burst.
-final class RenderBudget: Sendable {
+///
+/// Room no drawing is using is lent to the tiles drawings keep decoded for the next one
+/// (`PixelCacheLender`); a drawing that needs it takes it back before it waits
+/// (`lend(to:)`), so decoded tiles kept never make a drawing wait or refuse it, and drawings and
+/// decoded tiles kept together stay within the budget.
+final class RenderBudget: PixelCacheLender {
     /// Bytes all drawings in flight may hold together.
     let capacity: Int
     /// Seconds a drawing may wait for room.
@@ -30,6 +35,8 @@ final class RenderBudget: Sendable {
         /// The budget (the same as `RenderBudget.capacity`).
         let capacity: Int
         var inUse = 0
+        /// Lent to decoded tiles kept.
+        var lent = 0
         /// The drawings waiting, first come first served.
         var queue: [Waiter] = []
         var nextTicket: UInt64 = 0
@@ -38,7 +45,7 @@ final class RenderBudget: Sendable {
 
         /// Gives room to the waiters at the head of the queue that fit, in order.
         mutating func grant() {
-            while let first = queue.first, inUse + first.bytes <= capacity {
+            while let first = queue.first, inUse + lent + first.bytes <= capacity {
                 queue.removeFirst()
                 inUse += first.bytes
                 granted.insert(first.ticket)
@@ -48,6 +55,9 @@ final class RenderBudget: Sendable {
     }
 
     private let ledger: Mutex<Ledger>
+    /// The cache that borrows room (`lend(to:)`), asked to give it back when a drawing
+    /// needs it.
+    private let borrower = Mutex<PixelCache?>(nil)
 
     init(capacity: Int, wait: Double) {
         self.capacity = max(0, capacity)
@@ -69,11 +79,43 @@ final class RenderBudget: Sendable {
     /// Drawings waiting for room.
     var waiting: Int { ledger.withLock { $0.queue.count } }
 
-    /// Takes `bytes` of the budget, waiting for room up to `wait` seconds.
+    /// Bytes lent to decoded tiles kept.
+    var bytesLent: Int { ledger.withLock { $0.lent } }
+
+    /// Lends room no drawing is using to `cache`, which gives it back when asked.
+    func lend(to cache: PixelCache) { borrower.withLock { $0 = cache } }
+
+    func borrow(_ bytes: Int) -> Bool {
+        ledger.withLock { l in
+            guard l.queue.isEmpty, l.inUse + l.lent + bytes <= l.capacity else { return false }
+            l.lent += bytes
+            return true
+        }
+    }
+
+    func giveBack(_ bytes: Int) {
+        ledger.withLock { l in
+            l.lent -= bytes
+            l.grant()
+        }
+    }
+
+    /// Takes `bytes` of the budget, waiting for room up to `wait` seconds. Room lent to
+    /// decoded tiles kept is taken back first, up to `bytes` of it.
     func admit(_ bytes: Int) -> Admission {
         guard bytes <= capacity else { return .tooLarge }
+        // What the drawing lacks, or as much as it takes when it must wait anyway (the
+        // room lent must not keep it waiting).
+        let wanted = ledger.withLock { l in
+            guard l.lent > 0 else { return 0 }
+            let mustWait = !l.queue.isEmpty || l.inUse + bytes > capacity
+            return mustWait ? min(l.lent, bytes) : l.inUse + l.lent + bytes - capacity
+        }
+        if wanted > 0, let cache = borrower.withLock({ $0 }) {
+            cache.reclaim(wanted)  // outside the ledger's lock: the cache gives back under its own
+        }
         let waiter = ledger.withLock { l -> Waiter? in
-            if l.queue.isEmpty && l.inUse + bytes <= capacity {
+            if l.queue.isEmpty && l.inUse + l.lent + bytes <= capacity {
                 l.inUse += bytes
                 return nil
             }
@@ -115,16 +157,27 @@ final class RenderBudget: Sendable {
         return key
     }()
 
-    /// Gives back what `admit` took; the last drawing out returns freed memory to the
-    /// system.
+    /// Gives back what `admit` took. When the last drawing is out, freed memory goes back
+    /// to the system a little later (`trimDelay`), if no drawing came meanwhile: drawings
+    /// one after another then reuse their memory instead of faulting fresh pages in each
+    /// time (a sixth of a small drawing's time went to the kernel), and RSS still falls
+    /// after a burst.
     func release(_ bytes: Int) {
         let idle = ledger.withLock { l in
             l.inUse -= bytes
             l.grant()
             return l.inUse == 0
         }
-        if idle { RegionRenderer.releaseFreedMemory() }
+        guard idle, !trimPending.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        DispatchQueue.global().asyncAfter(deadline: .now() + Self.trimDelay) { [self] in
+            trimPending.store(false, ordering: .releasing)
+            if ledger.withLock({ $0.inUse == 0 }) { RegionRenderer.releaseFreedMemory() }
+        }
     }
+
+    /// Seconds from the last drawing out to handing freed memory back.
+    static let trimDelay = 1.0
+    private let trimPending = Atomic(false)
 }
 
 /// Logs each message once per key (a damaged file per pyramid generation, say), so that

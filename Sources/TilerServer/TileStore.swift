@@ -146,6 +146,14 @@ public final class TileStore: Sendable {
     public let cache: ResponseCache<CachedItem>
     /// The memory drawn images may take at once.
     let renderBudget: RenderBudget
+    /// Tiles drawings decoded, kept for the next drawing of the same area in room of the
+    /// render budget no drawing is using (`decodedTileBytes`).
+    let decodedTiles: PixelCache
+    /// Identical drawings asked for at once are drawn once.
+    let drawings = SingleFlight<CachedItem, HTTPResponse>()
+    /// Drawings made so far, for tests.
+    var drawingsMade: Int { drawingCount.load(ordering: .relaxed) }
+    let drawingCount = Atomic(0)
     let catalog: PyramidCatalog
     let log: Logger
     /// Faults already logged: damaged files and failed drawings, per pyramid generation.
@@ -179,6 +187,8 @@ public final class TileStore: Sendable {
         self.access = access
         cache = ResponseCache(capacity: configuration.cacheBytes)
         renderBudget = RenderBudget(capacity: configuration.renderMemoryBytes, wait: configuration.renderWait)
+        decodedTiles = PixelCache(capacity: Self.decodedTileBytes(renderMemory: configuration.renderMemoryBytes), lender: renderBudget)
+        renderBudget.lend(to: decodedTiles)
         faults = OnceLog(log: log)
         health = StorageHealth(retryAfter: configuration.storageTimeout, log: log)
         let openTileLimit = configuration.openTileLimit(fileLimit: HTTPConfiguration.raisedFileLimit())
@@ -572,10 +582,19 @@ public final class TileStore: Sendable {
 
     /// A renderer of `pyramid` that reads its tiles through `tileForDrawing`.
     func renderer(for pyramid: Pyramid) throws(RenderError) -> RegionRenderer {
-        try RegionRenderer(manifest: pyramid.manifest) { [self] (tile: TileCoordinate) throws(RenderError) -> [UInt8] in
+        var renderer = try RegionRenderer(manifest: pyramid.manifest) {
+            [self] (tile: TileCoordinate) throws(RenderError) -> [UInt8] in
             try tileForDrawing(tile, of: pyramid)
         }
+        // By the pyramid's serial: unique to it as loaded, so a re-cut image (or another
+        // with the same id) never draws with these pixels.
+        renderer.decodedTiles = DecodedTiles(cache: decodedTiles, owner: pyramid.serial)
+        return renderer
     }
+
+    /// The most decoded tiles drawings keep: a quarter of the render memory, at most 128
+    /// MiB (and only while no drawing needs that room).
+    static func decodedTileBytes(renderMemory: Int) -> Int { min(renderMemory / 4, 128 << 20) }
 
     /// The HTTP answer for a source's failure: 404 for a missing part; 500 (logged once
     /// per generation) for a damaged one; 503 or 504 (with `Retry-After`) when storage

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import TilerCore
 import TilerTestSupport
@@ -16,7 +17,7 @@ import TilerTestSupport
     static let height = 1101
 
     /// The source (a PNG) and its JPEG pyramid, made once for the suite.
-    static let fixture: Result<(source: String, renderer: RegionRenderer), Error> = Result {
+    static let fixture: Result<(source: String, renderer: RegionRenderer, dir: String), Error> = Result {
         let root = try ProcessFolders.fresh(named: "drawing")
         let source = root.appendingPathComponent("source.png").path
         let pixels = photo(width: width, height: height)
@@ -26,11 +27,22 @@ import TilerTestSupport
         let dir = result.output.path
         let manifest = result.manifest
         let renderer = try RegionRenderer(manifest: manifest) { (tile: TileCoordinate) throws(RenderError) -> [UInt8] in
-            let path = dir + "/" + manifest.tilePath(tile)
-            guard let data = FileManager.default.contents(atPath: path) else { throw .missingTile(path) }
-            return Array(data)
+            try tileBytes(tile, of: manifest, in: dir)
         }
-        return (source, renderer)
+        return (source, renderer, dir)
+    }
+
+    /// A tile of the suite's pyramid.
+    static func fixtureTile(_ tile: TileCoordinate) throws(RenderError) -> [UInt8] {
+        guard case let .success(fixture) = fixture else { throw .missingTile("the fixture") }
+        return try tileBytes(tile, of: fixture.renderer.manifest, in: fixture.dir)
+    }
+
+    /// A tile of the pyramid in `dir`.
+    static func tileBytes(_ tile: TileCoordinate, of manifest: PyramidManifest, in dir: String) throws(RenderError) -> [UInt8] {
+        let path = dir + "/" + manifest.tilePath(tile)
+        guard let data = FileManager.default.contents(atPath: path) else { throw .missingTile(path) }
+        return Array(data)
     }
 
     /// Smooth shading, waves of several frequencies (the finer ones fainter, as in a
@@ -225,6 +237,51 @@ import TilerTestSupport
             padded.usesTileDrawing = false
             #expect(try padded.render(job) == drawn, "\(job.width)×\(job.height) of level \(job.level)")
         }
+    }
+
+    /// Tiles decoded for one drawing are kept (`DecodedTiles`) and the next drawing of the
+    /// same area takes them instead of reading and decoding them again; the drawings are
+    /// byte for byte those made without keeping anything, at every DCT scale.
+    @Test func keptDecodedTilesMakeTheSameDrawings() throws {
+        let good = try Self.fixture.get().renderer
+        let reads = Mutex(0)
+        let counting = try RegionRenderer(manifest: good.manifest) { (tile: TileCoordinate) throws(RenderError) -> [UInt8] in
+            reads.withLock { $0 += 1 }
+            return try Self.fixtureTile(tile)
+        }
+        let cache = PixelCache(capacity: 64 << 20)
+        func render(_ renderer: RegionRenderer, _ iiif: String) throws -> (bytes: [UInt8], reads: Int) {
+            guard case let .image(request) = try IIIFRoute.parse(path: Substring("x/" + iiif)) else { throw IIIFError.notFound(iiif) }
+            let before = reads.withLock { $0 }
+            let bytes = try renderer.render(try IIIFImagePlan(request, geometry: renderer.geometry))
+            return (bytes, reads.withLock { $0 } - before)
+        }
+        // Full resolution (1/1), then the same area smaller (1/2, 1/4, 1/8 of the tiles).
+        for iiif in [
+            "100,50,700,600/350,300/0/default.jpg", "100,50,700,600/max/0/default.jpg",
+            "0,0,1537,1101/190,/0/default.jpg", "0,0,1537,1101/95,/0/gray.png", "0,0,1537,1101/190,/90/default.jpg",
+        ] {
+            let plain = try render(counting, iiif)
+            var keeping = counting  // each drawing with a cache of its own, first empty
+            keeping.decodedTiles = DecodedTiles(cache: PixelCache(capacity: 64 << 20), owner: 1)
+            let first = try render(keeping, iiif)
+            let again = try render(keeping, iiif)
+            #expect(first.bytes == plain.bytes, "\(iiif): the first drawing that keeps its tiles differs")
+            #expect(again.bytes == plain.bytes, "\(iiif): the drawing from kept tiles differs")
+            #expect(first.reads == plain.reads && plain.reads > 0)
+            #expect(again.reads == 0, "\(iiif): \(again.reads) tiles read again")
+        }
+        // One shared cache: a drawing overlapping another reads only the tiles it adds;
+        // another owner (another pyramid, or this one re-cut) finds none of them.
+        var shared = counting
+        shared.decodedTiles = DecodedTiles(cache: cache, owner: 1)
+        let left = try render(shared, "0,0,600,600/max/0/default.jpg")
+        let overlapping = try render(shared, "256,0,600,600/max/0/default.jpg")
+        let whole = try render(counting, "256,0,600,600/max/0/default.jpg")
+        #expect(overlapping.bytes == whole.bytes && left.reads == 9 && whole.reads == 9 && overlapping.reads == 3)
+        var other = counting
+        other.decodedTiles = DecodedTiles(cache: cache, owner: 2)
+        #expect(try render(other, "0,0,600,600/max/0/default.jpg").reads == 9)
     }
 
     /// A damaged tile fails the drawing (no grey patch in its place).

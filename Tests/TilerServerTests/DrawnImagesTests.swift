@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import TilerCore
 import TilerImaging
@@ -130,6 +131,39 @@ import TilerTestSupport
 
     /// Issue #11 item 3: a drawing whose memory estimate is larger than the whole budget is
     /// a 400 that says so, before anything is read; smaller ones are drawn.
+    /// Identical drawings asked for at once are drawn once: the others wait for it (and
+    /// later ones find it cached). Before, every request that came while the first was
+    /// being drawn drew it again.
+    @Test(.timeLimit(.minutes(10))) func identicalDrawingsAtOnceAreDrawnOnce() throws {
+        let (root, _) = try pyramids()
+        try withRunningTileServer(root, { $0.http.renderThreads = 4 }) { server in
+            let path = "/iiif/3/a/120,80,777,555/!400,400/0/default.jpg"
+            let bodies = Mutex<[[UInt8]]>([])
+            let failures = Mutex<[String]>([])
+            let group = DispatchGroup()
+            let start = DispatchSemaphore(value: 0)
+            for _ in 0..<16 {
+                group.enter()
+                Thread {
+                    start.wait()
+                    do {
+                        let r = try fetch(server.port, path)
+                        if r.status == 200 { bodies.withLock { $0.append(r.body) } } else { failures.withLock { $0.append("\(r.status)") } }
+                    } catch {
+                        failures.withLock { $0.append("\(error)") }
+                    }
+                    group.leave()
+                }.start()
+            }
+            for _ in 0..<16 { start.signal() }
+            group.wait()
+            #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
+            let all = bodies.withLock { $0 }
+            #expect(all.count == 16 && Set(all).count == 1)
+            #expect(server.store.drawingsMade == 1, "drawn \(server.store.drawingsMade) times")
+        }
+    }
+
     @Test(arguments: RootKind.allCases) func drawingsLargerThanTheBudgetAre400(_ kind: RootKind) throws {
         let (root, _) = try pyramids()
         try withTileServer(root, as: kind, { $0.renderMemoryBytes = 48 << 20 }) { port in

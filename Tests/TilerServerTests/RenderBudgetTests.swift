@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TilerCore
 import TilerTestSupport
+@testable import TilerImaging
 @testable import TilerServer
 
 /// The render budget (issue #11 item 3): drawings are admitted against a byte budget,
@@ -41,6 +42,48 @@ import TilerTestSupport
         #expect(impatient.admit(80) == .admitted)
         #expect(impatient.admit(30) == .busy)
         #expect(impatient.admit(20) == .admitted)
+    }
+
+    /// Decoded tiles kept between drawings live in room no drawing uses: a tile is kept
+    /// only when it fits beside the drawings in flight (and none waits), and a drawing
+    /// that needs the room takes it back at once, so keeping tiles never makes a drawing
+    /// wait, and drawings and kept tiles together never exceed the budget.
+    @Test func keptTilesBorrowIdleRoomAndGiveItBack() throws {
+        let budget = RenderBudget(capacity: 1_000_000, wait: 0)
+        let cache = PixelCache(capacity: 1_000_000, lender: budget)
+        budget.lend(to: cache)
+        let tile = TilePixels(bytes: [UInt8](repeating: 7, count: 99_936), width: 100, height: 333)  // 100,000 with bookkeeping
+        let kept = DecodedTiles(cache: cache, owner: 1)
+        for column in 0..<3 { kept.keep(tile, of: TileCoordinate(level: 0, row: 0, column: column), denominator: 1) }
+        #expect(budget.bytesLent == 300_000 && cache.bytesInUse == 300_000)
+        #expect(kept.pixels(of: TileCoordinate(level: 0, row: 0, column: 1), denominator: 1)?.bytes == tile.bytes)
+        #expect(kept.pixels(of: TileCoordinate(level: 0, row: 0, column: 1), denominator: 2) == nil)
+
+        // A drawing of the whole budget is admitted at once (the wait is 0): the kept
+        // tiles give their room back.
+        #expect(budget.admit(1_000_000) == .admitted)
+        #expect(budget.bytesLent == 0 && cache.bytesInUse == 0)
+        // Nothing is kept while the budget is taken.
+        kept.keep(tile, of: TileCoordinate(level: 0, row: 0, column: 0), denominator: 1)
+        #expect(cache.bytesInUse == 0 && budget.bytesLent == 0)
+        budget.release(1_000_000)
+
+        // Beside a drawing of 850,000 only one tile fits; the one drawn next takes back
+        // just what it needs, the least recently used tile first.
+        #expect(budget.admit(850_000) == .admitted)
+        kept.keep(tile, of: TileCoordinate(level: 0, row: 0, column: 0), denominator: 1)
+        kept.keep(tile, of: TileCoordinate(level: 0, row: 0, column: 1), denominator: 1)
+        #expect(budget.bytesLent == 100_000)
+        budget.release(850_000)
+        kept.keep(tile, of: TileCoordinate(level: 0, row: 0, column: 1), denominator: 1)
+        kept.keep(tile, of: TileCoordinate(level: 0, row: 0, column: 2), denominator: 1)
+        #expect(budget.bytesLent == 300_000)
+        _ = kept.pixels(of: TileCoordinate(level: 0, row: 0, column: 0), denominator: 1)  // used most recently
+        #expect(budget.admit(800_000) == .admitted)
+        #expect(budget.bytesLent == 200_000 && budget.bytesInUse == 800_000)
+        #expect(kept.pixels(of: TileCoordinate(level: 0, row: 0, column: 0), denominator: 1) != nil)
+        #expect(kept.pixels(of: TileCoordinate(level: 0, row: 0, column: 1), denominator: 1) == nil)
+        budget.release(800_000)
     }
 
     /// Three rotated WebP drawings at once, each estimated at about 330 MB, against a
