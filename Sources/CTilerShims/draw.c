@@ -9,6 +9,9 @@
 /* jpeglib.h needs stdio.h first. */
 #include <jpeglib.h>
 #include <jerror.h>
+#include <png.h>
+#include <webp/decode.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,6 +88,76 @@ int tiler_draw_decode_jpeg(const uint8_t *data, size_t size, int denominator, in
     *width = (int) cinfo.output_width;
     *height = (int) cinfo.output_height;
     jpeg_destroy_decompress(&cinfo);
+    return 0;
+}
+
+/* ---- PNG and WebP tiles ---------------------------------------------------------- */
+
+static int tiler_draw_fail(char *message, size_t message_size, int code, const char *text) {
+    if (message && message_size) snprintf(message, message_size, "%s", text);
+    return code;
+}
+
+int tiler_draw_decode_png(const uint8_t *data, size_t size, int bands, uint8_t *out, size_t stride, int max_width,
+                          int max_height, int *width, int *height, char *message, size_t message_size) {
+    if (message && message_size) message[0] = 0;
+    if ((bands != 1 && bands != 3) || !data || size == 0 || stride > INT32_MAX)
+        return tiler_draw_fail(message, message_size, -1, "bad decode request");
+    png_image image;
+    memset(&image, 0, sizeof image);
+    image.version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_memory(&image, data, size))
+        return tiler_draw_fail(message, message_size, -1, image.message);
+    if ((image.format & (PNG_FORMAT_FLAG_ALPHA | PNG_FORMAT_FLAG_LINEAR)) ||
+        (int) PNG_IMAGE_SAMPLE_CHANNELS(image.format) != bands) {
+        png_image_free(&image);
+        return -2;
+    }
+    if ((int) image.width > max_width || (int) image.height > max_height) {
+        if (message && message_size)
+            snprintf(message, message_size, "tile is %ux%u, more than the %dx%d expected", image.width, image.height,
+                     max_width, max_height);
+        png_image_free(&image);
+        return -1;
+    }
+    image.format = bands == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
+    /* The row stride is in samples: bytes, at 8 bits. */
+    if (!png_image_finish_read(&image, NULL, out, (png_int_32) stride, NULL)) {
+        int code = tiler_draw_fail(message, message_size, -1, image.message);
+        png_image_free(&image);
+        return code;
+    }
+    /* A warning (a CRC error, data after the end) fails it, as libvips' loaders do. */
+    if (image.warning_or_error) {
+        int code = tiler_draw_fail(message, message_size, -1, image.message);
+        png_image_free(&image);
+        return code;
+    }
+    *width = (int) image.width;
+    *height = (int) image.height;
+    png_image_free(&image);
+    return 0;
+}
+
+int tiler_draw_decode_webp(const uint8_t *data, size_t size, int bands, uint8_t *out, size_t stride, int max_width,
+                           int max_height, int *width, int *height, char *message, size_t message_size) {
+    if (message && message_size) message[0] = 0;
+    if (!data || size == 0 || stride > INT32_MAX) return tiler_draw_fail(message, message_size, -1, "bad decode request");
+    WebPBitstreamFeatures features;
+    if (WebPGetFeatures(data, size, &features) != VP8_STATUS_OK)
+        return tiler_draw_fail(message, message_size, -1, "not a WebP image");
+    if (bands != 3 || features.has_alpha) return -2;
+    if (features.width < 1 || features.height < 1 || features.width > max_width || features.height > max_height) {
+        if (message && message_size)
+            snprintf(message, message_size, "tile is %dx%d, more than the %dx%d expected", features.width,
+                     features.height, max_width, max_height);
+        return -1;
+    }
+    size_t room = stride * (size_t) (features.height - 1) + (size_t) features.width * 3;
+    if (!WebPDecodeRGBInto(data, size, out, room, (int) stride))
+        return tiler_draw_fail(message, message_size, -1, "a damaged WebP image");
+    *width = features.width;
+    *height = features.height;
     return 0;
 }
 

@@ -172,8 +172,9 @@ public struct RegionRenderer: Sendable {
             let drawing = TileDrawing(
                 job: job, format: manifest.format, bands: manifest.bands, padded: manifest.isPadded, geometry: geometry)
         {
-            return try drawing.draw(
+            let drawn = try drawing.draw(
                 columns: columns, rows: rows, encoderQuality: encoderQuality, readTile: readTile, kept: decodedTiles)
+            if let drawn { return drawn }
         }
         do { try Vips.start(for: .drawing) } catch { throw .libvips(error.description) }
         let r = job.rect

@@ -2,19 +2,22 @@ import CTilerShims
 import Foundation
 import TilerCore
 
-/// Draws a job from a JPEG pyramid's tiles without libvips: the cost of a drawing is its
-/// pixels. Each covering tile of the job's level is decoded once by libjpeg, scaled by its
-/// DCT (1/2, 1/4, 1/8) where the output is that much smaller, into one buffer; the region
+/// Draws a job from a pyramid's tiles without libvips: the cost of a drawing is its
+/// pixels. Each covering tile of the job's level is decoded once, by libjpeg (scaled by its
+/// DCT, 1/2, 1/4, 1/8, where the output is that much smaller), libpng or libwebp, into one
+/// buffer, or taken decoded from the tiles drawings keep (`DecodedTiles`); the region
 /// is resampled once with Lanczos' three-lobed kernel stretched to the scale (as libvips'
 /// `resize` reduces); turned by quarter turns and mirrored, greyed or made bitonal; and encoded with
 /// libjpeg, libdeflate or libwebp directly. The libvips path (`RegionRenderer`) stays for
-/// what this does not draw: other tile formats, enlargements and turns by other angles.
+/// what this does not draw: tiles with transparency (or 16-bit PNG), padded JPEG
+/// pyramids, colour from grey, enlargements and turns by other angles.
 ///
 /// Quality: the resampling is never nearest-neighbour; `TileDrawingTests` compare its
 /// pixels with libvips' `resize` of the same region from the full-resolution source.
 struct TileDrawing {
     let job: RegionRenderer.Job
     let geometry: PyramidGeometry
+    let format: TileFormat
     let bands: Int
     /// libjpeg's DCT scaling: tiles are decoded at 1/`denominator` of their size.
     let denominator: Int
@@ -24,21 +27,26 @@ struct TileDrawing {
         // Padded edge tiles (`cut --pad`) hold the padding in the JPEG blocks that also
         // hold the image's last pixels, and DCT scaling mixes it into them: libvips' path
         // draws those pyramids (TileDrawingTests.paddedPyramidsDrawTheirPixelsOnly).
-        guard format == .jpeg, !padded, job.rotation.isRightAngle,
+        // (A PNG or WebP tile's padding is pixels of its own, left out like any outside
+        // the level.)
+        guard format != .jpeg || !padded, job.rotation.isRightAngle,
             job.width <= job.rect.width, job.height <= job.rect.height
         else { return nil }
+        // Bands as the manifest says; a tile that decodes otherwise (transparency) is
+        // drawn by libvips.
         let bands = bands ?? 3
-        guard bands == 1 || bands == 3 else { return nil }
+        guard bands == 3 || (bands == 1 && format != .webp) else { return nil }
         // Colour from a grey pyramid is libvips' to make.
         if bands == 1, job.quality == .color { return nil }
         self.job = job
         self.geometry = geometry
+        self.format = format
         self.bands = bands
         // The most the tiles can be scaled down by and still have twice the output's
         // pixels: the resampling after the DCT's scaling then reduces by two or more, which
         // keeps fine detail from folding into coarser (a DCT scaled to the output's size
         // alone averages 8 × 8 blocks, a filter with little to stop it).
-        var denominator = 8
+        var denominator = format == .jpeg ? 8 : 1
         while denominator > 1
             && (job.rect.width / denominator < 2 * job.width || job.rect.height / denominator < 2 * job.height
                 || geometry.tileSize % denominator != 0)
@@ -49,11 +57,12 @@ struct TileDrawing {
     }
 
     /// Draws the job from the tiles `columns` × `rows` of its level, each read by `readTile`
-    /// and decoded, or taken decoded from `kept` (where the tiles it decodes are kept).
+    /// and decoded, or taken decoded from `kept` (where the tiles it decodes are kept). Nil
+    /// when a tile is not one this path draws (transparency): libvips draws the job.
     func draw(
         columns: ClosedRange<Int>, rows: ClosedRange<Int>, encoderQuality: Int,
         readTile: RegionRenderer.TileReader, kept: DecodedTiles? = nil
-    ) throws(RenderError) -> [UInt8] {
+    ) throws(RenderError) -> [UInt8]? {
         let d = denominator
         // Each tile gets a slot of T/d × T/d, holding its pixels of the level (an edge
         // tile's fewer: `rectInLevel`). The content ends where the level does: that is the
@@ -72,9 +81,10 @@ struct TileDrawing {
         let mosaicBytes = stride * rows.count * slot
         var mosaic = [UInt8](unsafeUninitializedCapacity: mosaicBytes) { _, count in count = mosaicBytes }
         var message = [CChar](repeating: 0, count: 256)
+        var drawable = true
 
         try mosaic.withUnsafeMutableBufferPointer { (m: inout UnsafeMutableBufferPointer<UInt8>) throws(RenderError) in
-            for row in rows {
+            tiles: for row in rows {
                 for column in columns {
                     let tile = TileCoordinate(level: job.level, row: row, column: column)
                     let x = (column - columns.lowerBound) * slot, y = (row - rows.lowerBound) * slot
@@ -93,10 +103,21 @@ struct TileDrawing {
                     let bytes = try readTile(tile)
                     var width: Int32 = 0, height: Int32 = 0
                     let status = bytes.withUnsafeBytes { b in
-                        tiler_draw_decode_jpeg(
-                            b.bindMemory(to: UInt8.self).baseAddress, b.count, Int32(d), Int32(bands),
-                            at, stride, Int32(slot), Int32(slot), &width, &height,
-                            &message, message.count)
+                        let data = b.bindMemory(to: UInt8.self).baseAddress
+                        let (s, n) = (Int32(slot), message.count)
+                        switch format {
+                        case .jpeg:
+                            return tiler_draw_decode_jpeg(
+                                data, b.count, Int32(d), Int32(bands), at, stride, s, s, &width, &height, &message, n)
+                        case .png:
+                            return tiler_draw_decode_png(data, b.count, Int32(bands), at, stride, s, s, &width, &height, &message, n)
+                        case .webp:
+                            return tiler_draw_decode_webp(data, b.count, Int32(bands), at, stride, s, s, &width, &height, &message, n)
+                        }
+                    }
+                    if status == -2 {
+                        drawable = false
+                        break tiles
                     }
                     guard status == 0 else { throw .badTile("tile \(tile): \(Self.text(message))") }
                     guard Int(width) >= tileWidth, Int(height) >= tileHeight else {
@@ -114,6 +135,8 @@ struct TileDrawing {
                 }
             }
         }
+
+        guard drawable else { return nil }
 
         // The region in the mosaic's pixels.
         let r = job.rect

@@ -239,6 +239,59 @@ import TilerTestSupport
         }
     }
 
+    /// PNG and WebP pyramids take the same path (their tiles decoded by libpng and libwebp),
+    /// grey PNG ones too, and draw what libvips' path draws from the same tiles; a pyramid
+    /// with transparency is drawn by libvips' path, byte for byte.
+    @Test(arguments: [(TileFormat.png, 3, false), (.webp, 3, false), (.png, 1, false), (.png, 4, true), (.webp, 4, true)])
+    func pngAndWebPPyramidsTakeTheSamePath(format: TileFormat, bands: Int, transparent: Bool) throws {
+        let root = try ProcessFolders.fresh(named: "drawing-\(format.rawValue)-\(bands)")
+        let source = root.appendingPathComponent("source.png").path
+        let (width, height) = (901, 677)
+        let rgb = Self.photo(width: width, height: height)
+        var pixels: [UInt8] = []
+        for i in 0..<(width * height) {
+            switch bands {
+            case 1: pixels.append(rgb[i * 3 + 1])
+            case 4: pixels += rgb[(i * 3)..<(i * 3 + 3)] + [UInt8(truncatingIfNeeded: 100 + i % 150)]
+            default: pixels += rgb[(i * 3)..<(i * 3 + 3)]
+            }
+        }
+        try Data(try PNGEncoder().encode(pixels, width: width, height: height, bands: bands)).write(to: URL(fileURLWithPath: source))
+        let result = try PyramidCutter(root: root.appendingPathComponent("pyramids"), options: CutOptions(format: format, force: true))
+            .cut(source, id: PyramidID("photo")!)
+        let dir = result.output.path, manifest = result.manifest
+        let reads = Mutex(0)
+        var renderer = try RegionRenderer(manifest: manifest) { (tile: TileCoordinate) throws(RenderError) -> [UInt8] in
+            reads.withLock { $0 += 1 }
+            return try Self.tileBytes(tile, of: manifest, in: dir)
+        }
+        renderer.decodedTiles = DecodedTiles(cache: PixelCache(capacity: 64 << 20), owner: 1)
+        for iiif in ["0,0,901,677/450,/0/default.png", "100,50,600,500/301,/90/default.png", "600,400,301,277/150,/0/gray.png"] {
+            guard case let .image(request) = try IIIFRoute.parse(path: Substring("x/" + iiif)) else { return }
+            let plan = try IIIFImagePlan(request, geometry: renderer.geometry)
+            renderer.usesTileDrawing = true
+            let before = reads.withLock { $0 }
+            let fast = try DecodedImage(encoded: try renderer.render(plan))
+            let fastReads = reads.withLock { $0 } - before
+            let again = try renderer.render(plan)
+            let againReads = reads.withLock { $0 } - before - fastReads
+            renderer.usesTileDrawing = false
+            let viaLibvips = try DecodedImage(encoded: try renderer.render(plan))
+            if transparent {
+                // Drawn by libvips (after the path found the first tile transparent).
+                #expect(fast.pixels == viaLibvips.pixels && fast.bands == viaLibvips.bands, "\(iiif)")
+            } else {
+                let (mean, worst) = difference(fast, viaLibvips)
+                #expect(mean <= 2 && worst <= 6, "\(format) \(bands) bands, \(iiif): mean \(mean), worst line \(worst)")
+                // Drawn here: the tiles it decoded are kept, and drawing it again reads none.
+                // (The first drawing reads tiles; later ones may find theirs kept already.)
+                #expect(
+                    (fastReads > 0 || !iiif.hasPrefix("0,0,")) && againReads == 0, "\(iiif): \(fastReads), then \(againReads) tiles read")
+                #expect(try DecodedImage(encoded: again).pixels == fast.pixels)
+            }
+        }
+    }
+
     /// Tiles decoded for one drawing are kept (`DecodedTiles`) and the next drawing of the
     /// same area takes them instead of reading and decoding them again; the drawings are
     /// byte for byte those made without keeping anything, at every DCT scale.

@@ -1,8 +1,9 @@
 #ifndef TILER_SHIMS_DRAW_H
 #define TILER_SHIMS_DRAW_H
 
-/* Drawing IIIF regions and sizes from a pyramid's JPEG tiles without libvips: each
-   covering tile decoded once with libjpeg (scaled by its DCT where the output is smaller),
+/* Drawing IIIF regions and sizes from a pyramid's tiles without libvips: each covering
+   tile decoded once with libjpeg (scaled by its DCT where the output is smaller), libpng
+   or libwebp,
    the region resampled once (Lanczos-3, as libvips' resize), turned and greyed; the caller
    encodes (tiler_jpeg_encode, tiler_webp_encode, libdeflate). Plain C calls around
    libjpeg's longjmp. */
@@ -18,6 +19,18 @@
 int tiler_draw_decode_jpeg(const uint8_t *data, size_t size, int denominator, int bands, uint8_t *out,
                            size_t stride, int max_width, int max_height, int *width, int *height, char *message,
                            size_t message_size);
+
+/* Decodes the PNG `data` (8 bits a sample, no transparency) into `out` as `bands` bands,
+   rows `stride` bytes apart, its size in `*width` × `*height`, which must fit in
+   `max_width` × `max_height`. -2 when the tile is not what this path draws (transparency,
+   16 bits, another number of bands: libvips draws it); -1 on a damaged tile or one too
+   large, with the reason in `message`; 0 on success. */
+int tiler_draw_decode_png(const uint8_t *data, size_t size, int bands, uint8_t *out, size_t stride, int max_width,
+                          int max_height, int *width, int *height, char *message, size_t message_size);
+
+/* The same for a WebP tile (three bands only: WebP has no grey). */
+int tiler_draw_decode_webp(const uint8_t *data, size_t size, int bands, uint8_t *out, size_t stride, int max_width,
+                           int max_height, int *width, int *height, char *message, size_t message_size);
 
 /* Resamples the rectangle (`x`, `y`, `region_width`, `region_height`) of `source`
    (`bands` bands of 8 bits, rows `source_stride` bytes apart, at least `source_width` ×
