@@ -261,12 +261,24 @@ static void tiler_draw_across(const float *column, int from, int bands, const ti
             const float *w = xw + (size_t) i * xtaps;
             const float *p = column + (size_t) (xs[i].first - from) * bands;
             tiler_draw_float4 acc = {0, 0, 0, 0};
-            for (int s = 0; s < xs[i].count; s++, p += bands) acc += w[s] * tiler_draw_load4(p);
+            /* Two sums over alternate taps: two chains of multiply-adds, not one. */
+            tiler_draw_float4 odd = {0, 0, 0, 0};
+            int n = xs[i].count, s = 0;
+            for (; s + 1 < n; s += 2, p += 2 * bands) {
+                acc += w[s] * tiler_draw_load4(p);
+                odd += w[s + 1] * tiler_draw_load4(p + bands);
+            }
+            if (s < n) acc += w[s] * tiler_draw_load4(p);
+            acc += odd;
             /* Clamped to levels in the vector, then truncated (the column holds +0.5). */
             const tiler_draw_float4 zero = {0, 0, 0, 0}, top = {255, 255, 255, 255};
             acc = __builtin_elementwise_min(__builtin_elementwise_max(acc, zero), top);
             tiler_draw_int4 levels = __builtin_convertvector(acc, tiler_draw_int4);
-            for (int c = 0; c < bands; c++) out[i * bands + c] = (uint8_t) levels[c];
+            uint8_t *o = out + (size_t) i * bands;
+            o[0] = (uint8_t) levels[0];
+            o[1] = (uint8_t) levels[1];
+            o[2] = (uint8_t) levels[2];
+            if (bands == 4) o[3] = (uint8_t) levels[3];
         }
         return;
     }
