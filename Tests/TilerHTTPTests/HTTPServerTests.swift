@@ -920,7 +920,7 @@ final class FailureBox: @unchecked Sendable {
     /// number. The next connection accepted under that number took them for its own, and
     /// one whose answer was queued was closed unanswered ("connection closed before a
     /// response head" in CI). Each connection's events are now its own.
-    @Test(.timeLimit(.minutes(2))) func aClosedConnectionsCopyDoesNotCloseTheNextWithItsNumber() throws {
+    @Test(.timeLimit(.minutes(10))) func aClosedConnectionsCopyDoesNotCloseTheNextWithItsNumber() throws {
         try withServer({
             $0.threads = 1
             $0.renderThreads = 1
@@ -937,7 +937,9 @@ final class FailureBox: @unchecked Sendable {
             }
             var tried = 0
             var reused = 0
-            while tried < 40 && reused < 3 {
+            // One reuse is enough (before the fix, every one failed); other tests running
+            // in this process may take the number first, so a few tries.
+            while tried < 12 && reused < 1 {
                 tried += 1
                 let a = try RawHTTPClient(port: port)
                 try a.request("/a")
