@@ -328,10 +328,19 @@ import TilerTestSupport
                 try driver.execute("return document.activeElement.getAttribute('role') === 'tab' && document.activeElement.dataset.index")
                     as? String == "\(target)")
 
+            // ---- A finger's swipe to the left brings later photos to the centre, snapped,
+            // the page control following.
+            let swiped = try Self.rested(driver, "the flow before the swipe")
+            try driver.swipe(fromX: widget.x + widget.width * 0.7, toX: widget.x + widget.width * 0.3, y: widget.y + widget.height / 2)
+            let landed = try Self.rested(driver, "the flow after the swipe", "s.position > \(swiped["position"] as? Int ?? 0)")
+            try expectCentre(try #require(landed["centre"] as? Int), "after the swipe", screenshot: true)
+            #expect((landed["scrollLeft"] as? Double ?? 0).truncatingRemainder(dividingBy: pitch) == 0, "\(landed)")
+
             // ---- Enter on the centre photo opens the viewer at it, in this window.
             _ = try driver.execute("document.querySelector('#flow .tiler-photo[aria-current=\"true\"]').focus()")
+            let opened = try #require(driver.execute("return tilerEmbed.state()[0].centre") as? Int)
             try driver.press(WebDriver.Key.enter)
-            let id = ColourPhotos.id("flow", target)
+            let id = ColourPhotos.id("flow", opened)
             try driver.wait(
                 for: "the viewer at \(id)",
                 """
@@ -359,6 +368,11 @@ import TilerTestSupport
             try driver.navigate("http://127.0.0.1:\(port)/embed/strip")
             let strip = try Self.rested(driver, "the strip of 1,000", "s.total > 0 && s.thumbnailsLoaded > 0")
             #expect(strip["total"] as? Int == 1000 && strip["elements"] as? Int ?? 999 < 100, "\(strip)")
+            // A finger's swipe: on by whole photos.
+            try driver.swipe(fromX: 700, toX: 250, y: 150)
+            let swiped = try Self.rested(driver, "the strip after a swipe", "s.scrollLeft > 0")
+            let pitch = swiped["pitch"] as? Double ?? Double(swiped["pitch"] as? Int ?? 0)
+            #expect(pitch > 0 && (swiped["scrollLeft"] as? Double ?? 0).truncatingRemainder(dividingBy: pitch) == 0, "\(swiped)")
             _ = try driver.execute("document.querySelector('.tiler-photo[tabindex=\"0\"]').focus()")
             try driver.press(WebDriver.Key.end)
             let end = try Self.rested(driver, "the strip's last photo", "s.current === 999")
@@ -392,6 +406,41 @@ import TilerTestSupport
             try Self.rested(driver, "the cover flow of five", "s.total === 5 && s.thumbnailsLoaded > 0")
             #expect(try driver.execute("return document.querySelectorAll('[role=tab]').length") as? Int == 5)
             #expect(try driver.rect("[role=tablist]") == dots)
+            try driver.expectNoScriptErrors()
+        }
+    }
+
+    // MARK: - The README's page
+
+    /// The README's host page (between `<!-- tested: embed-page -->` and its end), served
+    /// from another origin with only the server's address replaced: `embed.js` mounts a
+    /// strip and a cover flow of the album, every photo on screen loads, the cover flow's
+    /// photos open in a new tab, and the page logs no error or warning.
+    @Test(.timeLimit(.minutes(10))) func theReadmesEmbedPageShowsBothWidgets() throws {
+        let root = try PyramidRoot()
+        try ColourPhotos.add(to: root, prefix: "holiday", count: 8, album: "Holidays")
+        try ColourPhotos.add(to: root, prefix: "work", count: 3, album: "Work")
+        try withTileServer(root) { port in
+            let page = try ReadmePagesTests.instrumented(
+                try ReadmePagesTests.readmePage("embed-page"), [ReadmePagesTests.readmeServer: "http://127.0.0.1:\(port)"])
+            let site = try StaticSite(["/holidays.html": (Array(page.utf8), "text/html; charset=utf-8")])
+            defer { site.stop() }
+            guard let driver = try startBrowser(width: 900, height: 700) else { return }
+            defer { driver.quit() }
+            try driver.navigate("http://127.0.0.1:\(site.port)/holidays.html")
+            let states = try #require(
+                driver.wait(
+                    for: "both widgets' photos",
+                    """
+                    const states = window.tilerEmbed ? tilerEmbed.state() : [];
+                    const pending = [...document.querySelectorAll('.tiler-photo img[src]')].filter((i) => !i.classList.contains('loaded'));
+                    return states.length === 2 && states.every((s) => s.total === 8 && s.thumbnailsLoaded > 0) && pending.length === 0
+                      ? states : null
+                    """) as? [[String: Any]])
+            #expect(states.map { $0["mode"] as? String } == ["strip", "coverflow"], "\(states)")
+            let targets = try driver.execute(
+                "return [...document.querySelectorAll('[data-tiler-album]')].map((e) => e.querySelector('.tiler-photo[href]').target)")
+            #expect(targets as? [String] == ["_top", "_blank"])
             try driver.expectNoScriptErrors()
         }
     }

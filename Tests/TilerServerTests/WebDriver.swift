@@ -169,6 +169,23 @@ final class WebDriver {
         ])
     }
 
+    /// Swipes one finger across the page (touch), from (`fromX`, `y`) to (`toX`, `y`) in
+    /// CSS pixels of the viewport, in three moves over 0.3 s, then lifts it.
+    func swipe(fromX: Double, toX: Double, y: Double) throws {
+        let move = { (x: Double, duration: Int) -> [String: Any] in
+            ["type": "pointerMove", "duration": duration, "x": Int(x), "y": Int(y), "origin": "viewport"]
+        }
+        try perform([
+            [
+                "type": "pointer", "id": "finger", "parameters": ["pointerType": "touch"],
+                "actions": [
+                    move(fromX, 0), ["type": "pointerDown", "button": 0], move((2 * fromX + toX) / 3, 100),
+                    move((fromX + 2 * toX) / 3, 100), move(toX, 100), ["type": "pointerUp", "button": 0],
+                ],
+            ]
+        ])
+    }
+
     /// Closes the window commands go to, as a user closing it would; switch to another next.
     func closeWindow() throws { try command("DELETE", "/window") }
 

@@ -77,6 +77,7 @@
       this.pages = new Map();
       this.pagesLoaded = 0;
       this.error = null;
+      this.retryDelays = new Map();  // page → seconds before it is asked for again after a failure
     }
 
     /** A URL of the server, with the token when there is one. */
@@ -118,10 +119,14 @@
         this.total = answer.total;
         answer.images.forEach((image, k) => { this.items[answer.offset + k] = { ...image, thumbnailURL: this.link(image.thumbnail.url) }; });
         this.pagesLoaded++;
+        this.retryDelays.delete(page);
         this.error = null;
         this.changed();
       }, (error) => {
-        this.pages.delete(page);
+        // Asked for again after 1, 2, 4, … 30 s (while it is still needed), not at once.
+        const delay = Math.min(30, this.retryDelays.get(page) || 1);
+        this.retryDelays.set(page, delay * 2);
+        setTimeout(() => { this.pages.delete(page); this.changed(); }, delay * 1000);
         this.error = error.message;
         this.changed();
       });
@@ -278,6 +283,12 @@
       for (const [p, li] of this.cells) li.firstChild.tabIndex = p === this.current ? 0 : -1;
     }
 
+    /** Whether scrolling to `left` moves the scroller (there is then a `scrollend` to wait for). */
+    willScroll(left) {
+      const max = this.scroller.scrollWidth - this.scroller.clientWidth;
+      return Math.abs(clamp(left, 0, max) - this.scroller.scrollLeft) >= 1;
+    }
+
     scrollTo(left, smooth) {
       this.scroller.scrollTo({ left, behavior: smooth && !reducedMotion ? 'smooth' : 'instant' });
     }
@@ -391,14 +402,17 @@
       this.render();
       this.focusCurrent();
       // Far away (End, Home): there at once, without scrolling past (and asking for) everything between.
-      if (target !== null) { this.moving = true; this.scrollTo(target * this.pitch, Math.abs(target - first) <= 3 * onScreen); }
+      if (target !== null && this.willScroll(target * this.pitch)) {
+        this.moving = true;
+        this.scrollTo(target * this.pitch, Math.abs(target - first) <= 3 * onScreen);
+      }
     }
 
     /** A screenful of photos back or on. */
     page(direction) {
       const onScreen = this.onScreen();
       this.current = clamp(this.first() + direction * onScreen, 0, (this.listing.total || 1) - 1);
-      this.moving = true;
+      this.moving = this.willScroll(this.current * this.pitch);
       this.scrollTo(this.current * this.pitch, true);
     }
   }
@@ -445,6 +459,7 @@
     layout() {
       const width = this.scroller.clientWidth || 1, height = this.scroller.clientHeight || 1;
       const pitch = this.pitch;
+      this.height = height;
       this.side = Math.max(24, Math.round(Math.min(height - 16, width * 0.6)));
       this.pitch = Math.max(12, Math.round(this.side * 0.55));
       this.pad = (width - this.pitch) / 2;
@@ -462,7 +477,7 @@
       const a = li.firstChild;
       a.style.width = a.style.height = this.side + 'px';
       a.style.left = (this.pitch - this.side) / 2 + 'px';
-      a.style.top = (this.scroller.clientHeight - this.side) / 2 + 'px';
+      a.style.top = (this.height - this.side) / 2 + 'px';
     }
 
     onScreen() { return 1; }
@@ -578,7 +593,7 @@
         v = clamp(v, this.shift + 1, this.shift + this.slots - 1);
       }
       this.current = v;
-      this.moving = true;
+      this.moving = this.willScroll((v - this.shift) * this.pitch);
       this.render();
       this.focusCurrent();
       this.scrollTo((v - this.shift) * this.pitch, Math.abs(v - this.centre) <= 10);
