@@ -264,7 +264,7 @@
 
     keydown(e) {
       if (e.altKey || e.metaKey || e.ctrlKey || !this.listing.total) return;
-      const page = Math.max(1, this.onScreen());
+      const page = this.pageStep();
       const moves = { ArrowLeft: -1, ArrowRight: 1, PageUp: -page, PageDown: page };
       if (e.key in moves) { e.preventDefault(); this.move(moves[e.key]); }
       else if (e.key === 'Home') { e.preventDefault(); this.moveTo(0); }
@@ -344,6 +344,9 @@
       li.style.width = this.boxWidth + 'px';
       li.style.height = this.boxHeight + 'px';
     }
+
+    /** Page Up and Page Down: a screenful. */
+    pageStep() { return this.onScreen(); }
 
     /** Whole photos on screen. */
     onScreen() { return Math.max(1, Math.floor((this.scroller.clientWidth - this.gap) / this.pitch)); }
@@ -480,7 +483,8 @@
       a.style.top = (this.height - this.side) / 2 + 'px';
     }
 
-    onScreen() { return 1; }
+    /** Page Up and Page Down: as many photos as the page control has dots. */
+    pageStep() { return maximumDots; }
 
     render() {
       const total = this.listing.total || 0;
