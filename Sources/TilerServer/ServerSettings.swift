@@ -359,7 +359,7 @@ extension ServerConfiguration {
             case .frameAncestors:
                 return Spec(
                     summary:
-                        "Who may show the embed pages (/embed/strip, /embed/coverflow) in a frame: their Content-Security-Policy frame-ancestors, a source list such as 'https://blog.example.org https://*.example.com', 'self' or 'none'",
+                        "Who may show the embed pages (/embed/strip, /embed/coverflow) in a frame: their Content-Security-Policy frame-ancestors, a source list such as \"'self' https://blog.example.org https://*.example.com\", or 'none'",
                     value: .other(valueName: "sources", emptyIsValue: false) { c, text, source throws(SettingError) in
                         guard ServerConfiguration.isSourceList(text) else {
                             throw SettingError(
