@@ -78,6 +78,8 @@ let package = Package(
             ],
             resources: [
                 .embedInCode("Viewer/index.html"), .embedInCode("Viewer/viewer.css"), .embedInCode("Viewer/viewer.js"),
+                // The embeddable photo strip and cover flow (`/embed/…`, `/viewer/embed.js`).
+                .embedInCode("Viewer/embed.html"), .embedInCode("Viewer/embed.css"), .embedInCode("Viewer/embed.js"),
             ]),
         // The command line: thin, one file per subcommand; the cut's progress line on a
         // terminal and the SIGINT/SIGTERM handling are its own, not the libraries'.

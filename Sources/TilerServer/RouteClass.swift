@@ -163,7 +163,7 @@ public enum RouteClass: Int, CaseIterable, Sendable {
         if equals(first, "albums") { return segments == 1 ? .list : .other }
         if equals(first, "healthz") || equals(first, "readyz") { return .health }
         if equals(first, "metrics") { return .metrics }
-        if equals(first, "viewer") || equals(first, "index.html") { return .viewer }
+        if equals(first, "viewer") || equals(first, "index.html") || equals(first, "embed") { return .viewer }
         return .other
     }
 }

@@ -167,6 +167,7 @@ public final class Router: HTTPHandler {
         routes += healthRoutes(store: store)
         // Before the image API: `/images/ID.dzi` is also a valid image id.
         routes += viewerRoutes(address: address, maxZoomPercent: c.viewerMaxZoomPercent) + deepZoomRoutes(store: store)
+        routes += embedRoutes(store: store, address: address)
         routes += iiifAuthRoutes(store: store, address: address)
         routes += iiifPresentationRoutes(store: store, address: address) + iiifRoutes(store: store, address: address)
         routes += imageRoutes(store: store, address: address)

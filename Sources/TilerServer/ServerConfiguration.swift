@@ -58,6 +58,10 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// The viewer's deepest zoom, in percent of the image's own pixels (`--viewer-max-zoom`):
     /// past about twice a photo only blurs. Default 200.
     public var viewerMaxZoomPercent = 200
+    /// Who may show the embed pages (`/embed/strip`, `/embed/coverflow`) in a frame: the
+    /// source list of their `Content-Security-Policy: frame-ancestors` (`--frame-ancestors`),
+    /// such as `https://blog.example.org` or `'self'`, or `'none'`. Default `*`, any site.
+    public var frameAncestors = "*"
     /// The largest IIIF output (`maxWidth`, `maxHeight`, `maxArea` in info.json).
     public var iiifLimits = IIIFLimits.default
     /// The public address every URL the server writes starts with (`--base-url`), for a
@@ -199,11 +203,24 @@ public struct ServerConfiguration: Sendable, Hashable {
         try check("iiifLimits.maxWidth", iiifLimits.maxWidth, Range.iiifSide)
         try check("iiifLimits.maxHeight", iiifLimits.maxHeight, Range.iiifSide)
         try check("iiifLimits.maxArea", iiifLimits.maxArea, Range.iiifArea)
+        guard Self.isSourceList(frameAncestors) else {
+            throw .init(
+                setting: "frameAncestors", value: frameAncestors.debugDescription,
+                range: "a CSP source list: sources (*, 'self', 'none', https://host) separated by spaces")
+        }
         guard HTTPConfiguration.isHeaderValue(cacheControl) else {
             throw .init(
                 setting: "cacheControl", value: cacheControl.debugDescription,
                 range: "header values (no control character but tab)")
         }
+    }
+
+    /// Whether `text` can be the source list of a CSP directive: printable ASCII sources
+    /// separated by spaces, at least one, none holding the `;` or `,` that would end the
+    /// directive or the policy.
+    static func isSourceList(_ text: String) -> Bool {
+        let printable = { (b: UInt8) in b >= 0x20 && b < 0x7F && b != UInt8(ascii: ";") && b != UInt8(ascii: ",") }
+        return text.utf8.count <= 4096 && text.utf8.allSatisfy(printable) && !text.split(separator: " ").isEmpty
     }
 
     /// The tile files kept open under the file limit `fileLimit`: `openTiles`, but never

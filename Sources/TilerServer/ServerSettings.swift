@@ -47,6 +47,7 @@ extension ServerConfiguration {
         case maxHeaders = "max-headers"
         case maxVisibleTiles = "max-visible-tiles"
         case viewerMaxZoom = "viewer-max-zoom"
+        case frameAncestors = "frame-ancestors"
         case iiifMaxWidth = "iiif-max-width"
         case iiifMaxHeight = "iiif-max-height"
         case iiifMaxArea = "iiif-max-area"
@@ -355,6 +356,19 @@ extension ServerConfiguration {
                 return Spec(
                     summary: "The web viewer's deepest zoom, in percent of the image's own pixels",
                     value: .integer(\.viewerMaxZoomPercent, S.viewerMaxZoom))
+            case .frameAncestors:
+                return Spec(
+                    summary:
+                        "Who may show the embed pages (/embed/strip, /embed/coverflow) in a frame: their Content-Security-Policy frame-ancestors, a source list such as \"'self' https://blog.example.org https://*.example.com\", or 'none'",
+                    value: .other(valueName: "sources", emptyIsValue: false) { c, text, source throws(SettingError) in
+                        guard ServerConfiguration.isSourceList(text) else {
+                            throw SettingError(
+                                "\(source)='\(text.prefix(80))' is not a CSP source list (sources such as *, 'self', 'none' or https://host, separated by spaces; no ';' or ',')"
+                            )
+                        }
+                        c.frameAncestors = text
+                    },
+                    defaultText: ServerConfiguration.defaults.frameAncestors)
             case .iiifMaxWidth:
                 return Spec(summary: "Widest IIIF image output, px", value: .integer(\.iiifLimits.maxWidth, S.iiifSide))
             case .iiifMaxHeight:

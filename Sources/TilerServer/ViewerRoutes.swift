@@ -1,7 +1,8 @@
 import Foundation
 import TilerHTTP
 
-/// The web viewer: `/` (the page), `/viewer/viewer.css` and `/viewer/viewer.js`, from the
+/// The web viewer: `/` (the page), `/viewer/viewer.css` and `/viewer/viewer.js` (and the
+/// embeddable widgets' `/viewer/embed.js` and `/viewer/embed.css`, `EmbedRoutes`), from the
 /// files in `Viewer/` compiled into the binary (`PackageResources`, SwiftPM's
 /// `.embedInCode`). They revalidate on every load (`no-cache` with an ETag) so a new
 /// binary's viewer is picked up at once.
@@ -13,12 +14,16 @@ func viewerRoutes(address: PublicAddress, maxZoomPercent: Int) -> [Route] {
     let page = asset(viewerPage(base: address.base, maxZoomPercent: maxZoomPercent), "text/html; charset=utf-8")
     let css = asset(PackageResources.viewer_css, "text/css; charset=utf-8")
     let js = asset(PackageResources.viewer_js, "text/javascript; charset=utf-8")
+    let embedJS = asset(PackageResources.embed_js, "text/javascript; charset=utf-8")
+    let embedCSS = asset(PackageResources.embed_css, "text/css; charset=utf-8")
     return [
         Route("viewer", firstSegments: ["", "index.html", "viewer"]) { request in
             switch request.segments {
             case [], ["index.html"]: page
             case ["viewer", "viewer.css"]: css
             case ["viewer", "viewer.js"]: js
+            case ["viewer", "embed.js"]: embedJS
+            case ["viewer", "embed.css"]: embedCSS
             default: nil
             }
         }
@@ -37,7 +42,7 @@ func viewerPage(base: BaseURL?, maxZoomPercent: Int) -> [UInt8] {
             .replacingOccurrences(of: "<!--tiler:settings-->", with: settings).utf8)
 }
 
-private func htmlEscaped(_ s: String) -> String {
+func htmlEscaped(_ s: String) -> String {
     var out = ""
     for c in s {
         switch c {

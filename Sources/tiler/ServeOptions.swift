@@ -49,6 +49,7 @@ struct ServeOptions: ParsableArguments {
     @Option(name: .setting(.maxHeaders), help: .setting(.maxHeaders)) var maxHeaders: String?
     @Option(name: .setting(.maxVisibleTiles), help: .setting(.maxVisibleTiles)) var maxVisibleTiles: String?
     @Option(name: .setting(.viewerMaxZoom), help: .setting(.viewerMaxZoom)) var viewerMaxZoom: String?
+    @Option(name: .setting(.frameAncestors), help: .setting(.frameAncestors)) var frameAncestors: String?
     @Option(name: .setting(.iiifMaxWidth), help: .setting(.iiifMaxWidth)) var iiifMaxWidth: String?
     @Option(name: .setting(.iiifMaxHeight), help: .setting(.iiifMaxHeight)) var iiifMaxHeight: String?
     @Option(name: .setting(.iiifMaxArea), help: .setting(.iiifMaxArea)) var iiifMaxArea: String?
@@ -78,6 +79,7 @@ struct ServeOptions: ParsableArguments {
             .idleTimeout: idleTimeout, .headerTimeout: headerTimeout, .writeTimeout: writeTimeout,
             .shutdownGrace: shutdownGrace, .maxRequestLine: maxRequestLine, .maxHeaderBytes: maxHeaderBytes,
             .maxHeaders: maxHeaders, .maxVisibleTiles: maxVisibleTiles, .viewerMaxZoom: viewerMaxZoom,
+            .frameAncestors: frameAncestors,
             .iiifMaxWidth: iiifMaxWidth,
             .iiifMaxHeight: iiifMaxHeight, .iiifMaxArea: iiifMaxArea, .renderMemoryMB: renderMemoryMB,
             .renderWait: renderWait, .rescanInterval: rescanInterval, .baseURL: baseURL,

@@ -38,6 +38,8 @@ import Testing
         ("/", .viewer),
         ("/index.html", .viewer),
         ("/viewer/viewer.js", .viewer),
+        ("/embed/strip", .viewer),
+        ("/embed/coverflow?album=a", .viewer),
         ("/healthz", .health),
         ("/readyz", .health),
         ("/metrics", .metrics),

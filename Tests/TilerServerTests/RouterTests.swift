@@ -54,7 +54,7 @@ import TilerTestSupport
         let routes = Router.standardRoutes(store: store)
         #expect(routes.allSatisfy { $0.firstSegments != nil })
         let named = Set(routes.flatMap { $0.firstSegments ?? [] })
-        #expect(named == ["", "index.html", "viewer", "healthz", "readyz", "images", "albums", "iiif"])
+        #expect(named == ["", "index.html", "viewer", "embed", "healthz", "readyz", "images", "albums", "iiif"])
     }
 
     /// Plain tile paths are answered before any route is tried (`plainTileResponse`), and

@@ -247,6 +247,7 @@ import TilerTestSupport
             .corsOrigin: (["--cors-origin", "a\u{7}b"], "--cors-origin holds a control character"),
             .baseURL: (["--base-url", "ftp://example.org/t"], "--base-url: "),
             .logFormat: (["--log-format", "x"], "--log-format='x' is neither text nor json"),
+            .frameAncestors: (["--frame-ancestors", "x; y"], "--frame-ancestors='x; y' is not a CSP source list"),
             .access: (["--access", "x"], "--access: cannot read the access policy, x:"),
         ]
         let covered: Set<Setting> = [.trustProxy, .accessLog]

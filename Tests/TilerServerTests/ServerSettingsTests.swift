@@ -34,7 +34,8 @@ import TilerStorage
             "TILER_CACHE_CONTROL": "", "TILER_CORS_ORIGIN": "https://x.example", "TILER_MAX_CONNECTIONS": "11",
             "TILER_IDLE_TIMEOUT": "12", "TILER_HEADER_TIMEOUT": "13", "TILER_WRITE_TIMEOUT": "14",
             "TILER_SHUTDOWN_GRACE": "0", "TILER_MAX_REQUEST_LINE": "1000", "TILER_MAX_HEADER_BYTES": "2000",
-            "TILER_MAX_HEADERS": "15", "TILER_MAX_VISIBLE_TILES": "16", "TILER_VIEWER_MAX_ZOOM": "400", "TILER_IIIF_MAX_WIDTH": "17",
+            "TILER_MAX_HEADERS": "15", "TILER_MAX_VISIBLE_TILES": "16", "TILER_VIEWER_MAX_ZOOM": "400",
+            "TILER_FRAME_ANCESTORS": "'self' https://blog.example.org", "TILER_IIIF_MAX_WIDTH": "17",
             "TILER_IIIF_MAX_HEIGHT": "18", "TILER_IIIF_MAX_AREA": "19", "TILER_RENDER_MEMORY_MB": "20",
             "TILER_RENDER_WAIT": "0.5", "TILER_RESCAN_INTERVAL": "30", "TILER_BASE_URL": "https://example.org/t",
             "TILER_TRUST_PROXY": "1", "TILER_ACCESS_LOG": "on", "TILER_LOG_FORMAT": "json", "TILER_METRICS_PORT": "9100",
@@ -77,6 +78,7 @@ import TilerStorage
         expected.http.maximumHeaderCount = 15
         expected.maximumVisibleTiles = 16
         expected.viewerMaxZoomPercent = 400
+        expected.frameAncestors = "'self' https://blog.example.org"
         expected.iiifLimits = IIIFLimits(maxWidth: 17, maxHeight: 18, maxArea: 19)
         expected.renderMemoryBytes = 20 << 20
         expected.renderWait = 0.5
@@ -123,6 +125,8 @@ import TilerStorage
             ([:], ["TILER_HOST": "example.org"], "TILER_HOST='example.org' is not an IPv4 or IPv6 address"),
             ([:], ["TILER_CACHE_CONTROL": "max-age=1\r\nSet-Cookie: a=b"], "TILER_CACHE_CONTROL holds a control character"),
             ([.corsOrigin: "*\n"], [:], "--cors-origin holds a control character"),
+            ([.frameAncestors: "*; script-src *"], [:], "--frame-ancestors='*; script-src *' is not a CSP source list"),
+            ([:], ["TILER_FRAME_ANCESTORS": " "], "TILER_FRAME_ANCESTORS=' ' is not a CSP source list"),
             ([:], ["TILER_ACCESS_LOG": "sometimes"], "TILER_ACCESS_LOG='sometimes' is neither on (1, true, yes, on) nor off"),
             ([:], ["TILER_SOURCES": "/s", "TILER_SOURCES_FORMAT": "gif"], "TILER_SOURCES_FORMAT='gif' is not auto, png, jpeg or webp"),
             ([:], ["TILER_SOURCES_FORMAT": "gif"], "TILER_SOURCES_FORMAT='gif' is not auto, png, jpeg or webp"),

@@ -144,6 +144,48 @@ final class WebDriver {
     /// Sends the next commands to window `handle`.
     func switchToWindow(_ handle: String) throws { try command("POST", "/window", ["handle": handle]) }
 
+    /// Sends the next commands to the frame `css` (an `<iframe>` of the current page), or,
+    /// for nil, to the top page.
+    func switchToFrame(_ css: String?) throws {
+        let id: Any = try css.map { ["element-6066-11e4-a52e-4f735466cecf": try element($0)] } ?? NSNull()
+        try command("POST", "/frame", ["id": id])
+    }
+
+    /// Presses and releases `key` (a character or a `Key`) wherever the focus is, as a user would.
+    func press(_ key: String) throws {
+        try perform([
+            ["type": "key", "id": "keyboard", "actions": [["type": "keyDown", "value": key], ["type": "keyUp", "value": key]]]
+        ])
+    }
+
+    /// Turns the wheel over the centre of the element `css` by `deltaX`, `deltaY` pixels.
+    func wheel(over css: String, deltaX: Int, deltaY: Int = 0) throws {
+        let origin = ["element-6066-11e4-a52e-4f735466cecf": try element(css)]
+        try perform([
+            [
+                "type": "wheel", "id": "wheel",
+                "actions": [["type": "scroll", "x": 0, "y": 0, "deltaX": deltaX, "deltaY": deltaY, "origin": origin]],
+            ]
+        ])
+    }
+
+    /// Swipes one finger across the page (touch), from (`fromX`, `y`) to (`toX`, `y`) in
+    /// CSS pixels of the viewport, in three moves over 0.3 s, then lifts it.
+    func swipe(fromX: Double, toX: Double, y: Double) throws {
+        let move = { (x: Double, duration: Int) -> [String: Any] in
+            ["type": "pointerMove", "duration": duration, "x": Int(x), "y": Int(y), "origin": "viewport"]
+        }
+        try perform([
+            [
+                "type": "pointer", "id": "finger", "parameters": ["pointerType": "touch"],
+                "actions": [
+                    move(fromX, 0), ["type": "pointerDown", "button": 0], move((2 * fromX + toX) / 3, 100),
+                    move((fromX + 2 * toX) / 3, 100), move(toX, 100), ["type": "pointerUp", "button": 0],
+                ],
+            ]
+        ])
+    }
+
     /// Closes the window commands go to, as a user closing it would; switch to another next.
     func closeWindow() throws { try command("DELETE", "/window") }
 
