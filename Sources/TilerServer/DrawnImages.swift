@@ -9,8 +9,10 @@ import TilerImaging
 /// 400 (the request can never be drawn; a smaller size can). Then it is drawn on the
 /// blocking pool once the budget admits it (503 with `Retry-After` when it waited
 /// `renderWait` seconds for room), and cached like a document of the pyramid until it is
-/// re-cut. A drawing that fails (a missing or damaged tile) is a 500 with a short message
-/// and no caching; the details go to the log, once per failure and pyramid generation.
+/// re-cut. Requests for the same drawing (same cache key: image generation, privacy and
+/// request) that come while it is being drawn wait for it and share its answer. A drawing
+/// that fails (a missing or damaged tile) is a 500 with a short message and no caching;
+/// the details go to the log, once per failure and pyramid generation.
 ///
 /// `quality` is the JPEG or WebP encoder's, when not the renderer's default.
 func drawnResponse(
@@ -77,5 +79,4 @@ func drawnResponse(
         // The same drawing asked for meanwhile waits for this one. (The work throws nothing.)
         return (try? store.drawings.run(key) { draw(renderer) }) ?? .error(HTTPError(500, "the drawing failed"))
     }
-
 }

@@ -11,13 +11,14 @@ import TilerImaging
 /// budget: it starts at once when it fits beside the drawings in flight; otherwise it
 /// waits, in arrival order, up to `wait` seconds, and is then refused (503). A drawing
 /// larger than the whole budget is refused before it is queued (400: it can never run).
-/// When the last drawing in flight finishes, the memory they freed is handed back to the
-/// system (`RegionRenderer.releaseFreedMemory`), so RSS falls back after a burst.
+/// A second after the last drawing in flight finishes (if no other has started), the
+/// memory they freed is handed back to the system (`RegionRenderer.releaseFreedMemory`),
+/// so RSS falls back after a burst.
 ///
 /// Room no drawing is using is lent to the tiles drawings keep decoded for the next one
 /// (`PixelCacheLender`); a drawing that needs it takes it back before it waits
-/// (`lend(to:)`), so decoded tiles kept never make a drawing wait or refuse it, and drawings and
-/// decoded tiles kept together stay within the budget.
+/// (`lend(to:)`), so kept tiles never make a drawing wait or refuse it, and drawings and
+/// kept tiles together stay within the budget.
 final class RenderBudget: PixelCacheLender {
     /// Bytes all drawings in flight may hold together.
     let capacity: Int
@@ -35,7 +36,7 @@ final class RenderBudget: PixelCacheLender {
         /// The budget (the same as `RenderBudget.capacity`).
         let capacity: Int
         var inUse = 0
-        /// Lent to decoded tiles kept.
+        /// Lent to kept decoded tiles.
         var lent = 0
         /// The drawings waiting, first come first served.
         var queue: [Waiter] = []
@@ -79,7 +80,7 @@ final class RenderBudget: PixelCacheLender {
     /// Drawings waiting for room.
     var waiting: Int { ledger.withLock { $0.queue.count } }
 
-    /// Bytes lent to decoded tiles kept.
+    /// Bytes lent to kept decoded tiles.
     var bytesLent: Int { ledger.withLock { $0.lent } }
 
     /// Lends room no drawing is using to `cache`, which gives it back when asked.
@@ -101,7 +102,8 @@ final class RenderBudget: PixelCacheLender {
     }
 
     /// Takes `bytes` of the budget, waiting for room up to `wait` seconds. Room lent to
-    /// decoded tiles kept is taken back first, up to `bytes` of it.
+    /// kept decoded tiles is taken back first, as much as the drawing lacks (all it needs
+    /// when it must wait anyway).
     func admit(_ bytes: Int) -> Admission {
         guard bytes <= capacity else { return .tooLarge }
         // What the drawing lacks, or as much as it takes when it must wait anyway (the
