@@ -11,7 +11,9 @@ import TilerTestSupport
     /// cut in the process) keeps libvips' warnings off stderr, as `tiler cut` does, and
     /// `TILER_VIPS_WARNINGS=1` shows them. Before, the region renderer started libvips on a
     /// path of its own without the cutter's settings, and a drawing over a damaged tile
-    /// wrote libvips' warnings (one per damaged row) to the server's stderr.
+    /// wrote libvips' warnings (one per damaged row) to the server's stderr. The region is
+    /// turned by 45°, which libvips draws (PNG tiles turned by quarter turns are decoded by
+    /// libpng, without libvips: `TileDrawing`).
     @Test func drawingServerKeepsLibvipsWarningsOffStderr() throws {
         let scratch = try Scratch()
         defer { scratch.cleanUp() }
@@ -39,7 +41,7 @@ import TilerTestSupport
             nonisolated(unsafe) var text = Data()
             let reading = DispatchGroup()
             DispatchQueue.global().async(group: reading) { text = err.fileHandleForReading.readDataToEndOfFile() }
-            let drawn = Result { try fetch(port, "/iiif/3/photo/0,0,300,300/max/0/default.png") }
+            let drawn = Result { try fetch(port, "/iiif/3/photo/0,0,300,300/max/45/default.png") }
             server.terminate()
             server.waitUntilExit()
             reading.wait()
