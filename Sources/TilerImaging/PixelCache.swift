@@ -44,7 +44,7 @@ public final class PixelCache: Sendable {
             var freed = 0
             for (key, entry) in entries.sorted(by: { $0.value.used < $1.value.used }) where bytes > target {
                 entries[key] = nil
-                let size = entry.pixels.bytes.count + 64
+                let size = PixelCache.size(entry.pixels)
                 bytes -= size
                 freed += size
             }

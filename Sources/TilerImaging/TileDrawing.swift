@@ -94,9 +94,7 @@ struct TileDrawing {
                     let rowBytes = tileWidth * bands
                     if let hit = kept?.pixels(of: tile, denominator: d), hit.width == tileWidth, hit.height == tileHeight {
                         hit.bytes.withUnsafeBufferPointer { p in
-                            for r in 0..<tileHeight {
-                                (at + r * stride).update(from: p.baseAddress! + r * rowBytes, count: rowBytes)
-                            }
+                            Self.copyRows(tileHeight, of: rowBytes, from: p.baseAddress!, rowBytes, to: at, stride)
                         }
                         continue
                     }
@@ -125,9 +123,7 @@ struct TileDrawing {
                     }
                     if let kept {
                         let copy = [UInt8](unsafeUninitializedCapacity: rowBytes * tileHeight) { b, count in
-                            for r in 0..<tileHeight {
-                                (b.baseAddress! + r * rowBytes).update(from: at + r * stride, count: rowBytes)
-                            }
+                            Self.copyRows(tileHeight, of: rowBytes, from: at, stride, to: b.baseAddress!, rowBytes)
                             count = rowBytes * tileHeight
                         }
                         kept.keep(TilePixels(bytes: copy, width: tileWidth, height: tileHeight), of: tile, denominator: d)
@@ -227,6 +223,15 @@ struct TileDrawing {
         guard status == 0, let buffer else { throw .libvips("encoding \(format.rawValue): \(Self.text(message))") }
         defer { free(buffer) }
         return Array(UnsafeBufferPointer(start: buffer, count: length))
+    }
+
+    /// Copies `rows` rows of `length` bytes between buffers whose rows are `fromStride` and
+    /// `toStride` bytes apart (a kept tile and its place in the mosaic).
+    static func copyRows(
+        _ rows: Int, of length: Int, from source: UnsafePointer<UInt8>, _ fromStride: Int,
+        to target: UnsafeMutablePointer<UInt8>, _ toStride: Int
+    ) {
+        for r in 0..<rows { (target + r * toStride).update(from: source + r * fromStride, count: length) }
     }
 
     /// A C message buffer's text, up to its NUL.
