@@ -8,6 +8,7 @@ let package = Package(
         .executable(name: "tiler", targets: ["tiler"]),
         // Libraries for out-of-tree harnesses (Fuzz/ and Bench/ depend on these by path).
         .library(name: "TilerCore", targets: ["TilerCore"]),
+        .library(name: "TilerSystem", targets: ["TilerSystem"]),
         .library(name: "TilerHTTP", targets: ["TilerHTTP"]),
         .library(name: "TilerServer", targets: ["TilerServer"]),
         .library(name: "TilerStorage", targets: ["TilerStorage"]),
@@ -35,13 +36,19 @@ let package = Package(
         .target(
             name: "CTilerShims", dependencies: ["CVips", "CPNG"],
             linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("webp"), .linkedLibrary("deflate")]),
-        // epoll, accept4 and friends, which Glibc's Swift module does not expose.
-        .target(name: "CNetShims"),
-        // renameat2 (exchange, no-replace), which Glibc's Swift module does not expose.
-        .target(name: "CStorageShims"),
+        // What Glibc's Swift module does not expose (epoll, accept4, preadv2, renameat2,
+        // copy_file_range, cachestat...): for TilerSystem only.
+        .target(name: "CSystemShims"),
+        // The HTTP parser's byte scans, sixteen bytes at a time (SSE2).
+        .target(name: "CByteScan"),
         // Fixed-arity wrappers for libcurl's variadic setopt/getinfo.
         .target(name: "CCurlShims", dependencies: ["CCurl"]),
 
+        // The system-call layer under every module that touches files or sockets:
+        // descriptors, sockets, epoll, errors from errno, the page-cache probe, atomic
+        // file writes, folders read beneath a root. No module above it calls Glibc for
+        // file or socket I/O.
+        .target(name: "TilerSystem", dependencies: ["CSystemShims"]),
         // Pyramid geometry, visible tiles, manifest model: pure Swift, no I/O.
         .target(name: "TilerCore"),
         // The PMTiles v3 format: header, varints, Hilbert tile ids, directories, gzip.
@@ -49,18 +56,18 @@ let package = Package(
         .target(name: "PMTiles", dependencies: ["CZlib"]),
         // The S3 API over libcurl (Signature V4, range reads, multipart uploads,
         // listings), every request bounded in time. Knows nothing of pyramids.
-        .target(name: "ObjectStorage", dependencies: ["CCurl", "CCurlShims"]),
+        .target(name: "ObjectStorage", dependencies: ["CCurl", "CCurlShims", "TilerSystem"]),
         // Pyramids on disk and in buckets: folders and PMTiles archives written
         // atomically (the sinks the cutter writes into), the archive reader over files
         // and S3 objects, pack and unpack.
-        .target(name: "TilerStorage", dependencies: ["TilerCore", "PMTiles", "CStorageShims", "ObjectStorage"]),
+        .target(name: "TilerStorage", dependencies: ["TilerCore", "TilerSystem", "PMTiles", "ObjectStorage"]),
         // libvips and libpng behind small Swift types; the pyramid cutter.
-        .target(name: "TilerImaging", dependencies: ["TilerCore", "TilerStorage", "CVips", "CPNG", "CTilerShims"]),
+        .target(name: "TilerImaging", dependencies: ["TilerCore", "TilerSystem", "TilerStorage", "CVips", "CPNG", "CTilerShims"]),
         // Sockets, HTTP/1.1 parsing and writing, connections, limits.
         .target(
             name: "TilerHTTP",
             dependencies: [
-                "CNetShims",
+                "TilerSystem", "CByteScan",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Routes: tile store, cache, JSON API, DeepZoom, IIIF, viewer assets. The viewer's
@@ -69,7 +76,7 @@ let package = Package(
         .target(
             name: "TilerServer",
             dependencies: [
-                "TilerCore", "TilerHTTP", "TilerImaging", "TilerStorage", "ObjectStorage",
+                "TilerCore", "TilerSystem", "TilerHTTP", "TilerImaging", "TilerStorage", "ObjectStorage",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -86,7 +93,7 @@ let package = Package(
         .executableTarget(
             name: "tiler",
             dependencies: [
-                "TilerCore", "TilerImaging", "TilerServer", "TilerHTTP", "TilerStorage", "ObjectStorage",
+                "TilerCore", "TilerSystem", "TilerImaging", "TilerServer", "TilerHTTP", "TilerStorage", "ObjectStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -95,16 +102,16 @@ let package = Package(
 
         .testTarget(name: "TilerCoreTests", dependencies: ["TilerCore", "TilerTestSupport"]),
         .testTarget(name: "PMTilesTests", dependencies: ["PMTiles", "TilerTestSupport"]),
-        .testTarget(name: "ObjectStorageTests", dependencies: ["ObjectStorage", "S3TestSupport"]),
+        .testTarget(name: "ObjectStorageTests", dependencies: ["ObjectStorage", "TilerSystem", "S3TestSupport"]),
         .testTarget(
             name: "TilerStorageTests",
-            dependencies: ["TilerStorage", "PMTiles", "TilerCore", "ObjectStorage", "S3TestSupport", "TilerTestSupport"]),
-        .testTarget(name: "TilerImagingTests", dependencies: ["TilerImaging", "TilerCore", "TilerTestSupport"]),
-        .testTarget(name: "TilerHTTPTests", dependencies: ["TilerHTTP", "TilerTestSupport"]),
+            dependencies: ["TilerStorage", "TilerSystem", "PMTiles", "TilerCore", "ObjectStorage", "S3TestSupport", "TilerTestSupport"]),
+        .testTarget(name: "TilerImagingTests", dependencies: ["TilerImaging", "TilerCore", "TilerSystem", "TilerTestSupport"]),
+        .testTarget(name: "TilerHTTPTests", dependencies: ["TilerHTTP", "TilerSystem", "TilerTestSupport"]),
         .testTarget(
             name: "TilerServerTests",
             dependencies: [
-                "TilerServer", "TilerCore", "TilerHTTP", "TilerImaging", "TilerStorage", "ObjectStorage", "S3TestSupport",
+                "TilerServer", "TilerCore", "TilerSystem", "TilerHTTP", "TilerImaging", "TilerStorage", "ObjectStorage", "S3TestSupport",
                 "TilerTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]),

@@ -2,6 +2,7 @@ import CCurl
 import CCurlShims
 import Foundation
 import Synchronization
+import TilerSystem
 
 /// One HTTP request as libcurl makes it for ``S3Client``: the request is signed by
 /// libcurl (`CURLOPT_AWS_SIGV4`), bounded in time by libcurl's timeouts, and its answer is
@@ -12,7 +13,7 @@ struct HTTPRequest {
         case bytes([UInt8])
         /// `length` bytes of an open file from `offset`, read with `pread` as they are
         /// sent (no copy of the part in memory).
-        case file(descriptor: Int32, offset: UInt64, length: Int)
+        case file(descriptor: FileDescriptor, offset: UInt64, length: Int)
 
         var length: Int {
             switch self {
@@ -294,16 +295,19 @@ private final class Transfer {
             sent += count
             return count
         case let .file(descriptor, offset, _):
-            while true {
-                let n = pread(descriptor, buffer, count, off_t(offset + UInt64(sent)))
-                if n < 0, errno == EINTR { continue }
-                guard n > 0 else {
-                    readError = n == 0 ? EIO : errno
-                    return Int(CURL_READFUNC_ABORT)
-                }
-                sent += n
-                return n
+            let n: Int
+            do {
+                n = try descriptor.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: count), at: Int(offset) + sent)
+            } catch {
+                readError = error.errno
+                return Int(CURL_READFUNC_ABORT)
             }
+            guard n > 0 else {
+                readError = EIO  // the file ends early
+                return Int(CURL_READFUNC_ABORT)
+            }
+            sent += n
+            return n
         }
     }
 }

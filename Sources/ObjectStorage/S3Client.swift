@@ -1,5 +1,6 @@
 import CCurl
 import Foundation
+import TilerSystem
 
 /// What HEAD says about an object.
 public struct S3ObjectInfo: Sendable, Equatable {
@@ -338,7 +339,7 @@ public final class S3Client: Sendable {
     /// aborted; `uploaded` gets the bytes sent so far after each part. With
     /// `ifNoneMatch`, an existing key is left alone (412).
     public func upload(
-        file descriptor: Int32, size: UInt64, bucket: String, key: String, ifNoneMatch: Bool,
+        file descriptor: FileDescriptor, size: UInt64, bucket: String, key: String, ifNoneMatch: Bool,
         isCancelled: (@Sendable () -> Bool)? = nil,
         uploadStarted: (String) -> Void = { _ in }, uploadEnded: () -> Void = {},
         uploaded: (UInt64) -> Void = { _ in }
@@ -388,7 +389,7 @@ public final class S3Client: Sendable {
     public enum HTTPBody: Sendable {
         case bytes([UInt8])
         /// `length` bytes of an open file from `offset`, read as they are sent.
-        case file(descriptor: Int32, offset: UInt64, length: Int)
+        case file(descriptor: FileDescriptor, offset: UInt64, length: Int)
 
         var request: HTTPRequest.Body {
             switch self {
@@ -490,7 +491,7 @@ public final class S3Client: Sendable {
         case let .readFailed(code):
             return S3Error(
                 .localFile, operation: operation, bucket: bucket, key: key,
-                message: "reading the file to upload: \(String(cString: strerror(code)))")
+                message: "reading the file to upload: \(SystemCallError.reason(code))")
         case let .curl(code, message):
             if code == CURLE_OPERATION_TIMEDOUT.rawValue {
                 return S3Error(

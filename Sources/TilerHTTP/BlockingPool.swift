@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Synchronization
+import TilerSystem
 
 /// Threads that run work which may block: reading a file that is not in the page cache,
 /// drawing an image. Event loops hand such work here (see `HTTPResponse.blocking`) and

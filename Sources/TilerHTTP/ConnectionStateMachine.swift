@@ -1,3 +1,4 @@
+import TilerSystem
 /// What every connection of a server shares: limits, timeouts and the serializer.
 struct ConnectionSettings: Sendable {
     var parserLimits: HTTPRequestParser.Limits

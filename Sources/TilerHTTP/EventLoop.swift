@@ -1,8 +1,8 @@
-import CNetShims
 import Dispatch
 import Glibc
 import Logging
 import Synchronization
+import TilerSystem
 
 /// One client connection: its socket, its state machine and its pool job. Owned by
 /// exactly one event loop.
@@ -208,7 +208,7 @@ final class EventLoop {
     private let connectionSeed = UInt64.random(in: .min ... .max)
     private var nextConnectionNumber: UInt64 = 0
     private let readBuffer: UnsafeMutableRawBufferPointer
-    private let events: UnsafeMutableBufferPointer<epoll_event>
+    private let events: UnsafeMutableBufferPointer<EpollEvent>
     private var time: ServerTime
     private var dateSecond: Int64
     private var lastSweep: Int64

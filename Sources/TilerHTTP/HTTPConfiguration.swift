@@ -1,4 +1,4 @@
-import CNetShims
+import TilerSystem
 
 /// Every limit and knob of the HTTP layer, with its default. `tiler serve` exposes the
 /// useful ones as flags and `TILER_*` environment variables.
@@ -212,10 +212,7 @@ public struct HTTPConfiguration: Sendable, Hashable {
     /// cores (`--cpuset-cpus`), runs one loop per core it has, not per core the machine
     /// has. The online processors when the affinity cannot be read. Read once, when the
     /// first configuration is made (each of three defaults asked for it).
-    public static let coreCount: Int = {
-        let allowed = cns_allowed_cpus()
-        return allowed > 0 ? Int(allowed) : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
-    }()
+    public static let coreCount = ProcessLimits.allowedProcessors()
 }
 
 #if canImport(Glibc)

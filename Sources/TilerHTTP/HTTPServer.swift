@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Logging
 import Synchronization
+import TilerSystem
 
 /// Answers requests. Called on event-loop threads, concurrently, so it must be
 /// `Sendable`; it must not block for long (a slow handler stalls its whole loop).

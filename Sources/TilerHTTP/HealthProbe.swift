@@ -1,4 +1,5 @@
 import Glibc
+import TilerSystem
 
 /// Why a health check failed, in one line that names the URL and the cause.
 public enum HealthcheckError: Error, Sendable, CustomStringConvertible {
@@ -69,23 +70,10 @@ public struct HealthProbe: Sendable {
 
     /// The addresses `host` resolves to, in `getaddrinfo`'s order.
     private func addresses() throws(HealthcheckError) -> [SocketAddress] {
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        hints.ai_flags = AI_NUMERICSERV
-        var list: UnsafeMutablePointer<addrinfo>?
-        let rc = getaddrinfo(host, String(port), &hints, &list)
-        guard rc == 0, let first = list else {
-            throw .unresolvable(host: host, reason: String(cString: gai_strerror(rc)))
+        switch SocketAddress.resolve(host: host, port: port) {
+        case .success(let found): found
+        case .failure(let reason): throw .unresolvable(host: host, reason: reason.description)
         }
-        defer { freeaddrinfo(first) }
-        var found: [SocketAddress] = []
-        var next: UnsafeMutablePointer<addrinfo>? = first
-        while let info = next?.pointee {
-            next = info.ai_next
-            if let address = info.ai_addr, let a = SocketAddress(address, length: info.ai_addrlen) { found.append(a) }
-        }
-        return found
     }
 
     private func connect(until deadline: ContinuousClock.Instant) throws(HealthcheckError) -> Socket {
@@ -208,5 +196,5 @@ public struct HealthProbe: Sendable {
         }
     }
 
-    private func reason(_ code: Int32) -> String { String(cString: strerror(code)) }
+    private func reason(_ code: Int32) -> String { SystemCallError.reason(code) }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Synchronization
+import TilerSystem
 
 /// A swift-log handler that writes each record as one JSON object on one line
 /// (`tiler serve --log-format json`): `time` (RFC 3339, UTC, milliseconds), `level`,
@@ -23,17 +24,8 @@ public struct JSONLogHandler: LogHandler {
 
         func write(_ line: [UInt8]) {
             lock.withLock { _ in
-                var offset = 0
-                while offset < line.count {
-                    let n = line.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, line.count - offset) }
-                    if n > 0 {
-                        offset += n
-                    } else if n < 0 && errno == EINTR {
-                        continue
-                    } else {
-                        return  // nowhere to report a log that cannot be written
-                    }
-                }
+                // Nowhere to report a log that cannot be written.
+                try? FileDescriptor(rawValue: descriptor).writeAll(line)
             }
         }
     }

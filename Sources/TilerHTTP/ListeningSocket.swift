@@ -1,4 +1,5 @@
 import Glibc
+import TilerSystem
 
 /// One listening TCP socket of the server, bound and listening.
 struct ListeningSocket {

@@ -1,4 +1,5 @@
 import Glibc
+import TilerSystem
 
 /// Part of a file to send as a response body: `count` bytes from `offset`. The file stays
 /// open while any response holds the range (`OpenFile` closes it with the last reference).

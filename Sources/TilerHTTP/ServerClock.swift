@@ -1,4 +1,5 @@
 import Synchronization
+import TilerSystem
 
 /// The clock an HTTP server reads: a monotonic one for its timeouts and the wall clock for
 /// its `Date` headers. Tests pass a `ManualClock` to step through timeouts without

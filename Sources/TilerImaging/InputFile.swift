@@ -1,4 +1,5 @@
 import Foundation
+import TilerSystem
 
 /// An input image opened for reading. Only regular files are accepted, and the check is
 /// made on the open descriptor (`fstat`), so a FIFO, a device such as `/dev/zero`, a
@@ -8,51 +9,51 @@ import Foundation
 final class InputFile {
     /// The path as the user gave it, for messages.
     let path: String
-    let descriptor: Int32
+    let descriptor: FileDescriptor
     /// Bytes, from `fstat`.
     let size: Int
     /// Last modification, seconds since 1970, from `fstat`.
     let modificationSeconds: Int
 
-    private init(path: String, descriptor: Int32, size: Int, modificationSeconds: Int) {
+    private init(path: String, descriptor: FileDescriptor, size: Int, modificationSeconds: Int) {
         self.path = path
         self.descriptor = descriptor
         self.size = size
         self.modificationSeconds = modificationSeconds
     }
 
-    deinit { close(descriptor) }
+    deinit { descriptor.close() }
 
     /// Opens `path` read-only. `O_NONBLOCK` keeps the open itself from waiting for a
     /// FIFO's writer; it is cleared again for a regular file.
     static func open(_ path: String) throws(CutError) -> InputFile {
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
-        guard fd >= 0 else {
-            let code = errno
-            if code == ENOENT || code == ENOTDIR { throw .missing }
-            throw .unreadable(String(cString: strerror(code)))
+        let fd: FileDescriptor
+        do {
+            fd = try FileDescriptor.open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY)
+        } catch {
+            if error.errno == ENOENT || error.errno == ENOTDIR { throw .missing }
+            throw .unreadable(error.reason)
         }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else {
-            let reason = String(cString: strerror(errno))
-            close(fd)
-            throw .unreadable(reason)
+        let info: FileInfo
+        do {
+            info = try fd.info()
+        } catch {
+            fd.close()
+            throw .unreadable(error.reason)
         }
-        let kind = info.st_mode & S_IFMT
-        guard kind == S_IFREG else {
-            close(fd)
-            if kind == S_IFDIR { throw .isDirectory }
-            throw .notARegularFile(Self.describe(kind))
+        guard info.isRegularFile else {
+            fd.close()
+            if info.isDirectory { throw .isDirectory }
+            throw .notARegularFile(Self.describe(info.type))
         }
-        let flags = fcntl(fd, F_GETFL)
-        if flags >= 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
-        return InputFile(path: path, descriptor: fd, size: Int(info.st_size), modificationSeconds: Int(info.st_mtim.tv_sec))
+        try? fd.setBlocking()
+        return InputFile(path: path, descriptor: fd, size: info.size, modificationSeconds: Int(info.modificationSeconds))
     }
 
     /// libvips' message with the descriptor's stand-in name (`/proc/self/fd/N`) replaced
     /// by the user's path.
     func scrub(_ message: String) -> String {
-        message.replacingOccurrences(of: "/proc/self/fd/\(descriptor)", with: path)
+        message.replacingOccurrences(of: "/proc/self/fd/\(descriptor.rawValue)", with: path)
     }
 
     private static func describe(_ kind: mode_t) -> String {

@@ -2,6 +2,7 @@ import CTilerShims
 import Foundation
 import TilerCore
 import TilerStorage
+import TilerSystem
 
 /// `tiler verify`: checks that a stored pyramid (folder or archive) has every tile the
 /// geometry says, and that each tile and the thumbnail is what the server would serve
@@ -94,18 +95,21 @@ public struct PyramidVerifier: Sendable {
     // MARK: Folders
 
     private func verifyFolder(isCancelled: @Sendable () -> Bool, report: (Problem) -> Void) -> (Int, Bool) {
-        let folder = open(pyramid.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard folder >= 0 else {
-            report(Problem(tile: nil, path: pyramid.path, reason: "cannot open: \(String(cString: strerror(errno)))"))
+        let folder: FileDescriptor
+        do {
+            folder = try FileDescriptor.open(pyramid.path, O_RDONLY | O_DIRECTORY)
+        } catch {
+            report(Problem(tile: nil, path: pyramid.path, reason: "cannot open: \(error.reason)"))
             return (0, false)
         }
-        defer { close(folder) }
+        defer { folder.close() }
         var checked = 0
         for level in pyramid.geometry.levels {
             let levelName = "\(level.level)"
-            let levelFD = openat(folder, levelName, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            let levelError = errno
-            defer { if levelFD >= 0 { close(levelFD) } }
+            let levelFolder = Result { () throws(SystemCallError) in
+                try folder.open(at: levelName, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+            }
+            defer { if case .success(let fd) = levelFolder { fd.close() } }
             // Rows in batches, each batch's rows checked in parallel and reported in order.
             var row = 0
             while row < level.rows {
@@ -115,7 +119,7 @@ public struct PyramidVerifier: Sendable {
                 results.withUnsafeMutableBufferPointer { slots in
                     nonisolated(unsafe) let slots = slots
                     DispatchQueue.concurrentPerform(iterations: rows.count) { i in
-                        slots[i] = checkFolderRow(level: level, row: rows[i], levelFD: levelFD, levelError: levelError)
+                        slots[i] = checkFolderRow(level: level, row: rows[i], levelFolder: levelFolder)
                     }
                 }
                 for problem in results.joined() { report(problem) }
@@ -126,16 +130,24 @@ public struct PyramidVerifier: Sendable {
         return (checked, false)
     }
 
-    private func checkFolderRow(level: Level, row: Int, levelFD: Int32, levelError: Int32) -> [Problem] {
+    private func checkFolderRow(level: Level, row: Int, levelFolder: Result<FileDescriptor, SystemCallError>) -> [Problem] {
         let ext = pyramid.manifest.format.fileExtension
         let rowPath = "\(pyramid.path)/\(level.level)/\(row)"
         func missingAll(_ reason: String) -> [Problem] {
             (0..<level.columns).map { Problem(tile: "\(level.level)/\(row)/\($0)", path: "\(rowPath)/\($0).\(ext)", reason: reason) }
         }
-        guard levelFD >= 0 else { return missingAll("missing (\(Self.reason(levelError, for: "\(pyramid.path)/\(level.level)")))") }
-        let rowFD = openat(levelFD, "\(row)", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard rowFD >= 0 else { return missingAll("missing (\(Self.reason(errno, for: rowPath)))") }
-        defer { close(rowFD) }
+        let levelFD: FileDescriptor
+        switch levelFolder {
+        case .success(let fd): levelFD = fd
+        case .failure(let error): return missingAll("missing (\(Self.reason(error, for: "\(pyramid.path)/\(level.level)")))")
+        }
+        let rowFD: FileDescriptor
+        do {
+            rowFD = try levelFD.open(at: "\(row)", O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+        } catch {
+            return missingAll("missing (\(Self.reason(error, for: rowPath)))")
+        }
+        defer { rowFD.close() }
         var problems: [Problem] = []
         for column in 0..<level.columns {
             let tile = TileCoordinate(level: level.level, row: row, column: column)
@@ -273,8 +285,14 @@ public struct PyramidVerifier: Sendable {
                         reason: "the thumbnail '\(thumbnail.file)' is not a file name in the folder"))
                 return
             }
-            let folder = open(pyramid.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            defer { if folder >= 0 { close(folder) } }
+            let folder: FileDescriptor
+            do {
+                folder = try FileDescriptor.open(pyramid.path, O_RDONLY | O_DIRECTORY)
+            } catch {
+                report(Problem(tile: "thumbnail", path: path, reason: error.reason))
+                return
+            }
+            defer { folder.close() }
             switch Self.readFile(in: folder, thumbnail.file, maximumBytes: pyramid.manifest.maximumThumbnailBytes) {
             case let .failure(reason):
                 report(Problem(tile: "thumbnail", path: path, reason: reason))
@@ -324,36 +342,42 @@ public struct PyramidVerifier: Sendable {
     }
 
     /// A regular file's bytes, opened beneath `directory` without following a link.
-    static func readFile(in directory: Int32, _ name: String, maximumBytes: Int) -> FileRead {
-        let fd = openat(directory, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else {
+    static func readFile(in directory: FileDescriptor, _ name: String, maximumBytes: Int) -> FileRead {
+        let fd: FileDescriptor
+        do {
+            fd = try directory.open(at: name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+        } catch {
             return .failure(
-                errno == ENOENT ? "missing" : errno == ELOOP ? "is a link (the server follows none)" : String(cString: strerror(errno)))
+                error.errno == ENOENT ? "missing" : error.errno == ELOOP ? "is a link (the server follows none)" : error.reason)
         }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { return .failure(String(cString: strerror(errno))) }
-        guard (info.st_mode & S_IFMT) == S_IFREG else { return .failure("not a regular file") }
-        guard Int(info.st_size) <= maximumBytes else {
-            return .failure("\(info.st_size) bytes, more than the server serves (\(maximumBytes))")
+        defer { fd.close() }
+        let info: FileInfo
+        do {
+            info = try fd.info()
+        } catch {
+            return .failure(error.reason)
         }
-        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, $0.count - done, off_t(done)) }
-            if n < 0, errno == EINTR { continue }
-            guard n > 0 else { return .failure(n == 0 ? "shorter than its size while read" : String(cString: strerror(errno))) }
-            done += n
+        guard info.isRegularFile else { return .failure("not a regular file") }
+        guard info.size <= maximumBytes else {
+            return .failure("\(info.size) bytes, more than the server serves (\(maximumBytes))")
         }
-        return .success(bytes)
+        var bytes = [UInt8](repeating: 0, count: info.size)
+        let read = bytes.withUnsafeMutableBytes { buffer in
+            Result { () throws(SystemCallError) in try fd.readFully(into: buffer, at: 0) }
+        }
+        switch read {
+        case .failure(let error): return .failure(error.reason)
+        case .success(let n) where n < bytes.count: return .failure("shorter than its size while read")
+        case .success: return .success(bytes)
+        }
     }
 
-    private static func reason(_ code: Int32, for path: String) -> String {
-        switch code {
+    private static func reason(_ error: SystemCallError, for path: String) -> String {
+        switch error.errno {
         case ENOENT: "no folder \(path)"
         case ELOOP: "\(path) is a link (the server follows none)"
         case ENOTDIR: "\(path) is not a folder"
-        default: "\(path): \(String(cString: strerror(code)))"
+        default: "\(path): \(error.reason)"
         }
     }
 }

@@ -126,7 +126,7 @@ public final class SourcePyramid: @unchecked Sendable {
         // The levels the file stores, matched to the geometry's levels.
         let file = self.file, loader = self.loader
         func spillBytes(_ image: VipsImageHandle) -> Int {
-            Int(clamping: tiler_source_spill_bytes(image.pointer, loader, file.descriptor))
+            Int(clamping: tiler_source_spill_bytes(image.pointer, loader, file.descriptor.rawValue))
         }
         let full = StoredLevel(
             option: nil, value: 0, width: base.width, height: base.height,

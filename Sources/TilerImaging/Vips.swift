@@ -144,7 +144,7 @@ final class VipsImageHandle {
         var out: UnsafeMutablePointer<VipsImage>?
         var loader: UnsafePointer<CChar>?
         let status = tiler_vips_open_descriptor(
-            file.descriptor, randomAccess ? 1 : 0, allowVector ? 1 : 0, loaderOption?.name, Int32(loaderOption?.value ?? 0),
+            file.descriptor.rawValue, randomAccess ? 1 : 0, allowVector ? 1 : 0, loaderOption?.name, Int32(loaderOption?.value ?? 0),
             &out, &loader)
         let name = loader.map { String(cString: $0) } ?? "unknown loader"
         switch status {

@@ -4,6 +4,7 @@ import Logging
 import Synchronization
 import TilerCore
 import TilerHTTP
+import TilerSystem
 
 /// Private images (`tiler serve --access POLICY.json`): the policy in force, re-read when
 /// its file or a key file changes (a bad new file is logged and the last good policy
@@ -109,11 +110,10 @@ public final class AccessControl: Sendable {
     }
 
     static func fileSignature(_ path: String) -> FileSignature {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return FileSignature() }
+        guard let info = try? FileSystem.info(path) else { return FileSignature() }
         return FileSignature(
-            device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
-            seconds: info.st_mtim.tv_sec, nanoseconds: info.st_mtim.tv_nsec)
+            device: info.device, inode: info.inode, size: Int64(info.size),
+            seconds: Int(info.modificationSeconds), nanoseconds: Int(info.modificationNanoseconds))
     }
 
     // MARK: - Decisions

@@ -2,6 +2,7 @@ import Crypto
 import CryptoExtras
 import Foundation
 import TilerHTTP
+import TilerSystem
 
 /// `tiler serve --access POLICY.json`: which images are private, and the keys whose tokens
 /// open them (`../shared/docs/product.md`, "Private images").
@@ -197,7 +198,7 @@ public struct AccessPolicy: Sendable {
 
     static func read(_ path: String, what: String) throws(AccessPolicyError) -> Data {
         guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw AccessPolicyError("cannot read \(what), \(path): \(String(cString: strerror(errno)))")
+            throw AccessPolicyError("cannot read \(what), \(path): \(SystemCallError.reason(errno))")
         }
         defer { try? handle.close() }
         let data: Data

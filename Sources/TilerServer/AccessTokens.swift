@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Synchronization
 import TilerHTTP
+import TilerSystem
 
 /// What a verified token opens, and while when.
 struct Grant: Sendable {

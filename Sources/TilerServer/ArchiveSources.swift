@@ -2,6 +2,7 @@ import ObjectStorage
 import TilerCore
 import TilerHTTP
 import TilerStorage
+import TilerSystem
 
 /// What both archive sources share: tiles and the thumbnail found through an
 /// `ArchivedPyramid` (header and root directory read at open, leaf directories in the
@@ -99,11 +100,11 @@ final class LocalArchiveSource: ArchiveBackedSource {
         self.archive = archive
         self.file = file
         location = file.name
-        let st = file.info
+        let info = file.info
         let tag =
-            "\"a\(String(UInt64(st.st_size), radix: 16))-\(String(Int64(st.st_mtim.tv_sec), radix: 16))."
-            + "\(String(Int64(st.st_mtim.tv_nsec), radix: 16))-\(String(UInt64(st.st_ino), radix: 16))\""
-        validators = Validators(etag: tag, lastModified: Int64(st.st_mtim.tv_sec))
+            "\"a\(String(info.size, radix: 16))-\(String(info.modificationSeconds, radix: 16))."
+            + "\(String(info.modificationNanoseconds, radix: 16))-\(String(info.inode, radix: 16))\""
+        validators = Validators(etag: tag, lastModified: info.modificationSeconds)
     }
 
     func readIfReady(_ part: PyramidPart, maximumBytes: Int) throws(SourceError) -> SourceRead {

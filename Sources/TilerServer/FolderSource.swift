@@ -1,5 +1,6 @@
 import TilerCore
 import TilerHTTP
+import TilerSystem
 
 /// A pyramid folder, `ROOT/ID/`: each tile and the thumbnail is a file, read through
 /// `RootedFiles` (no symbolic link below ROOT followed, regular files only, size-bounded).

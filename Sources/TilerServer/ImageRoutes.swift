@@ -1,5 +1,6 @@
 import TilerCore
 import TilerHTTP
+import TilerSystem
 
 /// `/healthz` (liveness) and `/readyz` (readiness). `/healthz`: 200 with `{"status": "ok"}` while the loops answer. With an `s3://` root
 /// it also says whether object storage answers: `"storage": "ok"`, or

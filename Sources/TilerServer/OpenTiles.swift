@@ -1,5 +1,6 @@
 import Synchronization
 import TilerHTTP
+import TilerSystem
 
 /// Tile files of folder pyramids kept open, each with a response that sends it with
 /// `sendfile`: a tile asked for again costs no path walk (five `openat`s), no copy of its
@@ -40,25 +41,20 @@ final class OpenTiles: Sendable {
         let info: FileInfo
         /// The folder it was opened in.
         let folder: Folder
-        /// Whether `cachestat` sees this file's pages (else `mincore` is asked).
-        let countsPages: Bool
+        /// How its residency is asked (`cachestat` or `mincore`).
+        let residency: PageCache.Residency
 
-        init(response: PreparedResponse, file: OpenFile, info: FileInfo, folder: Folder, countsPages: Bool) {
+        init(response: PreparedResponse, file: OpenFile, info: FileInfo, folder: Folder, residency: PageCache.Residency) {
             self.response = response
             self.file = file
             descriptor = file.descriptor
             self.info = info
             self.folder = folder
-            self.countsPages = countsPages
+            self.residency = residency
         }
 
         /// Whether every page of the file is in the page cache.
-        var isResident: Bool {
-            if countsPages {
-                return (try? descriptor.cachedPages(count: info.size)) == FileDescriptor.pages(info.size)
-            }
-            return (try? descriptor.isResident(count: info.size)) == true
-        }
+        var isResident: Bool { residency.holds(descriptor, count: info.size) }
     }
 
     /// A folder holding open tiles, as the `fstat` taken in the walk that opened the
@@ -175,12 +171,12 @@ final class OpenTiles: Sendable {
         let file = OpenFile(taking: fd)
         // The bytes were just read, so every page is resident: a count short of that means
         // cachestat cannot see this file system's pages.
-        let countsPages = (try? fd.cachedPages(count: info.size)) == FileDescriptor.pages(info.size)
+        let residency = PageCache.Residency(of: fd, count: info.size)
         let sent = PreparedResponse(
             file: FileRange(file: file, count: info.size), contentType: contentType,
             etag: validators.etag, lastModified: validators.lastModified, cacheControl: cacheControl, vary: vary)
         let shared = self.folder(root: root, path.dropLast(), identity: folder, now: now)
-        let entry = Entry(response: sent, file: file, info: info, folder: shared, countsPages: countsPages)
+        let entry = Entry(response: sent, file: file, info: info, folder: shared, residency: residency)
         entries.insert(entry, cost: 1, for: key)
     }
 

@@ -6,6 +6,7 @@ import TilerCore
 import TilerHTTP
 import TilerImaging
 import TilerStorage
+import TilerSystem
 
 /// What the catalog compares to tell whether a stored pyramid changed since it was
 /// loaded: the manifest's `stat` for a folder, the archive's `lstat` for a local archive,
@@ -656,15 +657,15 @@ final class PyramidCatalog: Sendable {
         }
         let signature = SourceSignature.archive(info)
         if let previous, previous.signature == signature { return previous }
-        let fd: Int32
+        let fd: FileDescriptor
         do throws(SystemCallError) {
-            fd = try root.descriptor.open(at: file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK).rawValue
+            fd = try root.descriptor.open(at: file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
         } catch {
             let code = error.errno
             if code == EACCES || code == EPERM || code == EIO {
                 report(
                     name, "open-\(code)-\(info.entityTag)",
-                    "cannot open \(path): \(String(cString: strerror(code))); image '\(name)' answers 500")
+                    "cannot open \(path): \(error.reason); image '\(name)' answers 500")
                 return .broken(message: "image '\(name)' cannot be read by the server", signature: signature)
             }
             return nil  // gone or replaced by a link meanwhile
@@ -673,7 +674,7 @@ final class PyramidCatalog: Sendable {
         do {
             source = try FileArchiveSource(descriptor: fd, name: path)
             // Replaced between the look and the open: the next scan sees the new one.
-            guard UInt64(source.info.st_ino) == info.inode else { return previous }
+            guard source.info.inode == info.inode else { return previous }
             archive = try ArchivedPyramid(reader: ArchiveReader(source: source, cache: directories))
         } catch {
             report(name, "archive-\(info.entityTag)", "\(error); image '\(name)' answers 500")

@@ -1,5 +1,6 @@
 import TilerCore
 import TilerHTTP
+import TilerSystem
 
 /// Where one pyramid's bytes live, as the server reads them: a folder
 /// (`ROOT/ID/LEVEL/ROW/COLUMN.EXT`, ``FolderSource``), an archive on the local disk

@@ -4,6 +4,7 @@ import TilerCore
 import TilerHTTP
 import TilerImaging
 import TilerStorage
+import TilerSystem
 
 /// An image file in the `--sources` folder, served as the pyramid `tiler cut` would make
 /// of it (`SourcePyramid`): every tile and the thumbnail is made on the render lane when
@@ -106,7 +107,7 @@ final class KeptTiles: Sendable {
                     guard old.partial == true else { throw KeepError("\(folder) holds a cut pyramid; nothing is kept there") }
                     // Kept from another version of the source: out of view, then deleted.
                     let aside = "\(root)/.tiler-kept-\(pyramid.id)-\(UUID().uuidString.prefix(8))"
-                    if Glibc.rename(folder, aside) == 0 { try? FileManager.default.removeItem(atPath: aside) }
+                    if (try? FileSystem.rename(folder, to: aside)) != nil { try? FileManager.default.removeItem(atPath: aside) }
                 }
                 try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
                 try Self.write(manifest.fileBytes(), to: path)
@@ -130,25 +131,10 @@ final class KeptTiles: Sendable {
     /// `bytes` into `path` through a temporary name in the same folder and a rename.
     private static func write(_ bytes: [UInt8], to path: String) throws {
         let staged = path + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        let fd = open(staged, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
-        guard fd >= 0 else { throw KeepError("\(staged): \(String(cString: strerror(errno)))") }
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, bytes.count - offset) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                let why = String(cString: strerror(errno))
-                close(fd)
-                unlink(staged)
-                throw KeepError("\(staged): \(why)")
-            }
-            offset += n
-        }
-        close(fd)
-        guard Glibc.rename(staged, path) == 0 else {
-            let why = String(cString: strerror(errno))
-            unlink(staged)
-            throw KeepError("\(path): \(why)")
+        do {
+            try AtomicFile.write(bytes, to: path, through: staged)
+        } catch {
+            throw KeepError("\(path): \(error.reason)")
         }
     }
 }

@@ -1,5 +1,6 @@
 import Logging
 import TilerHTTP
+import TilerSystem
 
 /// `tiler serve` as a library: the store, the HTTP server with a router per loop, and
 /// with `metricsPort` a second listener for `/metrics`.

@@ -5,6 +5,7 @@ import Synchronization
 import TilerCore
 import TilerHTTP
 import TilerImaging
+import TilerSystem
 
 /// What the cache holds, per pyramid generation.
 public enum CachedItem: ClockCacheKey {

@@ -1,7 +1,7 @@
-import CStorageShims
 import Foundation
 import PMTiles
 import Synchronization
+import TilerSystem
 
 /// Writes one PMTiles v3 archive into a file in one pass, from tiles that arrive in any
 /// order, from many threads at once. Each tile's bytes go straight to their place in the
@@ -63,7 +63,7 @@ final class ArchiveWriter: Sendable {
     /// The archive file: a duplicate of the descriptor handed to `init`, closed only when
     /// the writer goes away, so that no write in flight can land in a file that reused a
     /// closed descriptor's number.
-    private let file: Int32
+    private let file: FileDescriptor
     private let path: String
     /// Whether `finish` may copy with `copy_file_range` (tests turn it off to exercise the
     /// `pread`/`pwrite` fallback).
@@ -86,10 +86,12 @@ final class ArchiveWriter: Sendable {
     /// Writes into `output`, an empty file open for reading and writing at `outputPath`.
     /// `expectedTiles` reserves the index and the hash table, so that neither grows by
     /// doubling.
-    init(output: Int32, outputPath: String, expectedTiles: Int = 0, kernelCopy: Bool = true) throws(StorageError) {
-        let copy = fcntl(output, F_DUPFD_CLOEXEC, 0)
-        guard copy >= 0 else { throw StorageError.system(outputPath) }
-        file = copy
+    init(output: FileDescriptor, outputPath: String, expectedTiles: Int = 0, kernelCopy: Bool = true) throws(StorageError) {
+        do {
+            file = try output.duplicate()
+        } catch {
+            throw .system(outputPath, error)
+        }
         path = outputPath
         self.kernelCopy = kernelCopy
         state.withLock { s in
@@ -98,7 +100,7 @@ final class ArchiveWriter: Sendable {
         }
     }
 
-    deinit { close(file) }
+    deinit { file.close() }
 
     /// Tiles added so far.
     var count: Int { state.withLock { $0.tiles.count } }
@@ -151,7 +153,7 @@ final class ArchiveWriter: Sendable {
     /// the archive is finished in place.
     func finish(
         header template: ArchiveHeader, extras: [[UInt8]],
-        reorderInto: (() throws(StorageError) -> (descriptor: Int32, path: String))? = nil,
+        reorderInto: (() throws(StorageError) -> (descriptor: FileDescriptor, path: String))? = nil,
         metadata: ([UInt64]) throws(StorageError) -> [UInt8]
     ) throws(StorageError) -> Summary {
         var (tiles, dataSize, blobs) = state.withLock { s in
@@ -252,7 +254,7 @@ final class ArchiveWriter: Sendable {
     /// sharing it follow it. Runs of blobs already back to back in the same order are one
     /// copy.
     private func copyInTileIDOrder(
-        _ tiles: inout [StoredTile], from source: Int32, to target: Int32,
+        _ tiles: inout [StoredTile], from source: FileDescriptor, to target: FileDescriptor,
         targetPath: String
     ) throws(StorageError) {
         var newOffset: [UInt64: UInt64] = [:]
@@ -277,12 +279,15 @@ final class ArchiveWriter: Sendable {
             next += length
         }
         newOffset = [:]
-        var useKernel: Int32 = kernelCopy ? 1 : 0
+        var inKernel = kernelCopy
         for run in runs {
-            let rc = tiler_copy_range(
-                source, Int64(Self.tileDataOffset + run.from), target, Int64(Self.tileDataOffset + run.to),
-                Int64(run.length), &useKernel)
-            guard rc == 0 else { throw StorageError.system(targetPath) }
+            do {
+                try source.copy(
+                    count: Int(run.length), at: Int(Self.tileDataOffset + run.from), to: target,
+                    at: Int(Self.tileDataOffset + run.to), inKernel: &inKernel)
+            } catch {
+                throw .system(targetPath, error)
+            }
         }
     }
 
@@ -302,38 +307,35 @@ final class ArchiveWriter: Sendable {
         return true
     }
 
-    /// `pwrite` of all of `bytes` at `offset`, looping on short writes and EINTR.
-    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: UInt64, path: String) throws(StorageError) {
-        var done = 0
-        while done < bytes.count {
-            let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw StorageError.system(path)
-            }
-            done += n
+    /// `pwrite` of all of `bytes` at `offset`.
+    static func writeAll(_ fd: FileDescriptor, _ bytes: UnsafeRawBufferPointer, at offset: UInt64, path: String) throws(StorageError) {
+        do {
+            try fd.writeAll(bytes, at: Int(offset))
+        } catch {
+            throw .system(path, error)
         }
     }
 
     /// `pread` of exactly `buffer.count` bytes at `offset`; a file that ends first is an
     /// error.
-    static func readAll(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64, path: String) throws(StorageError) {
-        var done = 0
-        while done < buffer.count {
-            let n = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw StorageError.system(path)
-            }
-            if n == 0 { throw .io(path: path, reason: "ends at byte \(offset + UInt64(done)), \(buffer.count - done) bytes early") }
-            done += n
+    static func readAll(_ fd: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64, path: String)
+        throws(StorageError)
+    {
+        let done: Int
+        do {
+            done = try fd.readFully(into: buffer, at: Int(offset))
+        } catch {
+            throw .system(path, error)
+        }
+        if done < buffer.count {
+            throw .io(path: path, reason: "ends at byte \(offset + UInt64(done)), \(buffer.count - done) bytes early")
         }
     }
 }
 
 /// Sequential writes through a 1 MiB buffer.
 final class BufferedFileWriter {
-    private let fd: Int32
+    private let fd: FileDescriptor
     private let path: String
     private var buffer: UnsafeMutableRawBufferPointer
     private var used = 0
@@ -341,7 +343,7 @@ final class BufferedFileWriter {
     private(set) var position: UInt64
 
     /// Writes from byte `start` of the file on.
-    init(fd: Int32, path: String, startingAt start: UInt64 = 0, capacity: Int = 1 << 20) {
+    init(fd: FileDescriptor, path: String, startingAt start: UInt64 = 0, capacity: Int = 1 << 20) {
         self.fd = fd
         self.path = path
         position = start

@@ -1,6 +1,7 @@
 import Foundation
 import PMTiles
 import TilerCore
+import TilerSystem
 
 /// `tiler pack` and `tiler unpack`: a pyramid folder `ROOT/ID/` to an archive
 /// `ROOT/ID.pmtiles` and back, tile bytes, thumbnail and `pyramid.json` unchanged. The
@@ -162,41 +163,48 @@ public enum PyramidConversion {
     /// A regular file's bytes, at most `limit` of them (a longer file is an error, and is
     /// not read). The file itself may not be a symbolic link (the server follows none).
     static func readFile(_ path: String, limit: Int, missing: String) throws(StorageError) -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
-        guard fd >= 0 else { throw refusal(path, missing: missing) }
+        let fd: FileDescriptor
+        do {
+            fd = try FileDescriptor.open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW)
+        } catch {
+            throw refusal(path, missing: missing, error)
+        }
         return try read(fd, path: path, limit: limit)
     }
 
-    /// Why opening `path` failed, from `errno`: missing, a link, or the system's reason.
-    /// (A link opened as a folder with `O_NOFOLLOW` fails with `ENOTDIR`, as a file does:
-    /// `lstat` tells them apart, for the message only.)
-    static func refusal(_ path: String, missing: String, code: Int32 = errno) -> StorageError {
-        var info = stat()
-        switch code {
+    /// Why opening `path` failed: missing, a link, or the system's reason. (A link opened
+    /// as a folder with `O_NOFOLLOW` fails with `ENOTDIR`, as a file does: `lstat` tells
+    /// them apart, for the message only.)
+    static func refusal(_ path: String, missing: String, _ error: SystemCallError) -> StorageError {
+        switch error.errno {
         case ENOENT:
             return .invalid(path: path, reason: missing)
         case ELOOP:
             return .invalid(path: path, reason: "is a symbolic link, which the server never follows; not read")
-        case ENOTDIR where lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFLNK:
+        case ENOTDIR where (try? FileSystem.info(path, followingLinks: false))??.isSymbolicLink == true:
             return .invalid(path: path, reason: "is a symbolic link, which the server never follows; not read")
         case ENOTDIR:
             return .invalid(path: path, reason: "is not a folder (a file where a folder should be)")
         default:
-            return .io(path: path, reason: StorageError.errnoText(code))
+            return .system(path, error)
         }
     }
 
     /// The bytes of the open file `fd` (`path`, for messages): a regular file of at most
     /// `limit` bytes. Closes `fd`.
-    static func read(_ fd: Int32, path: String, limit: Int) throws(StorageError) -> [UInt8] {
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { throw StorageError.system(path) }
-        guard (info.st_mode & S_IFMT) == S_IFREG else { throw .invalid(path: path, reason: "is not a regular file") }
-        guard Int(info.st_size) <= limit else {
-            throw .invalid(path: path, reason: "has \(info.st_size) bytes, more than such a file can hold (\(limit))")
+    static func read(_ fd: FileDescriptor, path: String, limit: Int) throws(StorageError) -> [UInt8] {
+        defer { fd.close() }
+        let info: FileInfo
+        do {
+            info = try fd.info()
+        } catch {
+            throw .system(path, error)
         }
-        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        guard info.isRegularFile else { throw .invalid(path: path, reason: "is not a regular file") }
+        guard info.size <= limit else {
+            throw .invalid(path: path, reason: "has \(info.size) bytes, more than such a file can hold (\(limit))")
+        }
+        var bytes = [UInt8](repeating: 0, count: info.size)
         try bytes.withMutableBytes { (buffer) throws(StorageError) in
             try ArchiveWriter.readAll(fd, into: buffer, at: 0, path: path)
         }
@@ -215,25 +223,28 @@ public enum PyramidConversion {
 /// tile replaced by a link to another file is refused rather than packed.
 final class FolderFiles {
     let folder: String
-    private let descriptor: Int32
+    private let descriptor: FileDescriptor
     /// Open level folders, by level.
-    private var levels: [Int: Int32] = [:]
+    private var levels: [Int: FileDescriptor] = [:]
     /// Open row folders of `rowsLevel` (tiles are read in tile-id order, which visits
     /// the rows of a level back and forth): at most `maximumOpenRows` at a time.
-    private var rows: [Int: Int32] = [:]
+    private var rows: [Int: FileDescriptor] = [:]
     private var rowsLevel = -1
     static let maximumOpenRows = 256
 
     init(folder: String) throws(StorageError) {
         self.folder = folder
-        descriptor = open(folder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard descriptor >= 0 else { throw PyramidConversion.refusal(folder, missing: "no such folder") }
+        do {
+            descriptor = try FileDescriptor.open(folder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+        } catch {
+            throw PyramidConversion.refusal(folder, missing: "no such folder", error)
+        }
     }
 
     deinit {
         closeRows()
-        for fd in levels.values { close(fd) }
-        close(descriptor)
+        for fd in levels.values { fd.close() }
+        descriptor.close()
     }
 
     /// The file `name` directly in the folder.
@@ -248,19 +259,25 @@ final class FolderFiles {
         return try read(name, in: row, path: "\(folder)/\(tile.level)/\(tile.row)/\(name)", limit: limit, missing: "missing tile")
     }
 
-    private func read(_ name: String, in directory: Int32, path: String, limit: Int, missing: String) throws(StorageError) -> [UInt8] {
-        let fd = openat(directory, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else { throw PyramidConversion.refusal(path, missing: missing) }
+    private func read(_ name: String, in directory: FileDescriptor, path: String, limit: Int, missing: String)
+        throws(StorageError) -> [UInt8]
+    {
+        let fd: FileDescriptor
+        do {
+            fd = try directory.open(at: name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+        } catch {
+            throw PyramidConversion.refusal(path, missing: missing, error)
+        }
         return try PyramidConversion.read(fd, path: path, limit: limit)
     }
 
-    private func rowFolder(level: Int, row: Int) throws(StorageError) -> Int32 {
+    private func rowFolder(level: Int, row: Int) throws(StorageError) -> FileDescriptor {
         if level != rowsLevel {
             closeRows()
             rowsLevel = level
         }
         if let fd = rows[row] { return fd }
-        let levelFD: Int32
+        let levelFD: FileDescriptor
         if let fd = levels[level] {
             levelFD = fd
         } else {
@@ -273,14 +290,16 @@ final class FolderFiles {
         return fd
     }
 
-    private func openFolder(_ name: String, in directory: Int32, path: String) throws(StorageError) -> Int32 {
-        let fd = openat(directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { throw PyramidConversion.refusal(path, missing: "missing folder (its tiles are missing)") }
-        return fd
+    private func openFolder(_ name: String, in directory: FileDescriptor, path: String) throws(StorageError) -> FileDescriptor {
+        do {
+            return try directory.open(at: name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+        } catch {
+            throw PyramidConversion.refusal(path, missing: "missing folder (its tiles are missing)", error)
+        }
     }
 
     private func closeRows() {
-        for fd in rows.values { close(fd) }
+        for fd in rows.values { fd.close() }
         rows.removeAll(keepingCapacity: true)
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import ObjectStorage
 import TilerCore
+import TilerSystem
 
 /// The pyramids in a ROOT, as `tiler serve` counts them: every folder `ROOT/ID/` that
 /// holds a `pyramid.json`, and every archive `ROOT/ID.pmtiles`, with `ID` a pyramid id
@@ -61,8 +62,7 @@ public enum PyramidListing {
         do {
             names = try FileManager.default.contentsOfDirectory(atPath: root)
         } catch {
-            var info = stat()
-            if stat(root, &info) == 0, (info.st_mode & S_IFMT) != S_IFDIR {
+            if let info = try? FileSystem.info(root), !info.isDirectory {
                 throw .invalid(path: root, reason: "is not a directory")
             }
             throw .io(path: root, reason: StagedOutput.reason(error))
@@ -72,17 +72,14 @@ public enum PyramidListing {
         var archives: [PyramidID: (path: String, size: UInt64)] = [:]
         for name in names {
             let path = "\(root)/\(name)"
-            var info = stat()
-            guard lstat(path, &info) == 0 else { continue }
-            let kind = info.st_mode & S_IFMT
-            if kind == S_IFDIR, let id = PyramidID(name) {
-                var manifest = stat()
+            guard let info = try? FileSystem.info(path, followingLinks: false) else { continue }
+            if info.isDirectory, let id = PyramidID(name) {
                 // A link named pyramid.json is no manifest to the server either.
-                if lstat("\(path)/\(PyramidManifest.fileName)", &manifest) == 0, (manifest.st_mode & S_IFMT) == S_IFREG {
+                if (try? FileSystem.info("\(path)/\(PyramidManifest.fileName)", followingLinks: false))?.isRegularFile == true {
                     folders[id] = path
                 }
-            } else if kind == S_IFREG, name.hasSuffix(suffix), let id = PyramidID(String(name.dropLast(suffix.count))) {
-                archives[id] = (path, UInt64(info.st_size))
+            } else if info.isRegularFile, name.hasSuffix(suffix), let id = PyramidID(String(name.dropLast(suffix.count))) {
+                archives[id] = (path, UInt64(info.size))
             }
         }
         return (folders, archives)

@@ -2,6 +2,7 @@ import Foundation
 import ObjectStorage
 import TilerCore
 import Synchronization
+import TilerSystem
 
 /// Where a cut puts its pyramids: a folder ROOT (``FolderOutput``) or a bucket prefix
 /// `s3://BUCKET/PREFIX` (``BucketOutput``, archives only).
@@ -57,10 +58,9 @@ struct FileIdentity: Sendable, Equatable {
     let inode: UInt64
 
     init?(_ path: String) {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return nil }
-        device = UInt64(info.st_dev)
-        inode = UInt64(info.st_ino)
+        guard let info = try? FileSystem.info(path, followingLinks: false) else { return nil }
+        device = info.device
+        inode = info.inode
     }
 }
 
@@ -201,13 +201,13 @@ final class BucketArchiveSink: PyramidSink, Sendable {
         } catch {
             throw .io(path: output.staging, reason: StagedOutput.reason(error))
         }
-        var template = Array("\(output.staging)/.tiler-upload-\(id.rawValue)-XXXXXX".utf8CString)
         let made: Result<(String, Int), StorageError> = UnfinishedOutput.shared.withLock { register in
-            guard let path = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-                return .failure(StorageError.system(output.staging, "cannot create a staging folder"))
+            do throws(SystemCallError) {
+                let folder = try FileSystem.makeTemporaryDirectory(prefix: "\(output.staging)/.tiler-upload-\(id.rawValue)-")
+                return .success((folder, register(folder)))
+            } catch {
+                return .failure(.system(output.staging, error, "cannot create a staging folder"))
             }
-            let folder = String(cString: path)
-            return .success((folder, register(folder)))
         }
         (folder, folderToken) = try made.get()
         // mkdtemp makes the folder 0700: the staged archive is read back only by us.
@@ -248,9 +248,13 @@ final class BucketArchiveSink: PyramidSink, Sendable {
             if existing != nil { throw .exists(path: destination) }
         }
         let path = archive.destination
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw StorageError.system(path) }
-        defer { close(fd) }
+        let fd: FileDescriptor
+        do {
+            fd = try FileDescriptor.open(path, O_RDONLY)
+        } catch {
+            throw .system(path, error)
+        }
+        defer { fd.close() }
         var abortToken: Int?
         do {
             try client.upload(

@@ -1,5 +1,6 @@
 import Foundation
 import TilerCore
+import TilerSystem
 
 /// `tiler rm ROOT ID`: removes pyramid `ID` from a local ROOT so that a server reading
 /// ROOT never serves half of it.
@@ -58,30 +59,33 @@ public final class PyramidRemoval {
         while root.count > 1, root.hasSuffix("/") { root.removeLast() }
         self.root = root
         self.id = id
-        var info = stat()
-        guard stat(root, &info) == 0 else {
-            throw errno == ENOENT ? .io(path: root, reason: "no such folder") : StorageError.system(root)
+        let rootInfo: FileInfo?
+        do {
+            rootInfo = try FileSystem.info(root)
+        } catch {
+            throw .system(root, error)
         }
-        guard (info.st_mode & S_IFMT) == S_IFDIR else { throw .invalid(path: root, reason: "is not a directory") }
+        guard let rootInfo else { throw .io(path: root, reason: "no such folder") }
+        guard rootInfo.isDirectory else { throw .invalid(path: root, reason: "is not a directory") }
+        let found = { (path: String) in try? FileSystem.info(path, followingLinks: false) }
 
         let folderPath = PyramidLayout.folder.path(of: id, in: root)
         let archivePath = PyramidLayout.archive.path(of: id, in: root)
         var folder: String?
-        if only != .archive, lstat(folderPath, &info) == 0 {
-            guard (info.st_mode & S_IFMT) == S_IFDIR else {
+        if only != .archive, let info = found(folderPath) {
+            guard info.isDirectory else {
                 throw .invalid(path: folderPath, reason: "is not a pyramid folder (a link or a file); left alone")
             }
-            var manifest = stat()
-            let hasManifest = lstat("\(folderPath)/\(PyramidManifest.fileName)", &manifest) == 0
-            let wasRetired = lstat("\(folderPath)/\(Self.retiredManifestName)", &manifest) == 0
+            let hasManifest = found("\(folderPath)/\(PyramidManifest.fileName)") != nil
+            let wasRetired = found("\(folderPath)/\(Self.retiredManifestName)") != nil
             guard hasManifest || wasRetired else {
                 throw .invalid(path: folderPath, reason: "has no \(PyramidManifest.fileName), so it is not a pyramid; left alone")
             }
             folder = folderPath
         }
         var archive: String?
-        if only != .folder, lstat(archivePath, &info) == 0 {
-            guard (info.st_mode & S_IFMT) == S_IFREG else {
+        if only != .folder, let info = found(archivePath) {
+            guard info.isRegularFile else {
                 throw .invalid(path: archivePath, reason: "is not an archive (not a regular file); left alone")
             }
             archive = archivePath
@@ -107,11 +111,21 @@ public final class PyramidRemoval {
     /// Step 1: unlinks the archive, and hides the folder's manifest so that servers drop
     /// the folder at their next scan.
     public func retire() throws(StorageError) {
-        if let archive, unlink(archive) != 0, errno != ENOENT { throw StorageError.system(archive) }
+        if let archive {
+            do {
+                try FileSystem.unlinkIfPresent(archive)
+            } catch {
+                throw .system(archive, error)
+            }
+        }
         if let folder {
             let manifest = "\(folder)/\(PyramidManifest.fileName)"
             let hidden = "\(folder)/\(Self.retiredManifestName)"
-            if rename(manifest, hidden) != 0, errno != ENOENT { throw StorageError.system(manifest) }
+            do {
+                try FileSystem.rename(manifest, to: hidden)
+            } catch  where error.errno != ENOENT {
+                throw .system(manifest, error)
+            } catch {}
         }
         retired = true
     }
@@ -119,7 +133,7 @@ public final class PyramidRemoval {
     /// Undoes ``retire()`` for the folder (an archive, once unlinked, is gone).
     public func restore() {
         guard retired, let folder else { return }
-        _ = rename("\(folder)/\(Self.retiredManifestName)", "\(folder)/\(PyramidManifest.fileName)")
+        try? FileSystem.rename("\(folder)/\(Self.retiredManifestName)", to: "\(folder)/\(PyramidManifest.fileName)")
         retired = false
     }
 
@@ -129,11 +143,15 @@ public final class PyramidRemoval {
         let letters = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789".utf8)
         let suffix = String(decoding: (0..<8).map { _ in letters.randomElement()! }, as: UTF8.self)
         let hidden = "\(root)/.\(id.rawValue).partial-\(getpid())-rm-\(suffix)"
-        guard rename(folder, hidden) == 0 else { throw StorageError.system(folder) }
+        do {
+            try FileSystem.rename(folder, to: hidden)
+        } catch {
+            throw .system(folder, error)
+        }
         // Locked while it is deleted, so that a cut of the same id leaves it to us.
-        let fd = Foundation.open(hidden, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if fd >= 0 { flock(fd, LOCK_EX | LOCK_NB) }
-        defer { if fd >= 0 { close(fd) } }
+        let fd = try? FileDescriptor.open(hidden, O_RDONLY | O_DIRECTORY)
+        _ = try? fd?.tryLockExclusive()
+        defer { fd?.close() }
         do {
             try FileManager.default.removeItem(atPath: hidden)
         } catch {

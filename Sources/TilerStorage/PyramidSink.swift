@@ -2,6 +2,7 @@ import Foundation
 import PMTiles
 import TilerCore
 import Synchronization
+import TilerSystem
 
 /// Where a pyramid being written goes: a folder `ROOT/ID/` (``FolderSink``) or a PMTiles
 /// archive `ROOT/ID.pmtiles` (``ArchiveSink``). Either is staged under a hidden name and
@@ -86,8 +87,12 @@ public final class FolderSink: PyramidSink, Sendable {
     /// re-creating it.
     public func prepareRow(level: Int, row: Int) throws(StorageError) {
         let levelPath = "\(staged.path)/\(level)"
-        for path in [levelPath, "\(levelPath)/\(row)"] where mkdir(path, 0o777) != 0 && errno != EEXIST {
-            throw StorageError.system(path)
+        for path in [levelPath, "\(levelPath)/\(row)"] {
+            do {
+                try FileSystem.makeDirectoryIfMissing(path)
+            } catch {
+                throw .system(path, error)
+            }
         }
     }
 
@@ -102,10 +107,12 @@ public final class FolderSink: PyramidSink, Sendable {
     }
 
     public func commit(manifest: [UInt8], replace: Bool) throws(StorageError) -> Int {
-        let temporary = "\(staged.path)/.\(PyramidManifest.fileName).tmp"
-        try manifest.withBytes { (raw) throws(StorageError) in try Self.writeFile(temporary, raw) }
         let final = "\(staged.path)/\(PyramidManifest.fileName)"
-        guard rename(temporary, final) == 0 else { throw StorageError.system(final) }
+        do {
+            try AtomicFile.write(manifest, to: final, through: "\(staged.path)/.\(PyramidManifest.fileName).tmp")
+        } catch {
+            throw .system(final, error)
+        }
         try staged.install(replace: replace)
         return bytes.load(ordering: .relaxed) + manifest.count
     }
@@ -115,17 +122,10 @@ public final class FolderSink: PyramidSink, Sendable {
     /// Writes `bytes` to a new file at `path` (0666 less the umask, like any file a user
     /// makes: 0644 under umask 022).
     static func writeFile(_ path: String, _ bytes: UnsafeRawBufferPointer) throws(StorageError) {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
-        guard fd >= 0 else { throw StorageError.system(path) }
-        defer { close(fd) }
-        var done = 0
-        while done < bytes.count {
-            let n = write(fd, bytes.baseAddress! + done, bytes.count - done)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw StorageError.system(path)
-            }
-            done += n
+        do {
+            try FileSystem.write(bytes, to: path)
+        } catch {
+            throw .system(path, error)
         }
     }
 }

@@ -1,6 +1,6 @@
-import CStorageShims
 import Foundation
 import Synchronization
+import TilerSystem
 
 /// A pyramid being written into ROOT under a hidden name, `ROOT/.NAME.partial-PID-XXXXXX`,
 /// and made visible as `ROOT/NAME` by one rename when complete: a reader never sees half
@@ -29,7 +29,7 @@ final class StagedOutput: Sendable {
     let path: String
     /// The file being written (`.file`), or the partial folder opened for its lock
     /// (`.folder`); holds the lock.
-    let descriptor: Int32
+    let descriptor: FileDescriptor
     private let registration: Int
     /// Installed or discarded: nothing is left to remove.
     private let finished = Atomic<Bool>(false)
@@ -56,35 +56,51 @@ final class StagedOutput: Sendable {
 
         // Made under a name the clean-up above never matches, locked, then renamed: a
         // partial is locked from the moment another process can take it for abandoned.
-        let made: Result<(String, Int32, Int), StorageError> = UnfinishedOutput.shared.withLock { register in
+        let made: Result<(String, FileDescriptor, Int), StorageError> = UnfinishedOutput.shared.withLock { register in
             var staging = ""
-            var fd: Int32 = -1
+            var opened: Result<FileDescriptor, SystemCallError> = .failure(SystemCallError("open", errno: EEXIST))
             for _ in 0..<100 {
                 staging = "\(root)/.\(name).staging-\(Self.randomSuffix())"
-                switch kind {
-                case .folder:
-                    if mkdir(staging, 0o777) == 0 {
-                        fd = open(staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-                        if fd < 0 { rmdir(staging) }
-                    }
-                case .file:
-                    fd = open(staging, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
-                }
-                if fd >= 0 || errno != EEXIST { break }
+                opened = Self.make(staging, kind: kind)
+                if case .failure(let error) = opened, error.errno == EEXIST { continue }
+                break
             }
-            guard fd >= 0 else {
-                return .failure(StorageError.system(staging, "cannot create a working \(kind == .folder ? "folder" : "file")"))
+            let fd: FileDescriptor
+            switch opened {
+            case .success(let descriptor): fd = descriptor
+            case .failure(let error):
+                return .failure(.system(staging, error, "cannot create a working \(kind == .folder ? "folder" : "file")"))
             }
             let partial = "\(root)/.\(name).partial-\(getpid())-\(staging.suffix(8))"
-            guard flock(fd, LOCK_EX | LOCK_NB) == 0, rename(staging, partial) == 0 else {
-                let error = StorageError.system(staging)
-                close(fd)
+            do throws(SystemCallError) {
+                guard try fd.tryLockExclusive() else { throw SystemCallError("flock", errno: EWOULDBLOCK) }
+                try FileSystem.rename(staging, to: partial)
+            } catch {
+                fd.close()
                 Self.remove(staging, kind: kind)
-                return .failure(error)
+                return .failure(.system(staging, error))
             }
             return .success((partial, fd, register(partial)))
         }
         (path, descriptor, registration) = try made.get()
+    }
+
+    /// Makes and opens the working folder or file `path`.
+    private static func make(_ path: String, kind: Kind) -> Result<FileDescriptor, SystemCallError> {
+        Result { () throws(SystemCallError) in
+            switch kind {
+            case .folder:
+                try FileSystem.makeDirectory(path)
+                do throws(SystemCallError) {
+                    return try FileDescriptor.open(path, O_RDONLY | O_DIRECTORY)
+                } catch {
+                    try? FileSystem.removeDirectory(path)
+                    throw error
+                }
+            case .file:
+                return try FileDescriptor.open(path, O_RDWR | O_CREAT | O_EXCL)
+            }
+        }
     }
 
     deinit {
@@ -131,44 +147,57 @@ final class StagedOutput: Sendable {
 
     private func closeDescriptor() {
         guard !closed.exchange(true, ordering: .sequentiallyConsistent) else { return }
-        close(descriptor)
+        descriptor.close()
     }
 
     private func installFile(replace: Bool) throws(StorageError) {
-        if replace {
-            guard rename(path, destination) == 0 else { throw StorageError.system(destination) }
-            return
+        do throws(SystemCallError) {
+            if replace {
+                try FileSystem.rename(path, to: destination)
+                return
+            }
+            do {
+                try FileSystem.renameWithoutReplacing(path, to: destination)
+                return
+            } catch  where error.errno == EINVAL || error.errno == ENOSYS {
+                // No RENAME_NOREPLACE here: link(2) also refuses an existing name, atomically.
+                try FileSystem.link(path, to: destination)
+                try? FileSystem.unlink(path)
+            }
+        } catch  where error.errno == EEXIST {
+            throw .exists(path: destination)
+        } catch {
+            throw .system(destination, error)
         }
-        if tiler_rename_noreplace(path, destination) == 0 { return }
-        if errno == EEXIST { throw .exists(path: destination) }
-        guard errno == EINVAL || errno == ENOSYS else { throw StorageError.system(destination) }
-        // No RENAME_NOREPLACE here: link(2) also refuses an existing name, atomically.
-        guard link(path, destination) == 0 else {
-            if errno == EEXIST { throw .exists(path: destination) }
-            throw StorageError.system(destination)
-        }
-        unlink(path)
     }
 
     /// Renames the partial folder into place; returns an old pyramid to delete (and its
     /// registration, if it is not at `path`).
     private func installFolder(replace: Bool, register: (String) -> Int) throws(StorageError) -> (path: String, token: Int?)? {
-        if rename(path, destination) == 0 { return nil }
-        let renameError = errno
-        let occupied = renameError == EEXIST || renameError == ENOTEMPTY
-        guard replace, occupied || renameError == EISDIR || renameError == ENOTDIR else {
-            if occupied { throw .exists(path: destination) }
-            throw .io(path: destination, reason: StorageError.errnoText(renameError))
+        do {
+            try FileSystem.rename(path, to: destination)
+            return nil
+        } catch {
+            let occupied = error.errno == EEXIST || error.errno == ENOTEMPTY
+            guard replace, occupied || error.errno == EISDIR || error.errno == ENOTDIR else {
+                if occupied { throw .exists(path: destination) }
+                throw .system(destination, error)
+            }
         }
         // `path` holds the old pyramid after the exchange, and stays registered.
-        if tiler_exchange_paths(path, destination) == 0 { return (path, nil) }
+        if (try? FileSystem.exchange(path, destination)) != nil { return (path, nil) }
         // No atomic exchange here: move the old one aside, the new one in, delete the old.
         let aside = "\(root)/.\((destination as NSString).lastPathComponent).partial-\(getpid())-old-\(Self.randomSuffix())"
-        guard rename(destination, aside) == 0 else { throw StorageError.system(destination) }
-        guard rename(path, destination) == 0 else {
-            let error = StorageError.system(destination)
-            _ = rename(aside, destination)
-            throw error
+        do {
+            try FileSystem.rename(destination, to: aside)
+        } catch {
+            throw .system(destination, error)
+        }
+        do {
+            try FileSystem.rename(path, to: destination)
+        } catch {
+            try? FileSystem.rename(aside, to: destination)
+            throw .system(destination, error)
         }
         return (aside, register(aside))
     }
@@ -180,20 +209,18 @@ final class StagedOutput: Sendable {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: root) else { return }
         for entry in names where entry.hasPrefix(prefix) {
             let path = root + "/" + entry
-            let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-            guard fd >= 0 else { continue }
-            if flock(fd, LOCK_EX | LOCK_NB) == 0 {
-                var info = stat()
-                let isFolder = fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+            guard let fd = try? FileDescriptor.open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) else { continue }
+            if (try? fd.tryLockExclusive()) == true {
+                let isFolder = (try? fd.info())?.isDirectory == true
                 remove(path, kind: isFolder ? .folder : .file)
             }
-            close(fd)
+            fd.close()
         }
     }
 
     private static func remove(_ path: String, kind: Kind) {
         switch kind {
-        case .file: unlink(path)
+        case .file: try? FileSystem.unlink(path)
         case .folder: try? FileManager.default.removeItem(atPath: path)
         }
     }
@@ -205,7 +232,7 @@ final class StagedOutput: Sendable {
 
     static func reason(_ error: any Error) -> String {
         if let error = error as? CocoaError, let underlying = error.underlying as? POSIXError {
-            return String(cString: strerror(underlying.code.rawValue))
+            return SystemCallError.reason(underlying.code.rawValue)
         }
         return String(describing: error)
     }

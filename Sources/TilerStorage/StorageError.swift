@@ -1,6 +1,7 @@
 import Foundation
 import ObjectStorage
 import PMTiles
+import TilerSystem
 
 /// Why a pyramid could not be written, read or converted. `description` names the file
 /// and the reason in one line.
@@ -27,12 +28,9 @@ public enum StorageError: Error, Sendable, CustomStringConvertible {
         }
     }
 
-    /// The `errno` of the last failed call, as text.
-    static func errnoText(_ code: Int32 = errno) -> String { String(cString: strerror(code)) }
-
-    /// `.io` for `path` with the current `errno`.
-    static func system(_ path: String, _ what: String? = nil) -> StorageError {
-        let reason = errnoText()
-        return .io(path: path, reason: what.map { "\($0): \(reason)" } ?? reason)
+    /// `.io` for `path` with the reason of a failed system call, after `what` failed if
+    /// given ("cannot create a working folder: Permission denied").
+    static func system(_ path: String, _ error: SystemCallError, _ what: String? = nil) -> StorageError {
+        .io(path: path, reason: what.map { "\($0): \(error.reason)" } ?? error.reason)
     }
 }

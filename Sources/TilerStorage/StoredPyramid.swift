@@ -2,6 +2,7 @@ import Foundation
 import ObjectStorage
 import PMTiles
 import TilerCore
+import TilerSystem
 
 extension PyramidManifest {
     /// A stored manifest's bytes decoded, with its geometry rebuilt and checked against
@@ -54,11 +55,10 @@ public struct StoredPyramid: Sendable {
         if trimmed.hasSuffix(suffix) {
             return try openArchive(trimmed)
         }
-        var info = stat()
-        if lstat(trimmed, &info) != 0, errno == ENOENT {
+        let lookup = { (path: String) in Result { () throws(SystemCallError) in try FileSystem.info(path, followingLinks: false) } }
+        if case .success(nil) = lookup(trimmed) {
             // ROOT/ID names the archive when there is no folder.
-            var archiveInfo = stat()
-            if lstat(trimmed + suffix, &archiveInfo) == 0 { return try openArchive(trimmed + suffix) }
+            if case .success(.some) = lookup(trimmed + suffix) { return try openArchive(trimmed + suffix) }
             throw .io(path: trimmed, reason: "no such pyramid (neither a folder nor \(PyramidConversion.split(trimmed).name)\(suffix))")
         }
         return try openFolder(trimmed)
@@ -80,11 +80,14 @@ public struct StoredPyramid: Sendable {
         guard let id = PyramidID(name) else {
             throw .invalid(path: folder, reason: "'\(name)' is not a pyramid id, so not a pyramid folder")
         }
-        var info = stat()
-        guard stat(folder, &info) == 0 else {
-            throw errno == ENOENT ? .io(path: folder, reason: "no such folder") : StorageError.system(folder)
+        let info: FileInfo?
+        do {
+            info = try FileSystem.info(folder)
+        } catch {
+            throw .system(folder, error)
         }
-        guard (info.st_mode & S_IFMT) == S_IFDIR else { throw .invalid(path: folder, reason: "is not a folder") }
+        guard let info else { throw .io(path: folder, reason: "no such folder") }
+        guard info.isDirectory else { throw .invalid(path: folder, reason: "is not a folder") }
         let manifestPath = "\(folder)/\(PyramidManifest.fileName)"
         let bytes = try read(manifestPath, maximumManifestBytes, "no \(PyramidManifest.fileName): not a finished pyramid")
         let decoded: (manifest: PyramidManifest, geometry: PyramidGeometry)
@@ -162,23 +165,20 @@ public struct StoredPyramid: Sendable {
         for level in geometry.levels {
             for row in 0..<level.rows {
                 let rowPath = "\(path)/\(level.level)/\(row)"
-                let fd = Foundation.open(rowPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)
-                guard fd >= 0 else { continue }
-                defer { close(fd) }
+                guard let fd = try? FileDescriptor.open(rowPath, O_RDONLY | O_DIRECTORY | O_NOFOLLOW) else { continue }
+                defer { fd.close() }
                 for column in 0..<level.columns {
-                    var info = stat()
-                    guard fstatat(fd, "\(column).\(ext)", &info, AT_SYMLINK_NOFOLLOW) == 0,
-                        (info.st_mode & S_IFMT) == S_IFREG
-                    else { continue }
+                    guard let info = try? fd.info(at: "\(column).\(ext)"), info.isRegularFile else { continue }
                     tiles += 1
-                    tileBytes += Int(info.st_size)
+                    tileBytes += info.size
                 }
             }
         }
         var other = manifestBytes.count
-        var info = stat()
-        if PyramidConversion.isPlainName(manifest.thumbnail.file), lstat("\(path)/\(manifest.thumbnail.file)", &info) == 0 {
-            other += Int(info.st_size)
+        if PyramidConversion.isPlainName(manifest.thumbnail.file),
+            let info = try? FileSystem.info("\(path)/\(manifest.thumbnail.file)", followingLinks: false)
+        {
+            other += info.size
         }
         return Totals(
             levels: levels, expectedTiles: expectedTiles, tiles: tiles, distinctTiles: nil,

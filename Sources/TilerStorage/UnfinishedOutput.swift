@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TilerSystem
 
 /// The files and folders a cut, pack or unpack is still writing (its hidden partial
 /// folder or file, ``StagedOutput``), so that a signal can remove them even while the
@@ -69,12 +70,12 @@ public final class UnfinishedOutput: Sendable {
             r.cleanups.removeAll()
             for path in r.paths.values {
                 let aside = path + "-removing"
-                let target = rename(path, aside) == 0 ? aside : path
+                let target = (try? FileSystem.rename(path, to: aside)) != nil ? aside : path
                 // Writers that had resolved the old path just before the rename may still
                 // add a file or two; a few passes take those too.
                 for _ in 0..<5 {
                     try? FileManager.default.removeItem(atPath: target)
-                    if access(target, F_OK) != 0 { break }
+                    if (try? FileSystem.info(target, followingLinks: false)) == nil { break }
                 }
             }
             exit()

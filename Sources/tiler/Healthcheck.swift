@@ -1,6 +1,7 @@
 import ArgumentParser
 import Glibc
 import TilerHTTP
+import TilerSystem
 
 extension Tiler {
     /// `tiler healthcheck`: asks a running `tiler serve` for `GET /healthz` (`HealthProbe`)
@@ -67,6 +68,5 @@ extension Tiler {
 }
 
 private func printToStandardError(_ line: String) {
-    var text = line + "\n"
-    text.withUTF8 { _ = write(STDERR_FILENO, $0.baseAddress, $0.count) }
+    try? FileDescriptor.standardError.writeAll(Array((line + "\n").utf8))
 }

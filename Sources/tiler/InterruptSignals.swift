@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import TilerStorage
+import TilerSystem
 
 /// SIGINT and SIGTERM turned into a flag that a cut polls, so that it can remove its
 /// partial folder and report before the process exits.
@@ -60,7 +61,7 @@ final class InterruptSignals: Sendable {
     private func stopNow(_ number: Int32) -> Never {
         UnfinishedOutput.shared.removeAllForExit {
             let line = "\(program): interrupted; nothing unfinished was kept\n"
-            _ = line.withCString { write(STDERR_FILENO, $0, strlen($0)) }  // best effort on the way out
+            try? FileDescriptor.standardError.writeAll(Array(line.utf8))  // best effort on the way out
             _exit(128 + number)
         }
     }

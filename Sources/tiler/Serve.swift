@@ -5,6 +5,7 @@ import ObjectStorage
 import TilerHTTP
 import TilerServer
 import TilerStorage
+import TilerSystem
 
 extension Tiler {
     /// `tiler serve [ROOT]`: serve every pyramid under ROOT over HTTP until SIGTERM/SIGINT.

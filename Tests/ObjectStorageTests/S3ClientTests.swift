@@ -2,6 +2,7 @@ import Foundation
 import ObjectStorage
 import S3TestSupport
 import Testing
+import TilerSystem
 
 /// The client against a real S3-compatible server (moto, signatures checked), and
 /// against loopback sockets that misbehave on purpose.
@@ -154,7 +155,7 @@ import Testing
         var started: String?
         var ended = false
         try s3.upload(
-            file: fd, size: UInt64(bytes.count), bucket: bucket, key: "\(prefix)/big.bin", ifNoneMatch: true,
+            file: FileDescriptor(rawValue: fd), size: UInt64(bytes.count), bucket: bucket, key: "\(prefix)/big.bin", ifNoneMatch: true,
             uploadStarted: { started = $0 }, uploadEnded: { ended = true })
         #expect(started != nil)
         #expect(ended)
@@ -172,11 +173,12 @@ import Testing
         #expect(FileManager.default.contents(atPath: path + ".back") == Data(bytes))
         // Without --force semantics, the existing key is left alone.
         let again = try #require(throws: S3Error.self) {
-            try s3.upload(file: fd, size: UInt64(bytes.count), bucket: bucket, key: "\(prefix)/big.bin", ifNoneMatch: true)
+            try s3.upload(
+                file: FileDescriptor(rawValue: fd), size: UInt64(bytes.count), bucket: bucket, key: "\(prefix)/big.bin", ifNoneMatch: true)
         }
         #expect(again.code == "PreconditionFailed")
         let small = try #require(throws: S3Error.self) {
-            try s3.upload(file: fd, size: 10, bucket: bucket, key: "\(prefix)/big.bin", ifNoneMatch: true)
+            try s3.upload(file: FileDescriptor(rawValue: fd), size: 10, bucket: bucket, key: "\(prefix)/big.bin", ifNoneMatch: true)
         }
         #expect(small.code == "PreconditionFailed")
         #expect(try s3.head(bucket: bucket, key: "\(prefix)/big.bin")?.size == UInt64(bytes.count))
@@ -193,7 +195,7 @@ import Testing
         let parts = Counter()
         let error = try #require(throws: S3Error.self) {
             try s3.upload(
-                file: fd, size: UInt64(bytes.count), bucket: bucket, key: "\(prefix)/cut.bin", ifNoneMatch: false,
+                file: FileDescriptor(rawValue: fd), size: UInt64(bytes.count), bucket: bucket, key: "\(prefix)/cut.bin", ifNoneMatch: false,
                 isCancelled: { parts.value >= 1 }, uploaded: { _ in parts.increment() })
         }
         #expect(error.kind == .cancelled)

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TilerSystem
 import TilerTestSupport
 @testable import TilerHTTP
 

@@ -3,6 +3,7 @@ import Logging
 import Testing
 import TilerTestSupport
 @testable import TilerHTTP
+@testable import TilerSystem
 
 /// A handler that answers `/file` with a prepared response, `/big` with 3 MB, and echoes
 /// every other target as the body.

@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+import TilerSystem
 import TilerTestSupport
 @testable import TilerHTTP
 

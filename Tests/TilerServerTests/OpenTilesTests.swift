@@ -3,6 +3,7 @@ import Glibc
 import Testing
 import TilerCore
 import TilerHTTP
+import TilerSystem
 import TilerTestSupport
 @testable import TilerServer
 

@@ -2,6 +2,7 @@ import Foundation
 import PMTiles
 import Testing
 import TilerCore
+import TilerSystem
 import TilerTestSupport
 @testable import TilerStorage
 
@@ -314,7 +315,7 @@ extension ArchiveRoundTripTests {
         let path = "\(scratch.path)/raw.pmtiles"
         let fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0o644)
         defer { close(fd) }
-        let writer = try ArchiveWriter(output: fd, outputPath: path)
+        let writer = try ArchiveWriter(output: FileDescriptor(rawValue: fd), outputPath: path)
         var generator = SplitMix(seed: 8)
         var tiles: [UInt64: [UInt8]] = [:]
         for id in stride(from: UInt64(3), to: 60_000, by: 3) {

@@ -19,12 +19,17 @@ public struct SystemCallError: Error, Sendable, Hashable, CustomStringConvertibl
     }
 
     /// The same failure, saying what it was called on.
-    func on(_ detail: String) -> SystemCallError { SystemCallError(call, detail, errno: errno) }
+    public func on(_ detail: String) -> SystemCallError { SystemCallError(call, detail, errno: errno) }
 
     public var description: String {
-        let reason = String(cString: strerror(errno))
-        return detail.isEmpty ? "\(call) failed: \(reason)" : "\(call) \(detail) failed: \(reason)"
+        detail.isEmpty ? "\(call) failed: \(reason)" : "\(call) \(detail) failed: \(reason)"
     }
+
+    /// What `errno` says, e.g. "No such file or directory".
+    public var reason: String { Self.reason(errno) }
+
+    /// What an error number says: the one place an `errno` becomes text.
+    public static func reason(_ code: Int32) -> String { String(cString: strerror(code)) }
 }
 
 /// The name `HTTPServer.start()` has always thrown under: the same type.
@@ -42,7 +47,7 @@ extension IOResult: Equatable where Value: Equatable {}
 /// Makes a system call that returns -1 and sets `errno` on failure: retried on `EINTR`,
 /// any other failure thrown with its `errno` (read at once, before anything can change it).
 @inline(__always)
-func systemCall<T: FixedWidthInteger>(_ name: StaticString, _ body: () -> T) throws(SystemCallError) -> T {
+public func systemCall<T: FixedWidthInteger>(_ name: StaticString, _ body: () -> T) throws(SystemCallError) -> T {
     while true {
         let result = body()
         if result != -1 { return result }
@@ -55,7 +60,7 @@ func systemCall<T: FixedWidthInteger>(_ name: StaticString, _ body: () -> T) thr
 /// `systemCall` for a call on a non-blocking descriptor: `EAGAIN` is `.wouldBlock`, not an
 /// error.
 @inline(__always)
-func nonBlockingCall<T: FixedWidthInteger & Sendable>(_ name: StaticString, _ body: () -> T)
+public func nonBlockingCall<T: FixedWidthInteger & Sendable>(_ name: StaticString, _ body: () -> T)
     throws(SystemCallError) -> IOResult<T>
 {
     while true {

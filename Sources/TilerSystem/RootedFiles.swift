@@ -1,5 +1,4 @@
 import Glibc
-import Synchronization
 
 /// Files read strictly beneath a root folder: every component below the root is opened
 /// with `O_NOFOLLOW`, one `openat` at a time, so a symbolic link anywhere inside the root
@@ -62,35 +61,8 @@ public enum RootedFiles {
         case wouldBlock
     }
 
-    /// How `readIfCached` tells whether a file's bytes are in the page cache. Learnt once
-    /// per file system (`st_dev`): the first read tries `preadv2(RWF_NOWAIT)`, and a file
-    /// system that answers it `EOPNOTSUPP` (overlayfs, hence every container; tmpfs) moves
-    /// to `.residency` for good.
-    public enum PageCacheProbe: Sendable, Hashable {
-        /// `preadv2(RWF_NOWAIT)`: reads what the page cache holds, `EAGAIN` for the rest.
-        case readWithoutWaiting
-        /// `mincore` on a read-only mapping of the file (never touched, so a truncation
-        /// meanwhile cannot raise SIGBUS), then a plain `read` when every page is
-        /// resident. A page evicted between the two is read from the disk on the event
-        /// loop: a window of microseconds, against every read going to the pool.
-        case residency
-        /// Neither works (the file cannot be mapped): every read goes to the pool.
-        case none
-    }
-
     /// The probe used for files on `device` (`FileInfo.device`).
-    public static func pageCacheProbe(device: UInt64) -> PageCacheProbe { probe(for: device) }
-
-    /// Probes by file system, shared by every event loop.
-    private static let probes = Mutex<[UInt64: PageCacheProbe]>([:])
-
-    private static func probe(for device: UInt64) -> PageCacheProbe {
-        probes.withLock { $0[device] ?? .readWithoutWaiting }
-    }
-
-    private static func setProbe(_ probe: PageCacheProbe, for device: UInt64) {
-        probes.withLock { $0[device] = probe }
-    }
+    public static func pageCacheProbe(device: UInt64) -> PageCacheProbe { PageCache.probe(for: device) }
 
     /// Like `read`, but takes only what the page cache already holds, so an event loop
     /// can call it: `.wouldBlock` when any of the file would have to come from the disk
@@ -145,77 +117,29 @@ public enum RootedFiles {
     }
 
     /// The bytes of an open file whose `fstat` is `info`: only what the page cache holds
-    /// when `onlyIfCached` (`.wouldBlock` otherwise), as `readIfCached` reads.
+    /// when `onlyIfCached` (`.wouldBlock` otherwise, see `PageCache`), as `readIfCached`
+    /// reads.
     public static func read(_ fd: FileDescriptor, _ info: FileInfo, onlyIfCached: Bool) -> CachedRead {
-        if onlyIfCached {
-            var probe = probe(for: info.device)
-            if probe == .readWithoutWaiting {
-                switch readWithoutWaiting(fd, info) {
-                case .read(let bytes): return bytes.count == info.size ? .read(bytes, info) : .unavailable
-                case .wouldBlock: return .wouldBlock
-                case .unsupported:
-                    setProbe(.residency, for: info.device)
-                    probe = .residency
-                }
-            }
-            guard probe == .residency else { return .wouldBlock }
-            do {
-                // All cached: the plain read below does not wait for the disk.
-                guard try fd.isResident(count: info.size) else { return .wouldBlock }
-            } catch {
-                setProbe(.none, for: info.device)
-                return .wouldBlock
-            }
-        }
-        var failed = false
-        let bytes = [UInt8](unsafeUninitializedCapacity: info.size) { buffer, initialized in
-            var done = 0
-            while done < info.size {
-                do {
-                    let n = try fd.read(
-                        into: UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[done...])), at: done)
-                    if n == 0 { break }
-                    done += n
-                } catch {
-                    failed = true  // EIO: unavailable
-                    break
-                }
-            }
-            initialized = done
-        }
-        return !failed && bytes.count == info.size ? .read(bytes, info) : .unavailable
-    }
-
-    private enum NoWaitRead {
-        case read([UInt8])
-        case wouldBlock
-        /// This file system does not take `RWF_NOWAIT`.
-        case unsupported
-    }
-
-    private static func readWithoutWaiting(_ fd: FileDescriptor, _ info: FileInfo) -> NoWaitRead {
-        var outcome = NoWaitRead.wouldBlock
+        var outcome = CachedRead.unavailable
         let bytes = [UInt8](unsafeUninitializedCapacity: info.size) { buffer, initialized in
             initialized = 0
-            var done = 0
-            while done < info.size {
-                let result: IOResult<Int>
-                do throws(SystemCallError) {
-                    result = try fd.readWithoutWaiting(
-                        into: UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[done...])), at: done)
-                } catch {
-                    // Other errors (EIO): the blocking read decides.
-                    if [EOPNOTSUPP, EINVAL, ENOSYS].contains(error.errno) { outcome = .unsupported }
-                    return
+            let whole = UnsafeMutableRawBufferPointer(buffer)
+            do {
+                if onlyIfCached {
+                    switch try PageCache.read(fd, device: info.device, into: whole, at: 0) {
+                    case .read(let n): initialized = n
+                    case .wouldBlock:
+                        outcome = .wouldBlock
+                        return
+                    }
+                } else {
+                    initialized = try fd.readFully(into: whole, at: 0)
                 }
-                guard case .done(let n) = result else { return }  // not cached
-                if n == 0 { break }
-                done += n
+            } catch {
+                return  // EIO: unavailable
             }
-            initialized = done
-            outcome = .read([])
         }
-        if case .read = outcome { return .read(bytes) }
-        return outcome
+        if case .wouldBlock = outcome { return outcome }
+        return bytes.count == info.size ? .read(bytes, info) : .unavailable
     }
 }

@@ -1,9 +1,9 @@
-/* The byte scans of include/CNetShims.h (the HTTP parser's runs, a query's separators),
+/* The byte scans of include/CByteScan.h (the HTTP parser's runs, a query's separators),
  * sixteen bytes at a time with SSE2 where the target has it (every x86-64), a byte at a
  * time elsewhere. Each is exact: it returns the index of the first byte the scan stops
  * at, or `count` when there is none. */
 #include <stdint.h>
-#include "CNetShims.h"
+#include "CByteScan.h"
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -24,7 +24,7 @@ static const unsigned char is_tchar[256] = {
     ['y'] = 1, ['z'] = 1,
 };
 
-size_t cns_token_end(const unsigned char *bytes, size_t count) {
+size_t tbs_token_end(const unsigned char *bytes, size_t count) {
     size_t i = 0;
     /* Four bytes a step while all four are tchars (a header name is mostly letters). */
     while (count - i >= 4 && (is_tchar[bytes[i]] & is_tchar[bytes[i + 1]] & is_tchar[bytes[i + 2]] & is_tchar[bytes[i + 3]]))
@@ -124,11 +124,11 @@ static inline __m128i target_suspect(__m128i v) {
 #define ANY_OF(v) any_of(v, a, b, c, d)
 #define ANY_OF_VECTOR(v) any_of_vector(v, a, b, c, d)
 
-size_t cns_target_end(const unsigned char *bytes, size_t count) { SCAN(target_refused, TARGET_STOPS, target_suspect) }
+size_t tbs_target_end(const unsigned char *bytes, size_t count) { SCAN(target_refused, TARGET_STOPS, target_suspect) }
 
-size_t cns_value_end(const unsigned char *bytes, size_t count) { SCAN(value_refused, VALUE_STOPS, value_suspect) }
+size_t tbs_value_end(const unsigned char *bytes, size_t count) { SCAN(value_refused, VALUE_STOPS, value_suspect) }
 
-size_t cns_first_of(const unsigned char *bytes, size_t count, unsigned char a, unsigned char b, unsigned char c,
+size_t tbs_first_of(const unsigned char *bytes, size_t count, unsigned char a, unsigned char b, unsigned char c,
                     unsigned char d) {
     SCAN(ANY_OF, ANY_STOPS, ANY_OF_VECTOR)
 }

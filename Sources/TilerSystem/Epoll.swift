@@ -1,4 +1,4 @@
-import CNetShims
+import CSystemShims
 import Glibc
 
 /// What a descriptor is watched for.
@@ -40,6 +40,9 @@ public struct Readiness: Sendable {
 /// events keep coming under its old number, which a new descriptor may have taken. So a
 /// descriptor is watched with a tag (the owner's serial number) that comes back with
 /// each event, and is removed before it is closed.
+/// One event epoll reports (`struct epoll_event`), for the buffers `Epoll.wait` fills.
+public typealias EpollEvent = epoll_event
+
 public struct Epoll: Sendable {
     public let descriptor: FileDescriptor
 
@@ -73,7 +76,7 @@ public struct Epoll: Sendable {
 
     /// Waits up to `timeoutMilliseconds` (-1: forever) for ready descriptors, fills
     /// `buffer` and returns how many; 0 on timeout or when a signal interrupted the wait.
-    public func wait(into buffer: UnsafeMutableBufferPointer<epoll_event>, timeoutMilliseconds: Int32)
+    public func wait(into buffer: UnsafeMutableBufferPointer<EpollEvent>, timeoutMilliseconds: Int32)
         throws(SystemCallError) -> Int
     {
         let n = epoll_wait(descriptor.rawValue, buffer.baseAddress, Int32(clamping: buffer.count), timeoutMilliseconds)
@@ -84,7 +87,7 @@ public struct Epoll: Sendable {
     }
 
     /// The readiness report at `index` of a buffer `wait` filled.
-    public static func readiness(_ buffer: UnsafeMutableBufferPointer<epoll_event>, _ index: Int) -> Readiness {
+    public static func readiness(_ buffer: UnsafeMutableBufferPointer<EpollEvent>, _ index: Int) -> Readiness {
         let data = buffer[index].data.u64
         return Readiness(
             descriptor: Int32(bitPattern: UInt32(truncatingIfNeeded: data)), tag: UInt32(truncatingIfNeeded: data >> 32),

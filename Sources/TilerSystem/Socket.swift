@@ -1,4 +1,4 @@
-import CNetShims
+import CSystemShims
 import Glibc
 
 /// A TCP socket: a file descriptor with one throwing method per system call made on
@@ -79,7 +79,7 @@ public struct Socket: Sendable, Hashable {
     public func accept() throws(SystemCallError) -> IOResult<Socket> {
         while true {
             do {
-                switch try nonBlockingCall("accept4", { cns_accept(descriptor.rawValue) }) {
+                switch try nonBlockingCall("accept4", { tsys_accept(descriptor.rawValue) }) {
                 case .done(let fd): return .done(Socket(descriptor: FileDescriptor(rawValue: fd)))
                 case .wouldBlock: return .wouldBlock
                 }
@@ -122,7 +122,7 @@ public struct Socket: Sendable, Hashable {
         message.msg_iov = vectors.baseAddress
         message.msg_iovlen = vectors.count
         let flags = Int32(MSG_NOSIGNAL) | (more ? Int32(MSG_MORE) : 0)
-        return try nonBlockingCall("sendmsg") { cns_sendmsg(descriptor.rawValue, &message, flags) }
+        return try nonBlockingCall("sendmsg") { tsys_sendmsg(descriptor.rawValue, &message, flags) }
     }
 
     /// Sends up to `count` bytes of `file` from `offset` with `sendfile(2)` (the kernel
@@ -194,7 +194,7 @@ public struct SocketAddress: Sendable, Hashable {
     }
 
     /// The address `getaddrinfo` gave.
-    init?(_ address: UnsafePointer<sockaddr>, length: socklen_t) {
+    public init?(_ address: UnsafePointer<sockaddr>, length: socklen_t) {
         var s = sockaddr_storage()
         guard Int(length) <= MemoryLayout<sockaddr_storage>.size else { return nil }
         withUnsafeMutableBytes(of: &s) { $0.copyMemory(from: UnsafeRawBufferPointer(start: address, count: Int(length))) }
@@ -237,5 +237,34 @@ public struct SocketAddress: Sendable, Hashable {
                 }
             }
         }
+    }
+}
+
+extension SocketAddress {
+    /// Why `resolve` found nothing: `getaddrinfo`'s own reason.
+    public struct ResolutionError: Error, Sendable, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// The TCP addresses `host` resolves to (a name or a literal; IPv4 and IPv6), in
+    /// `getaddrinfo`'s order.
+    public static func resolve(host: String, port: Int) -> Result<[SocketAddress], ResolutionError> {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_NUMERICSERV
+        var list: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(host, String(port), &hints, &list)
+        guard rc == 0, let first = list else {
+            return .failure(ResolutionError(description: String(cString: gai_strerror(rc))))
+        }
+        defer { freeaddrinfo(first) }
+        var found: [SocketAddress] = []
+        var next: UnsafeMutablePointer<addrinfo>? = first
+        while let info = next?.pointee {
+            next = info.ai_next
+            if let address = info.ai_addr, let a = SocketAddress(address, length: info.ai_addrlen) { found.append(a) }
+        }
+        return .success(found)
     }
 }

@@ -1,4 +1,4 @@
-import CNetShims
+import CSystemShims
 import Glibc
 
 /// An open file descriptor, with one throwing method per system call made on it.
@@ -12,18 +12,27 @@ public struct FileDescriptor: Sendable, Hashable {
         self.rawValue = rawValue
     }
 
-    /// Opens `path` (`O_CLOEXEC` is always added).
-    public static func open(_ path: String, _ flags: Int32) throws(SystemCallError) -> FileDescriptor {
+    /// Standard error (2), for messages written straight to it.
+    public static let standardError = FileDescriptor(rawValue: STDERR_FILENO)
+
+    /// Opens `path` (`O_CLOEXEC` is always added); a file it creates (`O_CREAT`) gets
+    /// `mode` less the umask.
+    public static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o666) throws(SystemCallError) -> FileDescriptor {
         do {
-            return FileDescriptor(rawValue: try systemCall("open") { Glibc.open(path, flags | O_CLOEXEC) })
+            return FileDescriptor(rawValue: try systemCall("open") { Glibc.open(path, flags | O_CLOEXEC, mode) })
         } catch {
             throw error.on("'\(path)'")
         }
     }
 
     /// Opens `name` in the folder `self` (`O_CLOEXEC` is always added).
-    public func open(at name: String, _ flags: Int32) throws(SystemCallError) -> FileDescriptor {
-        FileDescriptor(rawValue: try systemCall("openat") { openat(rawValue, name, flags | O_CLOEXEC) })
+    public func open(at name: String, _ flags: Int32, mode: mode_t = 0o666) throws(SystemCallError) -> FileDescriptor {
+        FileDescriptor(rawValue: try systemCall("openat") { openat(rawValue, name, flags | O_CLOEXEC, mode) })
+    }
+
+    /// A second descriptor for the same open file (`F_DUPFD_CLOEXEC`), closed apart.
+    public func duplicate() throws(SystemCallError) -> FileDescriptor {
+        FileDescriptor(rawValue: try systemCall("fcntl") { fcntl(rawValue, F_DUPFD_CLOEXEC, 0) })
     }
 
     /// Releases the descriptor. Linux releases it whatever `close(2)` answers (`EINTR`
@@ -38,7 +47,7 @@ public struct FileDescriptor: Sendable, Hashable {
     /// Reads up to `buffer.count` bytes: `.done(0)` at the end of the file or stream.
     @inline(__always)
     public func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemCallError) -> IOResult<Int> {
-        try nonBlockingCall("read") { cns_read(rawValue, buffer.baseAddress, buffer.count) }
+        try nonBlockingCall("read") { tsys_read(rawValue, buffer.baseAddress, buffer.count) }
     }
 
     /// Reads up to `buffer.count` bytes at `offset`, without moving the file position.
@@ -52,7 +61,7 @@ public struct FileDescriptor: Sendable, Hashable {
     public func readWithoutWaiting(into buffer: UnsafeMutableRawBufferPointer, at offset: Int)
         throws(SystemCallError) -> IOResult<Int>
     {
-        try nonBlockingCall("preadv2") { cns_pread_nowait(rawValue, buffer.baseAddress, buffer.count, offset) }
+        try nonBlockingCall("preadv2") { tsys_pread_nowait(rawValue, buffer.baseAddress, buffer.count, Int64(offset)) }
     }
 
     /// Writes up to `buffer.count` bytes.
@@ -82,7 +91,7 @@ public struct FileDescriptor: Sendable, Hashable {
     @inline(__always)
     public func cachedPages(count: Int) throws(SystemCallError) -> Int {
         var cached: UInt64 = 0
-        _ = try systemCall("cachestat") { cns_cached_pages(rawValue, 0, UInt64(count), &cached) }
+        _ = try systemCall("cachestat") { tsys_cached_pages(rawValue, 0, UInt64(count), &cached) }
         return Int(cached)
     }
 
@@ -91,20 +100,21 @@ public struct FileDescriptor: Sendable, Hashable {
 
     public static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
 
-    /// Whether the first `count` bytes of the file are all in the page cache, learnt with
-    /// `mincore(2)` on a read-only mapping that is never touched (so a file truncated
-    /// meanwhile cannot raise SIGBUS). Throws if the file cannot be mapped.
-    public func isResident(count: Int) throws(SystemCallError) -> Bool {
+    /// Whether bytes `offset..<offset + count` of the file are all in the page cache,
+    /// learnt with `mincore(2)` on a read-only mapping of their pages that is never
+    /// touched (so a file truncated meanwhile cannot raise SIGBUS). Throws if the file
+    /// cannot be mapped.
+    public func isResident(offset: Int = 0, count: Int) throws(SystemCallError) -> Bool {
         guard count > 0 else { return true }
-        let map = mmap(nil, count, PROT_READ, MAP_SHARED, rawValue, 0)
+        let start = offset - offset % Self.pageSize
+        let span = offset + count - start
+        let map = mmap(nil, span, PROT_READ, MAP_SHARED, rawValue, off_t(start))
         guard let map, map != UnsafeMutableRawPointer(bitPattern: -1) else {
             throw SystemCallError("mmap", errno: Glibc.errno)
         }
-        defer { munmap(map, count) }
-        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
-        let pages = (count + page - 1) / page
-        return try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: pages) { vector throws(SystemCallError) in
-            _ = try systemCall("mincore") { mincore(map, count, vector.baseAddress) }
+        defer { munmap(map, span) }
+        return try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.pages(span)) { vector throws(SystemCallError) in
+            _ = try systemCall("mincore") { mincore(map, span, vector.baseAddress) }
             return vector.allSatisfy { $0 & 1 != 0 }
         }
     }
@@ -136,6 +146,8 @@ public struct FileInfo: Sendable, Hashable {
     public let isDirectory: Bool
     /// Whether it is a symbolic link (only `info(at:)`, which does not follow links, says so).
     public let isSymbolicLink: Bool
+    /// The type bits of `st_mode` (`S_IFREG`, `S_IFDIR`, `S_IFIFO`…).
+    public let type: mode_t
     /// Names the file has: 0 once it is deleted, or replaced by a rename over its name,
     /// while still open.
     public let linkCount: Int
@@ -149,7 +161,7 @@ public struct FileInfo: Sendable, Hashable {
         modificationNanoseconds = Int64(st.st_mtim.tv_nsec)
         inode = UInt64(st.st_ino)
         device = UInt64(st.st_dev)
-        let type = st.st_mode & S_IFMT
+        type = st.st_mode & S_IFMT
         isRegularFile = type == S_IFREG
         isDirectory = type == S_IFDIR
         isSymbolicLink = type == S_IFLNK

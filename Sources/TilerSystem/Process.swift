@@ -1,11 +1,11 @@
-import CNetShims
+import CSystemShims
 import Glibc
 
 /// The process-wide settings the server touches.
-enum ProcessLimits {
+public enum ProcessLimits {
     /// Raises the soft `RLIMIT_NOFILE` to the hard limit (at most 2^20) and returns the
     /// soft limit then in force.
-    static func raiseFileLimit() throws(SystemCallError) -> Int {
+    public static func raiseFileLimit() throws(SystemCallError) -> Int {
         let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
         var limit = rlimit()
         _ = try systemCall("getrlimit") { getrlimit(resource, &limit) }
@@ -22,18 +22,27 @@ enum ProcessLimits {
         }
         return limit.rlim_cur == rlim_t.max ? Int(cap) : Int(limit.rlim_cur)
     }
+
+    /// The processors this process may run on: its CPU affinity (`sched_getaffinity`), so
+    /// a process started under `taskset`, or in a container given some of the machine's
+    /// cores, counts the cores it has, not the machine's; the online processors when the
+    /// affinity cannot be read.
+    public static func allowedProcessors() -> Int {
+        let allowed = tsys_allowed_cpus()
+        return allowed > 0 ? Int(allowed) : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+    }
 }
 
 /// Names the calling thread (at most 15 bytes are kept), as `top -H` and
 /// `/proc/PID/task/TID/comm` show it.
-func nameThisThread(_ name: String) {
-    _ = cns_name_thread(name)  // cosmetic: a refusal changes nothing else
+public func nameThisThread(_ name: String) {
+    _ = tsys_name_thread(name)  // cosmetic: a refusal changes nothing else
 }
 
 /// Offers the calling thread's core to another thread that is ready to run; returns at
 /// once if there is none (`sched_yield`, which cannot fail on Linux).
 @inline(__always)
-func yieldTheCore() {
+public func yieldTheCore() {
     _ = sched_yield()
 }
 

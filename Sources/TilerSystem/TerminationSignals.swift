@@ -1,4 +1,4 @@
-import CNetShims
+import CSystemShims
 import Glibc
 
 /// SIGTERM and SIGINT delivered as a readable file instead of an asynchronous handler.
