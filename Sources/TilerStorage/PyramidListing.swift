@@ -32,7 +32,7 @@ public enum PyramidListing {
         let (folders, archives) = try scan(root: root)
         var entries: [Entry] = []
         for id in Set(folders.keys).union(archives.keys).sorted() {
-            if let folder = folders[id] {
+            if let folder = folders[id] {  // the folder is served (PyramidLayout.served)
                 entries.append(
                     entry(id, .folder, folder, shadows: archives[id] != nil, bytes: nil) {
                         () throws(StorageError) in try StoredPyramid.openFolder(folder)
@@ -67,18 +67,15 @@ public enum PyramidListing {
             }
             throw .io(path: root, reason: StagedOutput.reason(error))
         }
-        let suffix = ".\(PyramidLayout.archiveExtension)"
         var folders: [PyramidID: String] = [:]
         var archives: [PyramidID: (path: String, size: UInt64)] = [:]
         for name in names {
             let path = "\(root)/\(name)"
             guard let info = try? FileSystem.info(path, followingLinks: false) else { continue }
-            if info.isDirectory, let id = PyramidID(name) {
-                // A link named pyramid.json is no manifest to the server either.
-                if (try? FileSystem.info("\(path)/\(PyramidManifest.fileName)", followingLinks: false))?.isRegularFile == true {
-                    folders[id] = path
-                }
-            } else if info.isRegularFile, name.hasSuffix(suffix), let id = PyramidID(String(name.dropLast(suffix.count))) {
+            if info.isDirectory, let id = PyramidLayout.folder.id(named: name) {
+                let manifest = try? FileSystem.info("\(path)/\(PyramidManifest.fileName)", followingLinks: false)
+                if let manifest, PyramidLayout.isPyramid(manifest) { folders[id] = path }
+            } else if PyramidLayout.isPyramid(info), let id = PyramidLayout.archive.id(named: name) {
                 archives[id] = (path, UInt64(info.size))
             }
         }
@@ -94,13 +91,10 @@ public enum PyramidListing {
         } catch {
             throw .remote(error)
         }
-        let suffix = ".\(PyramidLayout.archiveExtension)"
         var found: [(PyramidID, S3Object)] = []
         for object in objects {
             let name = object.key.dropFirst(location.listPrefix.count)
-            guard !name.contains("/"), name.hasSuffix(suffix), let id = PyramidID(String(name.dropLast(suffix.count))) else {
-                continue
-            }
+            guard !name.contains("/"), let id = PyramidLayout.archive.id(named: name) else { continue }
             found.append((id, object))
         }
         return found.sorted { $0.0 < $1.0 }.map { id, object in

@@ -34,39 +34,6 @@ extension PyramidSink {
     }
 }
 
-/// Pyramid layouts and where each lives under ROOT.
-public enum PyramidLayout: String, Sendable, CaseIterable {
-    /// `ROOT/ID/LEVEL/ROW/COLUMN.EXT`, `ROOT/ID/thumbnail.EXT`, `ROOT/ID/pyramid.json`.
-    case folder
-    /// `ROOT/ID.pmtiles`.
-    case archive
-
-    /// The file name extension of archives.
-    public static let archiveExtension = "pmtiles"
-
-    /// The other layout.
-    public var other: PyramidLayout { self == .folder ? .archive : .folder }
-
-    /// `ROOT/ID` or `ROOT/ID.pmtiles`.
-    public func path(of id: PyramidID, in root: String) -> String {
-        switch self {
-        case .folder: "\(root)/\(id.rawValue)"
-        case .archive: "\(root)/\(id.rawValue).\(Self.archiveExtension)"
-        }
-    }
-
-    /// A new sink for pyramid `id` in this layout.
-    public func makeSink(
-        root: String, id: PyramidID, geometry: PyramidGeometry,
-        format: TileFormat
-    ) throws(StorageError) -> any PyramidSink {
-        switch self {
-        case .folder: try FolderSink(root: root, id: id, format: format)
-        case .archive: try ArchiveSink(root: root, id: id, geometry: geometry, format: format)
-        }
-    }
-}
-
 /// Writes `ROOT/ID/LEVEL/ROW/COLUMN.EXT` files into a hidden partial folder, then
 /// `pyramid.json` last (to a temporary name, renamed), then renames the folder into place.
 public final class FolderSink: PyramidSink, Sendable {
