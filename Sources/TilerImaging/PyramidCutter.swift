@@ -57,12 +57,7 @@ public struct PyramidCutter: Sendable {
 
         // Open and describe; only the header is read.
         let (image, format, metadata) = try openPixels(file)
-        let geometry: PyramidGeometry
-        do {
-            geometry = try PyramidGeometry(width: image.width, height: image.height, tileSize: options.tileSize)
-        } catch {
-            throw .unsupportedSize(error.description)
-        }
+        let geometry = try options.geometry(width: image.width, height: image.height)
 
         let sink: any PyramidSink
         do {
@@ -139,17 +134,14 @@ public struct PyramidCutter: Sendable {
         } catch {
             throw CutError(opening: error)
         }
-        let (pixels, overflow) = image.width.multipliedReportingOverflow(by: image.height)
-        if overflow || pixels > options.maxPixels {
-            throw .tooManyPixels(width: image.width, height: image.height, limit: options.maxPixels)
-        }
+        try options.checkPixels(width: image.width, height: image.height)
         let metadata = options.metadata(of: image)
         do {
-            let orientation = options.autorotate ? image.orientation : 1
-            if orientation >= 3, orientation <= 8 {
+            let orientation = options.orientation(stored: image.orientation)
+            if orientation.needsRandomAccess {
                 image = try VipsImageHandle.open(file, for: .cutting, randomAccess: true, allowVector: options.allowVector).image
             }
-            if orientation != 1 { image = try image.autorotated() }
+            if orientation.value != 1 { image = try image.autorotated() }
         } catch let error as ImageOpenError {
             throw .notAnImage("\(error)")
         } catch {

@@ -31,21 +31,6 @@ import TilerCore
 // Unchecked `Sendable`: its mutable state is under Mutexes and Atomics; the open file
 // and the libvips images are only read.
 public final class SourcePyramid: @unchecked Sendable {
-    /// A level of the source as libvips opens it: the file itself (`option` nil), a TIFF
-    /// `page` or `subifd`, or a JPEG `shrink`; `width × height` as stored, and
-    /// `levelWidth × levelHeight` the size of the pyramid's level it is (before
-    /// autorotation), which its last column or row is repeated to fill.
-    struct StoredLevel: Sendable, Hashable {
-        let option: String?
-        let value: Int
-        let width: Int
-        let height: Int
-        var levelWidth: Int
-        var levelHeight: Int
-        /// The temporary disk libvips takes to read regions of it (0 for a tiled TIFF).
-        var spill = 0
-    }
-
     /// The file as the user named it, for messages.
     public let path: String
     public let id: PyramidID
@@ -98,18 +83,11 @@ public final class SourcePyramid: @unchecked Sendable {
         file = try InputFile.open(path)
         let base: VipsImageHandle
         (base, loader) = try Self.open(file, option: nil, value: 0, allowVector: options.allowVector)
-        let (pixels, overflow) = base.width.multipliedReportingOverflow(by: base.height)
-        if overflow || pixels > options.maxPixels {
-            throw .tooManyPixels(width: base.width, height: base.height, limit: options.maxPixels)
-        }
-        orientation = options.autorotate ? base.orientation : 1
-        let turned = orientation >= 5 && orientation <= 8
-        let width = turned ? base.height : base.width, height = turned ? base.width : base.height
-        do {
-            geometry = try PyramidGeometry(width: width, height: height, tileSize: options.tileSize)
-        } catch {
-            throw .unsupportedSize(error.description)
-        }
+        try options.checkPixels(width: base.width, height: base.height)
+        let orientation = options.orientation(stored: base.orientation)
+        self.orientation = orientation.value
+        let upright = orientation.upright(width: base.width, height: base.height)
+        geometry = try options.geometry(width: upright.width, height: upright.height)
         let format = options.tileFormat(hasAlpha: base.hasAlpha)
         self.format = format
         let converted: VipsImageHandle
@@ -132,39 +110,11 @@ public final class SourcePyramid: @unchecked Sendable {
             option: nil, value: 0, width: base.width, height: base.height,
             levelWidth: base.width, levelHeight: base.height, spill: spillBytes(base))
         var stored: [Int: StoredLevel] = [0: full]
-        let geometry = self.geometry
-        // Autorotation reverses the stored x axis in orientations 2, 3, 7 and 8, and the y
-        // axis in 3, 4, 6 and 7. Pixel i of a level stored 2^k smaller covers the source's
-        // pixels from i·2^k on, counted from the stored left (top) edge, while the
-        // pyramid's levels count from the turned image's: along a reversed axis the two
-        // grids agree only when the source's size is a multiple of 2^k (else every pixel
-        // is shifted by the remainder). Such a level is not used.
-        let reversesX = [2, 3, 7, 8].contains(orientation), reversesY = [3, 4, 6, 7].contains(orientation)
-        func aligned(_ k: Int) -> Bool {
-            (!reversesX || base.width % (1 << k) == 0) && (!reversesY || base.height % (1 << k) == 0)
-        }
-        /// The stored level `w × h` as level `maxLevel - k` (sizes before autorotation),
-        /// when it is one and its pixel grid is the level's.
-        func matched(_ option: String, _ value: Int, _ w: Int, _ h: Int) -> (Int, StoredLevel)? {
-            let (tw, th) = turned ? (h, w) : (w, h)
-            for k in 1...max(1, geometry.maxLevel) where k <= geometry.maxLevel {
-                let level = geometry.level(geometry.maxLevel - k)
-                guard abs(level.width - tw) <= 1, abs(level.height - th) <= 1 else { continue }
-                guard aligned(k) else { return nil }
-                let (lw, lh) = turned ? (level.height, level.width) : (level.width, level.height)
-                return (
-                    k,
-                    StoredLevel(
-                        option: option, value: value, width: w, height: h,
-                        levelWidth: max(w, lw), levelHeight: max(h, lh))
-                )
-            }
-            return nil
-        }
+        let levels = StoredLevels(geometry: geometry, orientation: orientation, width: base.width, height: base.height)
         if loader.hasPrefix("jpegload") {
             for (k, shrink) in [(1, 2), (2, 4), (3, 8)] where k <= geometry.maxLevel {
                 if let (image, _) = try? Self.open(file, option: "shrink", value: shrink, allowVector: false),
-                    let (found, level) = matched("shrink", shrink, image.width, image.height), found == k
+                    let (found, level) = levels.match("shrink", shrink, width: image.width, height: image.height), found == k
                 {
                     stored[k] = level
                     stored[k]?.spill = spillBytes(image)
@@ -182,24 +132,15 @@ public final class SourcePyramid: @unchecked Sendable {
                     guard let (image, _) = try? Self.open(file, option: option, value: n, allowVector: false),
                         image.bands == base.bands, image.pointer.pointee.BandFmt == base.pointer.pointee.BandFmt,
                         (tiler_source_has_icc(image.pointer) != 0) == hasICC,
-                        (options.autorotate ? image.orientation : 1) == orientation,
-                        let (k, level) = matched(option, n, image.width, image.height), stored[k] == nil
+                        options.orientation(stored: image.orientation) == orientation,
+                        let (k, level) = levels.match(option, n, width: image.width, height: image.height), stored[k] == nil
                     else { continue }
                     stored[k] = level
                     stored[k]?.spill = spillBytes(image)
                 }
             }
         }
-        // Small stored levels are not used: a JPEG-compressed page of a few hundred pixels
-        // differs from the area average by more than a big one (3.8 mean absolute
-        // difference at 187 px, 1.3 at 1500 px, with libvips' default quality 75), while
-        // making such a level from the one above costs a few tiles.
-        let smallest = Self.smallestStoredSide(tileSize: geometry.tileSize)
-        plan = geometry.levelNumbers.map { level in
-            let k = geometry.maxLevel - level
-            guard let found = stored[k], k == 0 || max(found.width, found.height) >= smallest else { return nil }
-            return found
-        }
+        plan = levels.plan(stored)
         if let spill, let largest = plan.compactMap({ $0?.spill }).max(), largest > spill.capacity {
             throw .unsupportedSize(
                 "decoding it needs \((largest + (1 << 20) - 1) >> 20) MiB of temporary disk, more than the "
@@ -227,10 +168,6 @@ public final class SourcePyramid: @unchecked Sendable {
         if options.pad { manifest.setPadded(background: options.paddingColour(for: format).description) }
         self.manifest = manifest
     }
-
-    /// The longest side a stored level below full resolution must have to be used:
-    /// four tiles.
-    static func smallestStoredSide(tileSize: Int) -> Int { 4 * tileSize }
 
     /// The level the cutter keeps whole for the thumbnail: the smallest whose longest side
     /// is at least `size`.
