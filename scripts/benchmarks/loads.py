@@ -7,6 +7,22 @@ import http.client
 import threading
 import time
 
+
+def lua_threads(seq, seed):
+    """The part every wrk script shares: each thread numbered in setup(), and in init()
+    a loop that fills its own `seq` requests, seeded by its number."""
+    return f"""local reqs, n, i = {{}}, {seq}, 0
+local counter = 0
+function setup(thread) counter = counter + 1; thread:set("tid", counter) end
+function init(args)
+  math.randomseed(tid * {seed} + os.time())
+  for k = 1, n do
+"""
+
+
+LUA_REQUEST = "function request() i = i % n + 1; return reqs[i] end\n"
+
+
 def lua_tiles(path, levels, url_fmt, url_args, level_offset=0, seq=65536, pause_ms=None):
     """A wrk script requesting tiles uniformly at random over all tiles of the pyramid.
     Each thread draws its own sequence of `seq` random tiles in init() (so the per-request
@@ -22,13 +38,7 @@ def lua_tiles(path, levels, url_fmt, url_args, level_offset=0, seq=65536, pause_
 local levels = {{{",".join(cum)}}}
 local total = {acc}
 local fmt = "{url_fmt}"
-local reqs, n, i = {{}}, {seq}, 0
-local counter = 0
-function setup(thread) counter = counter + 1; thread:set("tid", counter) end
-function init(args)
-  math.randomseed(tid * 7919 + os.time())
-  for k = 1, n do
-    local t = math.random(0, total - 1)
+""" + lua_threads(seq, 7919) + f"""    local t = math.random(0, total - 1)
     local prev = 0
     for _, l in ipairs(levels) do
       if t < l[3] then
@@ -41,8 +51,7 @@ function init(args)
     end
   end
 end
-function request() i = i % n + 1; return reqs[i] end
-""" + ("" if pause_ms is None else f"""
+""" + LUA_REQUEST + ("" if pause_ms is None else f"""
 function delay() return math.floor(-{pause_ms} * math.log(1 - math.random())) end
 """) + LUA_DONE
     with open(path, "w") as f:
@@ -67,13 +76,7 @@ def lua_visible(path, image_id, w, h, max_level, seq=16384):
     image's width filling the display and 1:1, centred anywhere on the image, margin=1."""
     body = f"""
 local W, H, L = {w}, {h}, {max_level}
-local reqs, n, i = {{}}, {seq}, 0
-local counter = 0
-function setup(thread) counter = counter + 1; thread:set("tid", counter) end
-function init(args)
-  math.randomseed(tid * 104729 + os.time())
-  for k = 1, n do
-    local s = math.min(1, 1920 / W) ^ math.random()
+""" + lua_threads(seq, 104729) + f"""    local s = math.min(1, 1920 / W) ^ math.random()
     local vw, vh = 1920 / s, 1080 / s
     local x = math.random() * W - vw / 2
     local y = math.random() * H - vh / 2
@@ -81,8 +84,7 @@ function init(args)
       "/images/{image_id}/visible?x=%.1f&y=%.1f&width=%.1f&height=%.1f&scale=%.6f&margin=1", x, y, vw, vh, s))
   end
 end
-function request() i = i % n + 1; return reqs[i] end
-""" + LUA_DONE
+""" + LUA_REQUEST + LUA_DONE
     with open(path, "w") as f:
         f.write(body)
 
