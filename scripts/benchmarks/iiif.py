@@ -13,7 +13,8 @@ import statistics
 import subprocess
 import time
 
-from .harness import PINNING, TilerError, check_alive, clear, cpu_list, free_port, http_get, log, run, stop, vm_hwm_mb, wait_http
+from .harness import (PINNING, TilerError, check_alive, clear, cpu_list, free_port, http_get, log, run, stop,
+                      vm_hwm_mb, wait_http)
 from .loads import cold_run
 from .peers import start_iipsrv
 
