@@ -5,9 +5,9 @@
 // head, a hash lookup of the path, and one write(2) of a prepared head and body (or, for
 // bodies over 16 KiB, the head with MSG_MORE and sendfile(2) from a descriptor kept open).
 // No logging, no validation beyond the request line, no limits worth the name. The serve
-// section of scripts/bench.py runs it beside tiler and nginx on the same tiles and URLs,
-// so that its req/s and CPU per response show what any server could reach here, with
-// wrk on the same cores.
+// section of scripts/bench (scripts/benchmarks/serve.py) runs it beside tiler and nginx
+// on the same tiles and URLs, so that its req/s and CPU per response show what any
+// server could reach here, with wrk on the same cores.
 //
 // It answers /images/ID/tiles/REST for every file ROOT/ID/REST ending in .png, .jpg or
 // .webp (tiler's own tile URLs), and 404 for anything else.

@@ -28,6 +28,8 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from benchmarks.harness import vm_hwm_mb  # noqa: E402
 
 
 def run(cmd):
@@ -48,14 +50,6 @@ def get(port, path, timeout=3600):
     body = r.read()
     c.close()
     return r.status, len(body), time.perf_counter() - t0
-
-
-def vm_hwm_mb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    return None
 
 
 def make_sources(side, d, kinds, picture=None):
