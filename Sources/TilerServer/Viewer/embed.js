@@ -1,5 +1,9 @@
 // tiler's embeddable album widgets: a photo strip and an endless cover flow.
 //
+// One file by design, longer than the 600 lines the Swift sources keep to: the server
+// embeds it in the binary and sends it as is, with no bundler or module loader between,
+// so that the page needs one request for its script and works from any path prefix.
+//
 // Mounted into every element of the page that has `data-tiler-album` (the album's name;
 // empty for every image the caller may see), as `data-tiler-mode` says: `strip` (the
 // default) or `coverflow`. The server's /embed/strip and /embed/coverflow pages are one

@@ -1,5 +1,9 @@
 // tiler's viewer: an album of every pyramid and a deep-zoom view of one.
 //
+// One file by design, longer than the 600 lines the Swift sources keep to: the server
+// embeds it in the binary and sends it as is, with no bundler or module loader between,
+// so that the page needs one request for its script and works from any path prefix.
+//
 // Every URL the page asks for is relative to the page (or to the <base> the server
 // writes for --base-url), so the viewer works under any path prefix: api('images')
 // is BASE/images. The links the server hands back (thumbnails, tiles) are absolute with
