@@ -123,11 +123,8 @@ public struct PNGEncoder: Sendable {
         pixels: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int, bands: Int,
         _ body: (UnsafeRawBufferPointer) throws -> R
     ) throws -> R {
-        var buffer: UnsafeMutablePointer<UInt8>?
-        var length = 0
-        var message = [CChar](repeating: 0, count: 256)
         let library = settings.usedLibrary
-        let status =
+        return try withCEncoderOutput(library: library.rawValue, naming: true, body) { buffer, length, message in
             switch library {
             case .libdeflate:
                 tiler_png_deflate_encode(
@@ -139,12 +136,7 @@ public struct PNGEncoder: Sendable {
                     Int32(settings.zlibLevel), settings.filter.mask, settings.strategy.zlibValue,
                     &buffer, &length, &message, message.count)
             }
-        guard status == 0, let buffer else {
-            let text = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            throw ImagingError.encoding(text.isEmpty ? "\(library.rawValue) failed" : "\(library.rawValue): \(text)")
         }
-        defer { free(buffer) }
-        return try body(UnsafeRawBufferPointer(start: buffer, count: length))
     }
 
     /// Encodes a whole image of contiguous rows into a new array.

@@ -49,30 +49,41 @@ public struct TileEncoder: Sendable {
         pixels: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int, bands: Int,
         _ body: (UnsafeRawBufferPointer) throws -> R
     ) throws -> R {
-        var buffer: UnsafeMutablePointer<UInt8>?
-        var length = 0
-        var message = [CChar](repeating: 0, count: 256)
-        let library: String
-        let status: Int32
         switch format {
         case .png:
             return try png.withEncoded(pixels: pixels, stride: stride, width: width, height: height, bands: bands, body)
         case .jpeg:
-            library = "libjpeg"
-            status = tiler_jpeg_encode(
-                pixels, stride, Int32(width), Int32(height), Int32(bands), Int32(quality ?? 0),
-                &buffer, &length, &message, message.count)
+            return try withCEncoderOutput(library: "libjpeg", naming: false, body) { buffer, length, message in
+                tiler_jpeg_encode(
+                    pixels, stride, Int32(width), Int32(height), Int32(bands), Int32(quality ?? 0),
+                    &buffer, &length, &message, message.count)
+            }
         case .webp:
-            library = "libwebp"
-            status = tiler_webp_encode(
-                pixels, stride, Int32(width), Int32(height), Int32(bands), Int32(quality ?? 0),
-                &buffer, &length, &message, message.count)
+            return try withCEncoderOutput(library: "libwebp", naming: false, body) { buffer, length, message in
+                tiler_webp_encode(
+                    pixels, stride, Int32(width), Int32(height), Int32(bands), Int32(quality ?? 0),
+                    &buffer, &length, &message, message.count)
+            }
         }
-        guard status == 0, let buffer else {
-            let text = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            throw ImagingError.encoding(text.isEmpty ? "\(library) failed" : text)
-        }
-        defer { free(buffer) }
-        return try body(UnsafeRawBufferPointer(start: buffer, count: length))
     }
+}
+
+/// Runs one of the C encoders, which allocate their output (`buffer`, `length`) or write
+/// why they failed into `message` and return non-zero; hands the bytes to `body`, then
+/// frees them. `naming`: the failure names the library before the C message (libpng's
+/// and libdeflate's messages do not say which they are).
+func withCEncoderOutput<R>(
+    library: String, naming: Bool, _ body: (UnsafeRawBufferPointer) throws -> R,
+    _ encode: (inout UnsafeMutablePointer<UInt8>?, inout Int, inout [CChar]) -> Int32
+) throws -> R {
+    var buffer: UnsafeMutablePointer<UInt8>?
+    var length = 0
+    var message = [CChar](repeating: 0, count: 256)
+    let status = encode(&buffer, &length, &message)
+    guard status == 0, let buffer else {
+        let text = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        throw ImagingError.encoding(text.isEmpty ? "\(library) failed" : naming ? "\(library): \(text)" : text)
+    }
+    defer { free(buffer) }
+    return try body(UnsafeRawBufferPointer(start: buffer, count: length))
 }

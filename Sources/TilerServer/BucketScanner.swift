@@ -130,7 +130,6 @@ struct BucketScanner: CatalogScanner {
     private func entry(
         for id: PyramidID, object: S3Object, previous: CatalogEntry?, unavailable: () -> Void = {}
     ) -> CatalogEntry? {
-        let name = id.rawValue
         let signature = SourceSignature(object)
         if let previous, previous.signature == signature { return previous }
         let url = location.url(ofKey: object.key)
@@ -151,19 +150,11 @@ struct BucketScanner: CatalogScanner {
             case .replaced:
                 return previous  // replaced since the listing: the next listing has it
             default:
-                writer.report(name, "archive-\(object.etag)-\(object.size)", "\(error); image '\(name)' answers 500")
-                return .broken(message: "image '\(name)' has a damaged archive", signature: signature)
+                return writer.damagedArchive(id, error, version: "\(object.etag)-\(object.size)", signature: signature)
             }
         }
-        guard archive.manifest.id == id else {
-            writer.report(
-                name, "id-\(object.etag)",
-                "\(url) holds the pyramid '\(archive.manifest.id)', not '\(name)'; image '\(name)' answers 500")
-            return .broken(message: "image '\(name)' has an archive of another image", signature: signature)
-        }
-        writer.clearReport(name)
         let source = BucketArchiveSource(archive: archive, object: object, location: url)
-        return .pyramid(writer.makePyramid(id, archive.manifest, archive.geometry, source, signature))
+        return writer.archiveEntry(id, archive, at: url, version: object.etag, signature: signature, source: source)
     }
 }
 

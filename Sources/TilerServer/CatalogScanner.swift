@@ -1,6 +1,7 @@
 import Logging
 import Synchronization
 import TilerCore
+import TilerStorage
 import TilerSystem
 
 /// One kind of root the catalog scans: a folder of pyramids and archives
@@ -61,6 +62,31 @@ final class CatalogWriter: Sendable {
         return Pyramid(
             id: id, manifest: manifest, geometry: geometry, source: source, signature: signature,
             generation: generation)
+    }
+
+    /// The entry of an archive opened for `id` from `location`, served from `source`:
+    /// broken (500) when it holds another image's pyramid. `version` tells this file or
+    /// object from a later one, so that its fault is logged once.
+    func archiveEntry(
+        _ id: PyramidID, _ archive: ArchivedPyramid, at location: String, version: String,
+        signature: SourceSignature, source: any PyramidSource
+    ) -> CatalogEntry {
+        let name = id.rawValue
+        guard archive.manifest.id == id else {
+            report(
+                name, "id-\(version)",
+                "\(location) holds the pyramid '\(archive.manifest.id)', not '\(name)'; image '\(name)' answers 500")
+            return .broken(message: "image '\(name)' has an archive of another image", signature: signature)
+        }
+        clearReport(name)
+        return .pyramid(makePyramid(id, archive.manifest, archive.geometry, source, signature))
+    }
+
+    /// The entry of an archive of `id` that could not be opened: broken (500), its
+    /// `error` logged once per `version`.
+    func damagedArchive(_ id: PyramidID, _ error: StorageError, version: String, signature: SourceSignature) -> CatalogEntry {
+        report(id.rawValue, "archive-\(version)", "\(error); image '\(id)' answers 500")
+        return .broken(message: "image '\(id)' has a damaged archive", signature: signature)
     }
 
     /// Logs `message` unless the same fault (`signature`) was the last one logged for

@@ -197,17 +197,9 @@ struct FolderScanner: CatalogScanner {
             guard source.info.inode == info.inode else { return previous }
             archive = try ArchivedPyramid(reader: ArchiveReader(source: source, cache: directories))
         } catch {
-            writer.report(name, "archive-\(info.entityTag)", "\(error); image '\(name)' answers 500")
-            return .broken(message: "image '\(name)' has a damaged archive", signature: signature)
+            return writer.damagedArchive(id, error, version: info.entityTag, signature: signature)
         }
-        guard archive.manifest.id == id else {
-            writer.report(
-                name, "id-\(info.entityTag)",
-                "\(path) holds the pyramid '\(archive.manifest.id)', not '\(name)'; image '\(name)' answers 500")
-            return .broken(message: "image '\(name)' has an archive of another image", signature: signature)
-        }
-        writer.clearReport(name)
         let served = LocalArchiveSource(archive: archive, file: source)
-        return .pyramid(writer.makePyramid(id, archive.manifest, archive.geometry, served, signature))
+        return writer.archiveEntry(id, archive, at: path, version: info.entityTag, signature: signature, source: served)
     }
 }
