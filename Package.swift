@@ -117,7 +117,9 @@ let package = Package(
             ]),
         // The end-to-end tests of the built binary, and (`@testable import tiler`) of the
         // command line's own parts: the progress display.
-        .testTarget(name: "TilerCLITests", dependencies: ["tiler", "TilerCore", "TilerImaging", "S3TestSupport", "TilerTestSupport"]),
+        .testTarget(
+            name: "TilerCLITests",
+            dependencies: ["tiler", "TilerCore", "TilerImaging", "TilerHTTP", "TilerServer", "S3TestSupport", "TilerTestSupport"]),
         // Tests only: starts scripts/s3-test-server (moto) on a loopback port.
         .target(name: "S3TestSupport", path: "Tests/S3TestSupport"),
         // Tests only: what several test targets share (a raw HTTP client, polling with a

@@ -7,7 +7,7 @@ public struct HTTPConfiguration: Sendable, Hashable {
     /// Default `127.0.0.1`; containers pass `0.0.0.0`.
     public var host: String = "127.0.0.1"
     /// The TCP port; 0 picks a free one (read it back from `HTTPServer.port`). Default 8080.
-    public var port: Int = 8080
+    public var port: Int = HTTPConfiguration.defaultPort
     /// Event-loop threads, each with its own `SO_REUSEPORT` listening socket. Default:
     /// one per core.
     public var threads: Int = HTTPConfiguration.coreCount
@@ -102,6 +102,9 @@ public struct HTTPConfiguration: Sendable, Hashable {
     /// with `--access`): one small object per connection, and the handler's notes.
     public var credentialMemos = false
 
+    /// `port` unless set: what `tiler serve` listens on and `tiler healthcheck` asks.
+    public static let defaultPort = 8080
+
     public init() {}
 
     /// The parser limits these settings imply.
@@ -115,7 +118,11 @@ public struct HTTPConfiguration: Sendable, Hashable {
     /// The accepted range of every numeric setting; `validate()` checks them. Each is far
     /// past any sensible value but small enough that no arithmetic on it overflows.
     public enum Range {
+        /// A port to listen on: 0 asks for any free one.
         public static let port = 0...65535
+        /// A port to connect to (`tiler healthcheck`): `port` without 0, which names no
+        /// server's port.
+        public static let connectablePort = (port.lowerBound + 1)...port.upperBound
         public static let threads = 1...256
         public static let blockingThreads = 1...1024
         public static let renderThreads = 1...256

@@ -3,7 +3,9 @@ import TilerSystem
 
 /// Why a health check failed, in one line that names the URL and the cause.
 public enum HealthcheckError: Error, Sendable, CustomStringConvertible {
-    case badEnvironmentPort(String)
+    /// The variable that sets the port (`TILER_PORT`) and its value, which is not a port
+    /// of any server: the check fails, as it would for a server not answering.
+    case badEnvironmentPort(variable: String, value: String)
     case unresolvable(host: String, reason: String)
     case cannotConnect(url: String, reason: String)
     case timedOut(url: String, seconds: Double, while: String)
@@ -14,8 +16,8 @@ public enum HealthcheckError: Error, Sendable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .badEnvironmentPort(let raw):
-            "TILER_PORT is '\(raw)', not a port number between 1 and 65535"
+        case .badEnvironmentPort(let variable, let value):
+            "\(variable) is '\(value)', not a port number between \(HTTPConfiguration.Range.connectablePort.lowerBound) and \(HTTPConfiguration.Range.connectablePort.upperBound)"
         case .unresolvable(let host, let reason):
             "cannot resolve host '\(host)': \(reason)"
         case .cannotConnect(let url, let reason):
@@ -39,12 +41,14 @@ public enum HealthcheckError: Error, Sendable, CustomStringConvertible {
 /// of `tiler healthcheck`, the container image's `HEALTHCHECK`: it needs neither curl nor
 /// Foundation.
 public struct HealthProbe: Sendable {
-    public let host: String
-    public let port: Int
-    /// Seconds for the whole exchange.
-    public let timeout: Double
+    /// An IP address or a host name. Default 127.0.0.1.
+    public var host: String
+    /// Default `HTTPConfiguration.defaultPort`, where `tiler serve` listens by default.
+    public var port: Int
+    /// Seconds for the whole exchange. Default 3.
+    public var timeout: Double
 
-    public init(host: String, port: Int, timeout: Double) {
+    public init(host: String = "127.0.0.1", port: Int = HTTPConfiguration.defaultPort, timeout: Double = 3) {
         self.host = host
         self.port = port
         self.timeout = timeout

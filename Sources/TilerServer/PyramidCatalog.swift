@@ -84,19 +84,19 @@ final class PyramidCatalog: Sendable {
         }
         if S3Location.isS3(configuration.root) {
             var bucket: BucketScanner?
-            do throws(S3Error) {
-                let location = try S3Location(parsing: configuration.root)
-                let s3: S3Configuration
-                if let given = configuration.s3 {
-                    s3 = given
-                } else {
-                    s3 = try S3Configuration(environment: ProcessInfo.processInfo.environment)
-                }
+            let location = Result { () throws(S3Error) in try S3Location(parsing: configuration.root) }
+            let s3 =
+                configuration.s3.map { Result<S3Configuration, SettingError>.success($0) }
+                ?? Result { () throws(SettingError) in try S3Settings.configuration(environment: ProcessInfo.processInfo.environment) }
+            switch (location, s3) {
+            case let (.success(location), .success(s3)):
                 bucket = BucketScanner(
                     location: location, client: S3Client(configuration: s3), health: health,
                     storageTimeout: configuration.storageTimeout, writer: writer, directories: directories)
-            } catch {
+            case let (.failure(error), _):
                 log.error("cannot serve \(configuration.root): \(error.message); no image is served")
+            case let (_, .failure(error)):
+                log.error("cannot serve \(configuration.root): \(error.description); no image is served")
             }
             self.bucket = bucket
             folder = nil

@@ -193,7 +193,7 @@ public struct ServerConfiguration: Sendable, Hashable {
         if let sources {
             try check("sources.pixelCacheBytes", sources.pixelCacheBytes, 0...(Range.sourcesCacheMB.upperBound << 20))
             try check("sources.spillBytes", sources.spillBytes, 1...(Range.sourcesSpillMB.upperBound << 20))
-            try check("sources.maxPixels", sources.maxPixels, 1...Int.max)
+            try check("sources.maxPixels", sources.maxPixels, TileSettings.maxPixelsRange)
         }
         try check("openTiles", openTiles, Range.openTiles)
         try check("tokenCacheEntries", tokenCacheEntries, Range.tokenCache)

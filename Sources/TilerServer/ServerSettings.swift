@@ -8,11 +8,12 @@ extension ServerConfiguration {
     /// One setting of `tiler serve`: a flag (`--idle-timeout`) and, for all but
     /// `--s3-endpoint`, the `TILER_*` variable named after it (`TILER_IDLE_TIMEOUT`).
     ///
-    /// What each means, its range and its default are declared here, once: the help text
-    /// is made from them (`help`), the command line only declares the flags, and
-    /// `init(root:flags:environment:)` reads and checks every value. The cases are in the
-    /// order values are applied (`--sources` before the settings that need it).
-    public enum Setting: String, CaseIterable, Sendable {
+    /// What each means, its range and its default are declared here, once (a
+    /// `SettingTable`): the help text is made from them (`help`), the command line only
+    /// declares the flags, and `init(root:flags:environment:)` reads and checks every
+    /// value. The cases are in the order values are applied (`--sources` before the
+    /// settings that need it).
+    public enum Setting: String, SettingTable {
         case sources
         case sourcesFormat = "sources-format"
         case sourcesQuality = "sources-quality"
@@ -62,122 +63,29 @@ extension ServerConfiguration {
         case logFormat = "log-format"
         case metricsPort = "metrics-port"
 
-        /// `--NAME`.
-        public var flag: String { "--" + rawValue }
-
         /// `TILER_NAME`, or nil for `--s3-endpoint` (which every S3 tool reads from
         /// `AWS_ENDPOINT_URL`).
         public var variable: String? {
             self == .s3Endpoint ? nil : "TILER_" + rawValue.uppercased().replacingOccurrences(of: "-", with: "_")
         }
 
-        /// An on/off flag (`--keep`), not one that takes a value; its variable is on for
-        /// `1`, `true`, `yes` or `on` and off for `0`, `false`, `no` or `off`.
-        public var isSwitch: Bool {
-            if case .toggle = spec.value { return true }
-            return false
-        }
+        public var declaration: SettingDeclaration<ServerConfiguration> { spec.declaration }
 
-        /// What the flag's value is, for the usage line (`--idle-timeout <seconds>`).
-        public var valueName: String {
-            switch spec.value {
-            case .seconds: "seconds"
-            case .mebibytes: "MiB"
-            case .integer, .toggle: "n"
-            case let .other(name, _, _): name
-            }
-        }
+        public static var defaults: ServerConfiguration { ServerConfiguration.defaults }
 
-        /// The default, in words where the number alone would mislead ("one per core").
-        public var defaultDescription: String {
-            if let text = spec.defaultText { return text }
-            let d = ServerConfiguration.defaults
-            switch spec.value {
-            case let .integer(keyPath, _): return "\(d[keyPath: keyPath])"
-            case let .mebibytes(keyPath, _): return "\(d[keyPath: keyPath] >> 20)"
-            case let .seconds(keyPath, _): return Self.decimal(d[keyPath: keyPath])
-            case let .toggle(keyPath): return d[keyPath: keyPath] ? "on" : "off"
-            case .other: return "none"
-            }
-        }
-
-        /// The help text: what it does, its variable and its default.
-        public var help: String {
-            let env = variable.map { isSwitch ? "env \($0)=1; " : "env \($0); " } ?? ""
-            return "\(spec.summary) (\(env)default: \(defaultDescription))."
-        }
-
-        /// `value` (from `source`, a flag or a variable) applied to `configuration`.
-        func apply(_ text: String, from source: String, to configuration: inout ServerConfiguration) throws(SettingError) {
-            switch spec.value {
-            case let .integer(keyPath, range):
-                configuration[keyPath: keyPath] = try Self.integer(text, from: source, in: range)
-            case let .mebibytes(keyPath, range):
-                configuration[keyPath: keyPath] = try Self.integer(text, from: source, in: range) << 20
-            case let .seconds(keyPath, range):
-                guard let value = Double(text) else { throw SettingError("\(source)='\(text)' is not a number") }
-                // NaN and infinities are outside every range.
-                guard range.contains(value) else {
-                    throw SettingError(
-                        "\(source) must be a number of seconds from \(Self.decimal(range.lowerBound)) to \(Self.decimal(range.upperBound)), not \(text)"
-                    )
-                }
-                configuration[keyPath: keyPath] = value
-            case let .toggle(keyPath):
-                configuration[keyPath: keyPath] = try Self.isOn(text, from: source)
-            case let .other(_, _, apply):
-                try apply(&configuration, text, source)
-            }
-        }
-
-        static func integer(_ text: String, from source: String, in range: ClosedRange<Int>) throws(SettingError) -> Int {
-            guard let value = Int(text) else { throw SettingError("\(source)='\(text)' is not an integer") }
-            guard range.contains(value) else {
-                throw SettingError("\(source) must be \(range.lowerBound)...\(range.upperBound), not \(value)")
-            }
-            return value
-        }
-
-        static func isOn(_ text: String, from source: String) throws(SettingError) -> Bool {
-            switch text.lowercased() {
-            case "1", "true", "yes", "on": return true
-            case "0", "false", "no", "off": return false
-            default: throw SettingError("\(source)='\(text)' is neither on (1, true, yes, on) nor off (0, false, no, off)")
-            }
-        }
-
-        /// `10` for 10.0, `0.001` for 0.001.
-        static func decimal(_ value: Double) -> String {
-            value == value.rounded() && abs(value) < 1e15 ? "\(Int(value))" : "\(value)"
-        }
-
-        /// How a setting reads its text and where it puts it.
-        enum Value {
-            case integer(WritableKeyPath<ServerConfiguration, Int>, ClosedRange<Int>)
-            /// Given in MiB, kept in bytes.
-            case mebibytes(WritableKeyPath<ServerConfiguration, Int>, ClosedRange<Int>)
-            case seconds(WritableKeyPath<ServerConfiguration, Double>, ClosedRange<Double>)
-            case toggle(WritableKeyPath<ServerConfiguration, Bool>)
-            /// Anything else: the value's name in the usage line, whether an empty variable
-            /// is a value (an empty header: none) rather than unset, and how it is applied.
-            case other(
-                valueName: String, emptyIsValue: Bool,
-                (inout ServerConfiguration, String, _ source: String) throws(SettingError) -> Void)
-        }
-
+        /// A row of the table, and whether it needs `--sources`.
         struct Spec {
-            var summary: String
-            var value: Value
-            /// The default in words, where the configuration's value does not say it.
-            var defaultText: String? = nil
+            var declaration: SettingDeclaration<ServerConfiguration>
             /// Only with `--sources`: the flag without it is a usage error, the variable
             /// is ignored.
-            var needsSources = false
+            var needsSources: Bool
 
-            /// Whether an empty variable is a value rather than unset.
-            var emptyIsValue: Bool {
-                if case let .other(_, emptyIsValue, _) = value { return emptyIsValue }
-                return false
+            init(
+                summary: String, valueName: String? = nil, value: SettingValue<ServerConfiguration>,
+                defaultText: String? = nil, needsSources: Bool = false
+            ) {
+                declaration = SettingDeclaration(summary: summary, value: value, valueName: valueName, defaultText: defaultText)
+                self.needsSources = needsSources
             }
         }
 
@@ -189,25 +97,26 @@ extension ServerConfiguration {
                 return Spec(
                     summary:
                         "Also serve every image file in DIR that libvips reads, without cutting it: each as the pyramid `tiler cut` would make (same id, geometry, manifest and routes), tiles made on demand and cached; a pyramid in ROOT with the same id wins. No ROOT is needed: unless one is named, a missing ./tiles only means no pyramids yet",
-                    value: .other(valueName: "DIR", emptyIsValue: false) { c, text, _ in
+                    valueName: "DIR",
+                    value: .other(emptyIsValue: false) { c, text, _ in
                         c.sources = SourceSettings(directory: text)
                     })
             case .sourcesFormat:
                 return Spec(
                     summary:
                         "Tile format of images served from --sources, as `tiler cut --format`: auto (JPEG for a file without alpha, PNG for one with it), png, jpeg or webp",
-                    value: .other(valueName: "format", emptyIsValue: false) { c, text, source throws(SettingError) in
-                        guard text == "auto" || TileFormat(rawValue: text) != nil else {
-                            throw SettingError("\(source)='\(text)' is not auto, png, jpeg or webp")
-                        }
-                        c.sources!.format = TileFormat(rawValue: text)
+                    valueName: "format",
+                    value: .other(emptyIsValue: false) { c, text, source throws(SettingError) in
+                        c.sources!.format = try TileSettings.format(text, from: source)
                     },
                     defaultText: ServerConfiguration.defaults.sources!.format?.rawValue ?? "auto", needsSources: true)
             case .sourcesQuality:
                 return Spec(
-                    summary: "JPEG or WebP quality of tiles from --sources (with auto, of the JPEG ones), 1-100",
-                    value: .other(valueName: "Q", emptyIsValue: false) { c, text, source throws(SettingError) in
-                        c.sources!.quality = try Setting.integer(text, from: source, in: 1...100)
+                    summary:
+                        "JPEG or WebP quality of tiles from --sources (with auto, of the JPEG ones), \(TileSettings.qualityRange.lowerBound)-\(TileSettings.qualityRange.upperBound)",
+                    valueName: "Q",
+                    value: .other(emptyIsValue: false) { c, text, source throws(SettingError) in
+                        c.sources!.quality = try SettingText.integer(text, from: source, in: TileSettings.qualityRange)
                     },
                     defaultText: "as `tiler cut`", needsSources: true)
             case .sourcesCacheMB:
@@ -222,7 +131,7 @@ extension ServerConfiguration {
             case .maxPixels:
                 return Spec(
                     summary: "Refuse source files with more pixels (width × height) than this, before decoding any, as `tiler cut`",
-                    value: .integer(\.sources!.maxPixels, 1...Int.max), needsSources: true)
+                    value: .integer(\.sources!.maxPixels, TileSettings.maxPixelsRange), needsSources: true)
             case .allowVector:
                 return Spec(
                     summary: "Serve SVG, PDF and ImageMagick files from --sources too; `tiler cut` refuses them by default",
@@ -235,9 +144,8 @@ extension ServerConfiguration {
             case .s3Endpoint:
                 // Read with the bucket's other settings, before every other setting.
                 return Spec(
-                    summary: "S3-compatible server for an s3:// ROOT, addressed path-style",
-                    value: .other(valueName: "URL", emptyIsValue: false) { _, _, _ in },
-                    defaultText: "AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS itself")
+                    summary: S3Settings.endpointSummary, valueName: S3Settings.endpointValueName,
+                    value: .other(emptyIsValue: false) { _, _, _ in }, defaultText: S3Settings.endpointDefault)
             case .storageTimeout:
                 return Spec(
                     summary: "Seconds a request that needs object storage may wait for it, queueing included; then 504 (or 503)",
@@ -259,7 +167,8 @@ extension ServerConfiguration {
             case .host:
                 return Spec(
                     summary: "Address to listen on, an IPv4 or IPv6 literal; 0.0.0.0 for all",
-                    value: .other(valueName: "address", emptyIsValue: false) { c, text, source throws(SettingError) in
+                    valueName: "address",
+                    value: .other(emptyIsValue: false) { c, text, source throws(SettingError) in
                         guard HTTPConfiguration.isListenableHost(text) else {
                             throw SettingError("\(source)='\(text)' is not an IPv4 or IPv6 address (e.g. 127.0.0.1, 0.0.0.0, ::)")
                         }
@@ -302,14 +211,16 @@ extension ServerConfiguration {
             case .cacheControl:
                 return Spec(
                     summary: "Cache-Control on tiles, thumbnails and manifests; empty for none",
-                    value: .other(valueName: "value", emptyIsValue: true) { c, text, source throws(SettingError) in
+                    valueName: "value",
+                    value: .other(emptyIsValue: true) { c, text, source throws(SettingError) in
                         c.cacheControl = try Setting.headerValue(text, from: source)
                     },
                     defaultText: "'\(ServerConfiguration.defaults.cacheControl)'")
             case .corsOrigin:
                 return Spec(
                     summary: "Access-Control-Allow-Origin; empty for no CORS headers",
-                    value: .other(valueName: "origin", emptyIsValue: true) { c, text, source throws(SettingError) in
+                    valueName: "origin",
+                    value: .other(emptyIsValue: true) { c, text, source throws(SettingError) in
                         let origin = try Setting.headerValue(text, from: source)
                         c.http.corsAllowOrigin = origin.isEmpty ? nil : origin
                     },
@@ -317,8 +228,9 @@ extension ServerConfiguration {
             case .maxConnections:
                 return Spec(
                     summary: "Most open connections; past it 503 and close",
-                    value: .other(valueName: "n", emptyIsValue: false) { c, text, source throws(SettingError) in
-                        c.http.maximumConnections = try Setting.integer(text, from: source, in: H.connections)
+                    valueName: "n",
+                    value: .other(emptyIsValue: false) { c, text, source throws(SettingError) in
+                        c.http.maximumConnections = try SettingText.integer(text, from: source, in: H.connections)
                     },
                     defaultText: "min(\(HTTPConfiguration.defaultConnectionCeiling), file limit − \(HTTPConfiguration.reservedDescriptors))"
                 )
@@ -360,7 +272,8 @@ extension ServerConfiguration {
                 return Spec(
                     summary:
                         "Who may show the embed pages (/embed/strip, /embed/coverflow) in a frame: their Content-Security-Policy frame-ancestors, a source list such as \"'self' https://blog.example.org https://*.example.com\", or 'none'",
-                    value: .other(valueName: "sources", emptyIsValue: false) { c, text, source throws(SettingError) in
+                    valueName: "sources",
+                    value: .other(emptyIsValue: false) { c, text, source throws(SettingError) in
                         guard ServerConfiguration.isSourceList(text) else {
                             throw SettingError(
                                 "\(source)='\(text.prefix(80))' is not a CSP source list (sources such as *, 'self', 'none' or https://host, separated by spaces; no ';' or ',')"
@@ -390,13 +303,14 @@ extension ServerConfiguration {
                         "Seconds between scans of ROOT for new, re-cut, replaced and deleted pyramids; for s3:// each scan is a listing",
                     value: .seconds(\.rescanInterval, S.rescanInterval),
                     defaultText:
-                        "\(Self.decimal(ServerConfiguration.defaults.rescanInterval)), or \(Self.decimal(ServerConfiguration.bucketRescanInterval)) for s3://"
+                        "\(SettingText.decimal(ServerConfiguration.defaults.rescanInterval)), or \(SettingText.decimal(ServerConfiguration.bucketRescanInterval)) for s3://"
                 )
             case .baseURL:
                 return Spec(
                     summary:
                         "The public address every URL the server writes starts with, e.g. https://example.org/tiles behind a reverse proxy that mounts tiler under /tiles/: http or https, no query or fragment",
-                    value: .other(valueName: "URL", emptyIsValue: false) { c, text, source throws(SettingError) in
+                    valueName: "URL",
+                    value: .other(emptyIsValue: false) { c, text, source throws(SettingError) in
                         do {
                             c.baseURL = try BaseURL(parsing: text)
                         } catch {
@@ -413,7 +327,8 @@ extension ServerConfiguration {
                 return Spec(
                     summary:
                         "An access policy (JSON): which images are private and the keys whose tokens (JWT) open them; re-read when it changes",
-                    value: .other(valueName: "file", emptyIsValue: false) { c, text, _ throws(SettingError) in
+                    valueName: "file",
+                    value: .other(emptyIsValue: false) { c, text, _ throws(SettingError) in
                         c.accessPolicy = text
                     },
                     defaultText: "none, every image is public")
@@ -430,7 +345,8 @@ extension ServerConfiguration {
                 return Spec(
                     summary:
                         "How log lines are written on stderr: text (one readable line each) or json (one JSON object per line: time, level, message and fields)",
-                    value: .other(valueName: "text|json", emptyIsValue: false) { c, text, source throws(SettingError) in
+                    valueName: "text|json",
+                    value: .other(emptyIsValue: false) { c, text, source throws(SettingError) in
                         guard let format = ServerConfiguration.LogFormat(rawValue: text) else {
                             throw SettingError("\(source)='\(text)' is neither text nor json")
                         }
@@ -441,8 +357,9 @@ extension ServerConfiguration {
                 return Spec(
                     summary:
                         "Serve Prometheus metrics at /metrics on this TCP port, on the --host address (a second listener apart from the API; 0 picks a free one); off when not given",
-                    value: .other(valueName: "port", emptyIsValue: false) { c, text, source throws(SettingError) in
-                        c.metricsPort = try Self.integer(text, from: source, in: H.port)
+                    valueName: "port",
+                    value: .other(emptyIsValue: false) { c, text, source throws(SettingError) in
+                        c.metricsPort = try SettingText.integer(text, from: source, in: H.port)
                     },
                     defaultText: "off")
             }
@@ -457,12 +374,6 @@ extension ServerConfiguration {
         }
     }
 
-    /// A setting's value that cannot be used: which flag or variable, and why.
-    public struct SettingError: Error, Sendable, Hashable, CustomStringConvertible {
-        public let description: String
-        public init(_ description: String) { self.description = description }
-    }
-
     /// `tiler serve`'s configuration: each setting from its flag (`flags`, by setting, as
     /// typed), else its variable in `environment` (an empty one is unset, except where
     /// empty means none), else its default; ROOT from `root`, else `TILER_ROOT`, else
@@ -474,13 +385,15 @@ extension ServerConfiguration {
     ) throws(SettingError) {
         self.init(root: root ?? DefaultRoot.resolved(environment: environment))
         if S3Location.isS3(self.root) {
-            let outcome = Result { () throws(S3Error) -> S3Configuration in
+            do throws(S3Error) {
                 _ = try S3Location(parsing: self.root)
-                return try S3Configuration(environment: environment, endpoint: flags[.s3Endpoint])
+            } catch {
+                throw SettingError("ROOT: \(error.message)")
             }
-            switch outcome {
-            case let .success(s3): self.s3 = s3
-            case let .failure(error): throw SettingError("ROOT: \(error.message)")
+            do {
+                s3 = try S3Settings.configuration(environment: environment, endpoint: flags[.s3Endpoint])
+            } catch {
+                throw SettingError("ROOT: \(error)")
             }
             rescanInterval = Self.bucketRescanInterval
         } else if flags[.s3Endpoint] != nil {
@@ -488,16 +401,8 @@ extension ServerConfiguration {
         }
         var given: [Setting: String] = [:]  // each setting given, and by which flag or variable
         for setting in Setting.allCases where setting != .s3Endpoint {
-            let spec = setting.spec
-            let text: String, source: String
-            if let flag = flags[setting] {
-                (text, source) = (flag, setting.flag)
-            } else if let variable = setting.variable, let value = environment[variable], !value.isEmpty || spec.emptyIsValue {
-                (text, source) = (value, variable)
-            } else {
-                continue
-            }
-            if spec.needsSources, sources == nil {
+            guard let (text, source) = setting.given(flags: flags, environment: environment) else { continue }
+            if setting.spec.needsSources, sources == nil {
                 if flags[setting] != nil {
                     throw SettingError("\(setting.flag) applies with \(Setting.sources.flag) DIR only")
                 }
@@ -511,7 +416,7 @@ extension ServerConfiguration {
             given[setting] = source
         }
         if let quality = given[.sourcesQuality], sources?.format == .png {
-            throw SettingError("\(quality) applies to \(Setting.sourcesFormat.flag) auto, jpeg or webp; PNG tiles are lossless")
+            throw TileSettings.qualityWithPNG(quality, formatFlag: Setting.sourcesFormat.flag)
         }
         if let keep = given[.keep], sources?.keep == true, s3 != nil {
             throw SettingError("\(keep) writes pyramid folders into ROOT, which must then be a folder, not \(self.root)")

@@ -3,15 +3,8 @@ import Foundation
 import ObjectStorage
 import TilerCore
 import TilerImaging
+import TilerServer
 import TilerStorage
-
-/// `--format`'s values: a tile format, or `auto`, which picks one per image.
-enum FormatChoice: String, ExpressibleByArgument, CaseIterable {
-    case auto, png, jpeg, webp
-
-    /// The format every tile has, or nil for `auto` (decided per image).
-    var format: TileFormat? { TileFormat(rawValue: rawValue) }
-}
 
 extension Tiler {
     /// `tiler cut`: each input image becomes a pyramid folder under the output root.
@@ -55,30 +48,10 @@ extension Tiler {
         /// `--output`, else `TILER_ROOT`, else `tiles`.
         var root: String { output ?? DefaultRoot.resolved() }
 
-        @Option(
-            name: .customLong("s3-endpoint"),
-            help: ArgumentHelp(
-                "S3-compatible server for an s3:// ROOT, addressed path-style (default: AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS itself).",
-                valueName: "URL"))
-        var s3Endpoint: String?
-
-        @Option(
-            help: ArgumentHelp(
-                "Tile side in pixels (\(PyramidGeometry.tileSizeRange.lowerBound)-\(PyramidGeometry.tileSizeRange.upperBound)).",
-                valueName: "PIXELS"))
-        var tileSize: Int = 256
-
-        @Option(
-            help:
-                "Tile format: auto (JPEG, quality \(TileEncoder.defaultJPEGQuality), for an image without an alpha channel, PNG for one with it; decided per image), png (lossless; libdeflate, or libpng with TILER_PNG_LIBRARY=libpng), jpeg (alpha flattened on --background, white by default) or webp."
-        )
-        var format: FormatChoice = .auto
-
-        @Option(
-            help: ArgumentHelp(
-                "JPEG or WebP quality, 1-100 (default: \(TileEncoder.defaultJPEGQuality) for jpeg and auto's JPEG tiles, \(TileEncoder.defaultWebPQuality) for webp).",
-                valueName: "Q"))
-        var quality: Int?
+        @Option(name: .s3Endpoint, help: .s3Endpoint) var s3Endpoint: String?
+        @Option(name: .setting(Setting.tileSize), help: .setting(Setting.tileSize)) var tileSize: String?
+        @Option(name: .setting(Setting.format), help: .setting(Setting.format)) var format: String?
+        @Option(name: .setting(Setting.quality), help: .setting(Setting.quality)) var quality: String?
 
         @Option(
             help: ArgumentHelp(
@@ -89,23 +62,15 @@ extension Tiler {
         @Flag(help: "Write each pyramid as one PMTiles v3 archive, ROOT/ID.pmtiles, instead of a folder.")
         var archive = false
 
-        @Option(
-            help: ArgumentHelp(
-                "Longest side of the thumbnail in pixels, \(CutOptions.thumbnailSizeRange.lowerBound)...\(CutOptions.thumbnailSizeRange.upperBound); a smaller image keeps its size.",
-                valueName: "PIXELS"))
-        var thumbnailSize = CutOptions.defaultThumbnailSize
+        @Option(name: .setting(Setting.thumbnailSize), help: .setting(Setting.thumbnailSize)) var thumbnailSize: String?
 
         @Flag(
-            help:
-                "Replace an existing pyramid with the same id (atomically), a folder or an archive; a folder replaced by an archive is deleted after TILER_RM_GRACE seconds (default 5), once servers have dropped it."
-        )
+            help: ArgumentHelp(
+                "Replace an existing pyramid with the same id (atomically), a folder or an archive; a folder replaced by an archive is deleted after \(Remove.Setting.grace.variable!) seconds (default \(Remove.Setting.grace.defaultDescription)), once servers have dropped it."
+            ))
         var force = false
 
-        @Option(
-            help: ArgumentHelp(
-                "Refuse inputs with more pixels (width × height) than this, before decoding any (env TILER_MAX_PIXELS; default: \(CutOptions.defaultMaxPixels), 2 gigapixels).",
-                valueName: "N"))
-        var maxPixels: Int?
+        @Option(name: .setting(Setting.maxPixels), help: .setting(Setting.maxPixels)) var maxPixels: String?
 
         @Flag(
             help:
@@ -175,7 +140,7 @@ extension Tiler {
                 }
                 do { _ = try S3Location(parsing: output) } catch { throw ValidationError("--output: \(error.message)") }
             } else if s3Endpoint != nil {
-                throw ValidationError("--s3-endpoint applies to an s3://BUCKET/PREFIX --output only.")
+                throw ValidationError("\(S3Settings.endpointFlag) applies to an s3://BUCKET/PREFIX --output only.")
             } else {
                 var isFolder: ObjCBool = false
                 if FileManager.default.fileExists(atPath: output, isDirectory: &isFolder), !isFolder.boolValue {
@@ -183,25 +148,7 @@ extension Tiler {
                         "--output \(output): not a directory (a file of that name exists); name a folder, which is made if missing.")
                 }
             }
-            guard PyramidGeometry.tileSizeRange.contains(tileSize) else {
-                throw ValidationError(
-                    "--tile-size must be \(PyramidGeometry.tileSizeRange.lowerBound)...\(PyramidGeometry.tileSizeRange.upperBound), not \(tileSize)."
-                )
-            }
-            if let quality {
-                guard format != .png else {
-                    throw ValidationError("--quality applies to --format auto (its JPEG tiles), jpeg or webp; PNG tiles are lossless.")
-                }
-                guard (1...100).contains(quality) else { throw ValidationError("--quality must be 1...100, not \(quality).") }
-            }
-            guard CutOptions.thumbnailSizeRange.contains(thumbnailSize) else {
-                throw ValidationError(
-                    "--thumbnail-size must be \(CutOptions.thumbnailSizeRange.lowerBound)...\(CutOptions.thumbnailSizeRange.upperBound), not \(thumbnailSize)."
-                )
-            }
-            if let maxPixels, maxPixels < 1 {
-                throw ValidationError("--max-pixels must be a positive number of pixels, not \(maxPixels).")
-            }
+            let format = try settings(environment: ProcessInfo.processInfo.environment).format
             if let background {
                 guard let colour = BackgroundColour(parsing: background) else {
                     throw ValidationError(
@@ -247,29 +194,21 @@ extension Tiler {
                 album: try checked(album, "--album"))
         }
 
-        /// `--max-pixels`, else `TILER_MAX_PIXELS`, else the default.
-        static func maximumPixels(flag: Int?, environment: [String: String]) throws -> Int {
-            if let flag { return flag }
-            guard let text = environment["TILER_MAX_PIXELS"] else { return CutOptions.defaultMaxPixels }
-            guard let value = Int(text), value >= 1 else {
-                throw ValidationError("TILER_MAX_PIXELS must be a positive number of pixels, not '\(text)'.")
-            }
-            return value
-        }
-
         func run() throws {
             let environment = ProcessInfo.processInfo.environment
-            let limit = try Self.maximumPixels(flag: maxPixels, environment: environment)
-            let grace = force ? try Remove.resolvedGrace(flag: nil, environment: environment) : 0
+            var options = try settings(environment: environment)
+            let grace = force ? try Remove.Setting.values(flags: [:], environment: environment).grace : 0
             let interrupts = InterruptSignals.install(program: "tiler: cut")
-            let options = CutOptions(
-                tileSize: tileSize, format: format.format, quality: quality,
-                png: .tiles(environment: environment), thumbnailSize: thumbnailSize, force: force,
-                maxPixels: limit, allowVector: allowVector, autorotate: autorotate,
-                convertProfile: convertProfile, pad: pad,
-                background: background.flatMap(BackgroundColour.init(parsing:)),
-                layout: archive ? .archive : .folder, keepLocation: keepLocation,
-                metadataOverrides: try metadataOverrides())
+            options.png = .tiles(environment: environment)
+            options.force = force
+            options.allowVector = allowVector
+            options.autorotate = autorotate
+            options.convertProfile = convertProfile
+            options.pad = pad
+            options.background = background.flatMap(BackgroundColour.init(parsing:))
+            options.layout = archive ? .archive : .folder
+            options.keepLocation = keepLocation
+            options.metadataOverrides = try metadataOverrides()
             let cutter = PyramidCutter(
                 output: try pyramidOutput(environment: environment, isCancelled: { interrupts.isInterrupted }),
                 options: options)

@@ -1,6 +1,7 @@
 import ArgumentParser
-import Glibc
+import Foundation
 import TilerHTTP
+import TilerServer
 import TilerSystem
 
 extension Tiler {
@@ -17,56 +18,47 @@ extension Tiler {
                 """
         )
 
-        @Option(help: "The server's address (an IP address or a host name).")
-        var host = "127.0.0.1"
+        @Option(name: .setting(Setting.host), help: .setting(Setting.host)) var host: String?
+        @Option(name: .setting(Setting.port), help: .setting(Setting.port)) var port: String?
+        @Option(name: .setting(Setting.timeout), help: .setting(Setting.timeout)) var timeout: String?
 
-        @Option(
-            help: ArgumentHelp(
-                "The server's port.",
-                discussion: "Default: the TILER_PORT environment variable, else \(HTTPConfiguration().port)."
-            ))
-        var port: Int?
+        /// The flags given, as typed.
+        var flags: [Setting: String] {
+            let given: [Setting: String?] = [.host: host, .port: port, .timeout: timeout]
+            return given.compactMapValues { $0 }
+        }
 
-        @Option(help: "Seconds to wait for the whole exchange before giving up.")
-        var timeout: Double = 3
-
+        /// Flags that cannot be used are usage errors; `TILER_PORT` is read when the check runs.
         func validate() throws {
-            if let port, !(1...65535).contains(port) {
-                throw ValidationError("--port must be between 1 and 65535, not \(port).")
-            }
-            guard timeout.isFinite, timeout > 0, timeout <= 3600 else {
-                throw ValidationError("--timeout must be a number of seconds above 0 and at most 3600.")
-            }
+            _ = try Setting.values(flags: flags, environment: [:])
         }
 
         func run() throws {
             do {
-                let probe = HealthProbe(host: host, port: try resolvedPort(), timeout: timeout)
+                let probe = try self.probe(environment: ProcessInfo.processInfo.environment)
                 let status = try probe.status()
                 guard status == 200 else {
                     throw HealthcheckError.notOK(url: probe.url, status: status)
                 }
                 print("healthy: \(probe.url) answered 200")
             } catch let error as HealthcheckError {
-                printToStandardError("unhealthy: \(error.description)")
+                FileHandle.standardError.write(Data("unhealthy: \(error.description)\n".utf8))
                 throw ExitCode.failure
             }
         }
 
-        /// `--port`, else `TILER_PORT` (the variable `tiler serve` reads), else `tiler serve`'s default port.
-        private func resolvedPort() throws(HealthcheckError) -> Int {
-            if let port { return port }
-            guard let raw = getenv("TILER_PORT").map({ String(cString: $0) }), !raw.isEmpty else {
-                return HTTPConfiguration().port
+        /// The probe the flags, else `TILER_PORT` in `environment`, else the defaults
+        /// describe. The flags were checked (`validate()`): what cannot be used here is the
+        /// variable's, and fails the check.
+        func probe(environment: [String: String]) throws(HealthcheckError) -> HealthProbe {
+            var probe = Setting.defaults
+            do {
+                try Setting.read(flags: flags, environment: environment, into: &probe)
+            } catch {
+                let variable = Setting.port.variable!
+                throw .badEnvironmentPort(variable: variable, value: environment[variable] ?? "")
             }
-            guard let port = Int(raw), (1...65535).contains(port) else {
-                throw .badEnvironmentPort(raw)
-            }
-            return port
+            return probe
         }
     }
-}
-
-private func printToStandardError(_ line: String) {
-    try? FileDescriptor.standardError.writeAll(Array((line + "\n").utf8))
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import ObjectStorage
+import TilerServer
 import TilerStorage
 
 /// What `info`, `verify` and `ls` share: `--json`, `--s3-endpoint`, and opening a
@@ -9,24 +10,20 @@ struct PyramidAccess: ParsableArguments {
     @Flag(help: "Print JSON on stdout instead of text.")
     var json = false
 
-    @Option(
-        name: .customLong("s3-endpoint"),
-        help: ArgumentHelp(
-            "S3-compatible server for s3:// paths, addressed path-style (default: AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS itself).",
-            valueName: "URL"))
-    var s3Endpoint: String?
+    @Option(name: .s3Endpoint, help: .s3Endpoint) var s3Endpoint: String?
 
     /// An S3 client configured from the environment (and `--s3-endpoint`) when `path`
     /// is `s3://…`; nil otherwise.
     func client(for path: String) throws -> S3Client? {
         guard S3Location.isS3(path) else {
-            if s3Endpoint != nil { throw ValidationError("--s3-endpoint applies to s3:// paths only.") }
+            if s3Endpoint != nil { throw ValidationError("\(S3Settings.endpointFlag) applies to s3:// paths only.") }
             return nil
         }
         do {
-            return S3Client(configuration: try S3Configuration(environment: ProcessInfo.processInfo.environment, endpoint: s3Endpoint))
+            return S3Client(
+                configuration: try S3Settings.configuration(environment: ProcessInfo.processInfo.environment, endpoint: s3Endpoint))
         } catch {
-            throw ValidationError(error.message)
+            throw ValidationError(error.description)
         }
     }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import ObjectStorage
+import TilerServer
 import TilerStorage
 
 /// Where `cut` and `pack` write: a folder ROOT, or `s3://BUCKET/PREFIX` with its client.
@@ -18,11 +19,15 @@ enum OutputRoot {
         let configuration: S3Configuration
         do {
             location = try S3Location(parsing: root)
-            configuration = try S3Configuration(environment: environment, endpoint: s3Endpoint)
         } catch {
             throw ValidationError(error.message)
         }
-        let staging = environment["TILER_S3_STAGING"].flatMap { $0.isEmpty ? nil : $0 } ?? NSTemporaryDirectory()
+        do {
+            configuration = try S3Settings.configuration(environment: environment, endpoint: s3Endpoint)
+        } catch {
+            throw ValidationError(error.description)
+        }
+        let staging = S3Settings.stagingFolder(environment: environment)
         let bucket = BucketOutput(
             client: S3Client(configuration: configuration), location: location, staging: staging,
             isCancelled: isCancelled)

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import ObjectStorage
+import TilerServer
 import TilerStorage
 
 extension Tiler {
@@ -34,12 +35,7 @@ extension Tiler {
                 valueName: "ROOT"))
         var output: String?
 
-        @Option(
-            name: .customLong("s3-endpoint"),
-            help: ArgumentHelp(
-                "S3-compatible server for an s3:// --output, addressed path-style (default: AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS itself).",
-                valueName: "URL"))
-        var s3Endpoint: String?
+        @Option(name: .s3Endpoint, help: .s3Endpoint) var s3Endpoint: String?
 
         @OptionGroup var options: ConversionOptions
 
@@ -47,7 +43,7 @@ extension Tiler {
             if let output, S3Location.isS3(output) {
                 do { _ = try S3Location(parsing: output) } catch { throw ValidationError("--output: \(error.message)") }
             } else if s3Endpoint != nil {
-                throw ValidationError("--s3-endpoint applies to an s3://BUCKET/PREFIX --output only.")
+                throw ValidationError("\(S3Settings.endpointFlag) applies to an s3://BUCKET/PREFIX --output only.")
             } else if let output {
                 var isFolder: ObjCBool = false
                 if FileManager.default.fileExists(atPath: output, isDirectory: &isFolder), !isFolder.boolValue {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TilerCore
+import TilerServer
 import TilerStorage
 
 extension Tiler {
@@ -17,7 +18,7 @@ extension Tiler {
                 (serve --rescan-interval, 1 s by default), and reads a folder's tiles by path; so \
                 a folder is first retired (its pyramid.json is hidden: the folder stops being a \
                 pyramid, and servers drop it at their next scan while every tile is still there), \
-                then after --grace seconds (TILER_RM_GRACE, default 5; rm says on stderr that it \
+                then after --grace seconds (\(Setting.grace.variable!), default \(Setting.grace.defaultDescription); rm says on stderr that it \
                 waits, and why) moved out of view under a hidden name and deleted. Until \
                 a server's next scan it serves the pyramid whole; after it, not at all. An archive \
                 is one unlink: a server that has it open keeps reading the same file until its \
@@ -33,11 +34,7 @@ extension Tiler {
         @Argument(help: ArgumentHelp("Pyramid ids.", valueName: "id"))
         var ids: [String]
 
-        @Option(
-            help: ArgumentHelp(
-                "Seconds between retiring a folder and deleting its files: longer than the --rescan-interval of every server reading ROOT; 0 when none runs (env TILER_RM_GRACE; default: \(Int(Self.defaultGrace))).",
-                valueName: "SECONDS"))
-        var grace: Double?
+        @Option(name: .setting(Setting.grace), help: .setting(Setting.grace)) var grace: String?
 
         @Option(
             help: ArgumentHelp(
@@ -55,9 +52,6 @@ extension Tiler {
             /// The one layout removed, or nil for both.
             var only: PyramidLayout? { PyramidLayout(rawValue: rawValue) }
         }
-
-        static let defaultGrace = 5.0
-        static let graceRange = 0.0...3600.0
 
         struct Removed: Encodable {
             var id: String
@@ -84,24 +78,12 @@ extension Tiler {
             if root.lowercased().hasPrefix("s3://") {
                 throw ValidationError("tiler rm removes pyramids from a local ROOT; delete s3://…/ID.pmtiles with your S3 tool.")
             }
-            if let grace, !Self.graceRange.contains(grace) {
-                throw ValidationError("--grace must be a number of seconds from 0 to 3600, not \(grace).")
-            }
+            _ = try settings(environment: ProcessInfo.processInfo.environment)
         }
 
-        func resolvedGrace() throws -> Double {
-            try Self.resolvedGrace(flag: grace, environment: ProcessInfo.processInfo.environment)
-        }
-
-        /// `--grace`, else `TILER_RM_GRACE`, else the default (`tiler cut --force` waits the
-        /// same before deleting a folder it replaced by an archive).
-        static func resolvedGrace(flag: Double?, environment: [String: String]) throws -> Double {
-            if let flag { return flag }
-            guard let text = environment["TILER_RM_GRACE"], !text.isEmpty else { return Self.defaultGrace }
-            guard let value = Double(text), Self.graceRange.contains(value) else {
-                throw ValidationError("TILER_RM_GRACE must be a number of seconds from 0 to 3600, not '\(text)'.")
-            }
-            return value
+        /// `--grace`, else `TILER_RM_GRACE`, else the default.
+        func settings(environment: [String: String]) throws -> Settings {
+            try Setting.values(flags: grace.map { [.grace: $0] } ?? [:], environment: environment)
         }
 
         /// `5`, `0.5`: seconds as people write them.
@@ -116,7 +98,7 @@ extension Tiler {
         }
 
         func run() throws {
-            let grace = try resolvedGrace()
+            let grace = try settings(environment: ProcessInfo.processInfo.environment).grace
             let interrupts = InterruptSignals.install(program: "tiler: rm")
             var removals: [PyramidRemoval] = []
             var summary = Summary(removed: [], failed: [])
@@ -138,7 +120,7 @@ extension Tiler {
                 let folders = removals.filter(\.needsGrace).map { PyramidLayout.folder.path(of: $0.id, in: $0.root) }
                 FileHandle.standardError.write(
                     Data(
-                        "tiler: rm: \(folders.joined(separator: ", ")) retired; deleting in \(Self.seconds(grace)) s, once servers reading \(root) have dropped \(folders.count == 1 ? "it" : "them") (--grace or TILER_RM_GRACE; 0 when no server runs)\n"
+                        "tiler: rm: \(folders.joined(separator: ", ")) retired; deleting in \(Self.seconds(grace)) s, once servers reading \(root) have dropped \(folders.count == 1 ? "it" : "them") (\(Setting.grace.flag) or \(Setting.grace.variable!); 0 when no server runs)\n"
                             .utf8))
                 Self.wait(grace, unless: interrupts)
             }

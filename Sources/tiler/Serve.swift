@@ -109,7 +109,10 @@ extension Tiler {
                 try server.start()
             } catch {
                 // A run-time failure, not a usage mistake: no usage text after it.
-                let hint = error.errno == EADDRINUSE ? " (another server is using that port; choose one with --port or TILER_PORT)" : ""
+                let hint =
+                    error.errno == EADDRINUSE
+                    ? " (another server is using that port; choose one with \(ServeOptions.Setting.port.flag) or \(ServeOptions.Setting.port.variable!))"
+                    : ""
                 throw ServeError(description: "cannot listen: \(error)\(hint)")
             }
             let shownHost = config.http.host.contains(":") ? "[\(config.http.host)]" : config.http.host

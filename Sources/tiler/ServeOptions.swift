@@ -101,13 +101,11 @@ struct ServeOptions: ParsableArguments {
 }
 
 extension NameSpecification {
-    /// The setting's long name, `--NAME`.
-    static func setting(_ setting: ServerConfiguration.Setting) -> NameSpecification { .customLong(setting.rawValue) }
+    /// `serve`'s setting by its case alone, `.setting(.port)`.
+    static func setting(_ setting: ServerConfiguration.Setting) -> NameSpecification { setting.argumentName }
 }
 
 extension ArgumentHelp {
-    /// The setting's help (what it does, its variable, its default) and value name.
-    static func setting(_ setting: ServerConfiguration.Setting) -> ArgumentHelp {
-        ArgumentHelp(setting.help, valueName: setting.isSwitch ? nil : setting.valueName)
-    }
+    /// `serve`'s setting by its case alone, `.setting(.port)`.
+    static func setting(_ setting: ServerConfiguration.Setting) -> ArgumentHelp { setting.argumentHelp }
 }

@@ -4,6 +4,7 @@ import TilerCore
 import TilerHTTP
 import TilerServer
 import TilerStorage
+import TilerTestSupport
 
 /// `tiler serve`'s settings as the library reads them (`ServerConfiguration(root:flags:environment:)`):
 /// the environment, flags over it, the defaults declared once, and every value that
@@ -183,20 +184,20 @@ import TilerStorage
     }
 
     /// The README's table of serve settings has a row for every setting, with its
-    /// variable, and the same default where that is a number.
+    /// variable, and the same default where that is a number; every row there naming a
+    /// `TILER_*` variable is a setting that reads it.
     @Test(arguments: Setting.allCases) func theReadmeHasARow(_ setting: Setting) throws {
-        let readme = try String(contentsOf: repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
-        let rows = readme.split(separator: "\n").filter {
-            $0.hasPrefix("| `\(setting.flag)`") || $0.hasPrefix("| `\(setting.flag) ")
-        }
-        try #require(!rows.isEmpty, "no README row for \(setting.flag)")
-        if let variable = setting.variable {
-            #expect(rows.contains { $0.contains("`\(variable)") }, "\(rows)")
-        }
-        if Int(setting.defaultDescription) != nil {
-            #expect(
-                rows.contains { $0.split(separator: "|").dropFirst(2).first?.contains("`\(setting.defaultDescription)`") == true },
-                "the README's default of \(setting.flag) is not \(setting.defaultDescription): \(rows)")
+        let section = try ReadmeSection("## Serving")
+        let numeric = Int(setting.defaultDescription) != nil
+        let problems = section.problems(
+            flag: setting.flag, variable: setting.variable, defaultMentions: numeric ? ["`\(setting.defaultDescription)`"] : [])
+        #expect(problems.isEmpty, "\(problems)")
+    }
+
+    @Test func everyVariableTheReadmeNamesIsASetting() throws {
+        for (flag, variables) in try ReadmeSection("## Serving").variablesByFlag {
+            let setting = Setting.allCases.first { $0.flag == flag }
+            #expect(setting?.variable.map { variables == [$0] } == true, "\(flag) names \(variables)")
         }
     }
 }
