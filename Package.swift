@@ -95,7 +95,7 @@ let package = Package(
 
         .testTarget(name: "TilerCoreTests", dependencies: ["TilerCore", "TilerTestSupport"]),
         .testTarget(name: "PMTilesTests", dependencies: ["PMTiles", "TilerTestSupport"]),
-        .testTarget(name: "ObjectStorageTests", dependencies: ["ObjectStorage", "S3TestSupport"]),
+        .testTarget(name: "ObjectStorageTests", dependencies: ["ObjectStorage", "S3TestSupport", "TilerTestSupport"]),
         .testTarget(
             name: "TilerStorageTests",
             dependencies: ["TilerStorage", "PMTiles", "TilerCore", "ObjectStorage", "S3TestSupport", "TilerTestSupport"]),

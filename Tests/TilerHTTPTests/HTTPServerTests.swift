@@ -139,7 +139,7 @@ func withServer(
 /// Runs `body(i)` on `count` real threads at once and rethrows the first failure.
 func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) throws -> Void) throws {
     let group = DispatchGroup()
-    let failures = FailureBox()
+    let failures = Failures()
     for i in 0..<count {
         group.enter()
         Thread {
@@ -148,14 +148,7 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) throws -> Void) t
         }.start()
     }
     group.wait()
-    if let first = failures.first { throw ClientError(first) }
-}
-
-final class FailureBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var items: [String] = []
-    func add(_ s: String) { lock.withLock { items.append(s) } }
-    var first: String? { lock.withLock { items.first } }
+    if let first = failures.first { throw first }
 }
 
 @Suite struct HTTPServerTests {
@@ -1012,18 +1005,6 @@ final class FailureBox: @unchecked Sendable {
             try server.start()
             server.stop()
             server.wait()
-        }
-    }
-}
-
-/// A counter shared with a closure.
-final class Counter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = 0
-    /// Adds one and returns the new value.
-    func increment() -> Int {
-        lock.withLock {
-            value += 1; return value
         }
     }
 }
