@@ -112,7 +112,7 @@ let package = Package(
         // command line's own parts: the progress display.
         .testTarget(name: "TilerCLITests", dependencies: ["tiler", "TilerCore", "TilerImaging", "S3TestSupport", "TilerTestSupport"]),
         // Tests only: starts scripts/s3-test-server (moto) on a loopback port.
-        .target(name: "S3TestSupport", path: "Tests/S3TestSupport"),
+        .target(name: "S3TestSupport", dependencies: ["TilerTestSupport"], path: "Tests/S3TestSupport"),
         // Tests only: what several test targets share (a raw HTTP client, polling with a
         // deadline, an overlayfs mount, scratch folders, the built tiler binary, a seeded
         // generator).

@@ -450,13 +450,13 @@ func withSourcesServer(
         let folder = try SourceFolder()
         try folder.addPicture("by-env", width: 700, height: 500, as: .jpeg)
         let root = try PyramidRoot()
-        let (process, port, line) = try ServeCommandTests().launch(
+        let server = try ServeProcess(
             [root.path, "--port", "0", "--sources-format", "jpeg"], environment: ["TILER_SOURCES": folder.sources.path])
-        defer { process.terminate(); process.waitUntilExit() }
-        #expect(line.contains("serving"))
-        let tile = try fetch(port, "/images/by-env/tiles/2/0/0.jpg")
+        defer { server.stop() }
+        #expect(server.startLine.contains("serving"))
+        let tile = try fetch(server.port, "/images/by-env/tiles/2/0/0.jpg")
         #expect(tile.status == 200 && tile.header("Content-Type") == "image/jpeg")
-        #expect(try fetch(port, "/images/by-env_files/10/0_0.jpg").status == 200)
+        #expect(try fetch(server.port, "/images/by-env_files/10/0_0.jpg").status == 200)
 
         let refused = Process()
         refused.executableURL = URL(fileURLWithPath: try tilerBinary())
@@ -491,18 +491,16 @@ func withSourcesServer(
         try runTool(folder.pictures.vips, ["black", "\(folder.sources.path)/huge.png", "3000", "2700", "--bands", "3"])
         let root = try PyramidRoot()
         let budget = 20 << 20
-        let (process, port, _) = try ServeCommandTests().launch(
+        let server = try ServeProcess(
             [
                 root.path, "--port", "0", "--sources", folder.sources.path, "--sources-spill-mb", "20", "--rescan-interval", "0.2",
                 "--sources-format", "png",
             ],
             environment: ["TMPDIR": temporary])
-        defer {
-            process.terminate()
-            process.waitUntilExit()
-        }
+        defer { server.stop() }
+        let port = server.port
         // The bytes of the server's open files under `temporary` (libvips' deleted ones).
-        let pid = process.processIdentifier
+        let pid = server.process.processIdentifier
         @Sendable func spill() -> Int {
             let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
             var total = 0
