@@ -121,9 +121,7 @@ import TilerTestSupport
     @Test func rmWhileServingNeverServesHalfAPyramid() throws {
         let setup = try Setup(rescanInterval: "0.2")
         defer { setup.stop() }
-        let lock = NSLock()
-        nonisolated(unsafe) var observations: [Observation] = []
-        nonisolated(unsafe) var removed = false
+        let shared = Locked((observations: [Observation](), removed: false))
         let clients = DispatchGroup()
         for shift in 0..<2 {
             DispatchQueue.global().async(group: clients) {
@@ -134,9 +132,9 @@ import TilerTestSupport
                 var goneRounds = 0
                 while Date() < deadline, goneRounds < 3 {
                     let round = Self.fetch(routes, port: setup.port, client: &client)
-                    let finished = lock.withLock { () -> Bool in
-                        observations += round
-                        return removed
+                    let finished = shared.withLock {
+                        $0.observations += round
+                        return $0.removed
                     }
                     goneRounds = finished && round.allSatisfy({ $0.status == 404 }) ? goneRounds + 1 : 0
                 }
@@ -144,14 +142,16 @@ import TilerTestSupport
         }
         // Let the clients get going, then remove: grace 1 s, five scans of the server.
         let deadline = Date().addingTimeInterval(30)
-        while lock.withLock({ observations.count }) < 4 * setup.routes.count, Date() < deadline { Thread.sleep(forTimeInterval: 0.005) }
+        while shared.withLock({ $0.observations.count }) < 4 * setup.routes.count, Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.005)
+        }
         let removal = try run(setup.tiler, ["rm", setup.root, "photo", "--grace", "1"])
-        lock.withLock { removed = true }
+        shared.withLock { $0.removed = true }
         clients.wait()
         #expect(removal.status == 0, "\(removal.stderr)")
         #expect(!FileManager.default.fileExists(atPath: "\(setup.root)/photo"))
 
-        let seen = lock.withLock { observations }
+        let seen = shared.withLock { $0.observations }
         let problems = Self.violations(seen)
         #expect(problems.isEmpty, "\(problems.prefix(10).joined(separator: "\n"))")
         // The hammering covered the removal: answers of both kinds, and the last rounds 404.

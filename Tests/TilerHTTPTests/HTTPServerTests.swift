@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import Testing
 import TilerTestSupport
 @testable import TilerHTTP
@@ -60,6 +61,8 @@ struct TestHandler: HTTPHandler {
 
 /// A gate that blocking work waits at until the test opens it, so that a test can hold
 /// pool threads busy for exactly as long as it needs, and count what ran.
+// @unchecked: its state is guarded by `condition`, which the work waits on, and
+// Synchronization has no condition to wait on.
 final class Gate: @unchecked Sendable {
     private let condition = NSCondition()
     private var isOpen: Bool
@@ -103,12 +106,11 @@ final class Gate: @unchecked Sendable {
 }
 
 /// Gates by name: names starting with `open-` are open from the start, the others closed.
-final class Gates: @unchecked Sendable {
+final class Gates: Sendable {
     static let shared = Gates()
-    private let lock = NSLock()
-    private var gates: [String: Gate] = [:]
+    private let gates = Mutex<[String: Gate]>([:])
     subscript(name: String) -> Gate {
-        lock.withLock {
+        gates.withLock { gates in
             if let g = gates[name] { return g }
             let g = Gate(open: name.hasPrefix("open-"))
             gates[name] = g
@@ -1024,6 +1026,8 @@ func waitUntilSent(_ c: RawHTTPClient, seconds: Double = 20) -> Bool {
 /// A `ManualClock` whose next reading can be held up: the thread reading it waits until the
 /// test releases it, as an event loop the scheduler leaves off the core between
 /// `epoll_wait` and its clock would. The wall clock is never held.
+// @unchecked: its state is guarded by `condition`, which the held thread waits on, and
+// Synchronization has no condition to wait on.
 final class HeldClock: ServerClock, @unchecked Sendable {
     private let manual = ManualClock()
     private let condition = NSCondition()

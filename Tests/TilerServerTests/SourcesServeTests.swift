@@ -8,7 +8,7 @@ import TilerTestSupport
 
 /// A folder of source images and a folder of what `tiler cut` makes of the same files, to
 /// compare the server's on-the-fly pyramids with.
-final class SourceFolder: @unchecked Sendable {
+final class SourceFolder: Sendable {
     let sources: PyramidRoot
     let cut: PyramidRoot
     let pictures: SourcePictures
@@ -514,16 +514,11 @@ func withSourcesServer(
             }
             return total
         }
-        final class Peak: @unchecked Sendable {
-            let lock = NSLock()
-            var bytes = 0
-            var sampling = true
-        }
-        let peak = Peak()
+        let peak = Locked((bytes: 0, sampling: true))
         let sampler = Thread {
-            while peak.lock.withLock({ peak.sampling }) {
+            while peak.withLock({ $0.sampling }) {
                 let now = spill()
-                peak.lock.withLock { peak.bytes = max(peak.bytes, now) }
+                peak.withLock { $0.bytes = max($0.bytes, now) }
                 usleep(2_000)
             }
         }
@@ -539,9 +534,9 @@ func withSourcesServer(
         let huge = try fetch(port, "/images/huge/tiles/3/0/0.png")
         #expect(huge.status == 500, "\(huge.status) \(huge.text)")
         #expect(try fetch(port, "/images/s1/tiles/2/0/0.png").status == 200)
-        peak.lock.withLock { peak.sampling = false }
+        peak.withLock { $0.sampling = false }
         while !sampler.isFinished { usleep(1_000) }
-        let highest = peak.lock.withLock { peak.bytes }
+        let highest = peak.withLock { $0.bytes }
         print("spill after each tile: \(sizes.map { $0 >> 20 }) MiB; peak \(highest) bytes, budget \(budget)")
         #expect(sizes.allSatisfy { $0 > 0 && $0 <= budget }, "\(sizes)")
         #expect(highest <= budget, "peak \(highest)")
