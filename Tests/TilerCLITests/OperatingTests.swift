@@ -314,27 +314,8 @@ import TilerTestSupport
 }
 
 /// A TCP port nothing listens on now, for a process that binds it itself (Prometheus),
-/// chosen below the ephemeral range (where every client socket and port-0 server of the
-/// tests running in parallel gets its port) from a range no other test uses.
-func freeLowPort() throws -> Int {
-    for _ in 0..<1000 {
-        let port = Int.random(in: 19_000..<20_000)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { continue }
-        defer { close(fd) }
-        var reuse: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port)).bigEndian
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-        if bound { return port }
-    }
-    throw SupportError(description: "no free port in 19000..<20000")
-}
+/// from a range no other test uses.
+func freeLowPort() throws -> Int { try unusedLoopbackPort(in: 19_000..<20_000) }
 
 extension ServeProcess {
     /// What its metrics listener answers.

@@ -40,3 +40,28 @@ public final class LoopbackListener: Sendable {
         close(descriptor)
     }
 }
+
+/// A port of 127.0.0.1 in `ports` that nothing listens on right now, for a process that
+/// binds it itself (chromedriver, nginx, Prometheus). Each test target picks a range below
+/// the ephemeral one (32768 and up), from which the kernel hands out the ports of every
+/// client socket and port-0 server of the tests running in parallel: one of those could
+/// otherwise take the port before the process binds it.
+public func unusedLoopbackPort(in ports: Range<Int>) throws -> Int {
+    for _ in 0..<1000 {
+        let port = Int.random(in: ports)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { continue }
+        defer { close(fd) }
+        var reuse: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port)).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        if bound { return port }
+    }
+    throw SupportError(description: "no free port in \(ports.lowerBound)..<\(ports.upperBound)")
+}
