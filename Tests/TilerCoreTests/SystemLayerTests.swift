@@ -14,7 +14,8 @@ import Testing
     /// after `.` or `func `, and with no argument label: C functions have none), or any
     /// `Glibc.` form of them.
     private static let call = try! NSRegularExpression(
-        pattern: #"(?<![.\w])(?<!func )(Glibc\.)?(open|openat|pread|pwrite|preadv2?|rename|renameat2?|unlink|unlinkat|mkdir|mkdirat|mkdtemp|rmdir|fsync|fdatasync|flock|ftruncate|lstat|fstat|fstatat|mmap|mincore|copy_file_range|socket|accept4?|bind|listen|connect|sendfile|sendmsg|recv|epoll_\w+|eventfd|signalfd|getaddrinfo)\("#
+        pattern:
+            #"(?<![.\w])(?<!func )(Glibc\.)?(open|openat|pread|pwrite|preadv2?|rename|renameat2?|unlink|unlinkat|mkdir|mkdirat|mkdtemp|rmdir|fsync|fdatasync|flock|ftruncate|lstat|fstat|fstatat|mmap|mincore|copy_file_range|socket|accept4?|bind|listen|connect|sendfile|sendmsg|recv|epoll_\w+|eventfd|signalfd|getaddrinfo)\("#
             + #"|Glibc\.(read|write|close)\("#)
 
     /// Whether a call's arguments (up to the first `)`) name a label, `word:`: a Swift
