@@ -5,9 +5,9 @@ import TilerServer
 
 extension Tiler.Cut {
     /// `tiler cut`'s settings that have a range or a variable, declared once: their
-    /// flags, help, ranges and defaults (the library's `CutOptions`, with `auto` for the
-    /// format), read from the flags and the environment by the table
-    /// (`values(flags:environment:)`). The other flags are switches or free text.
+    /// flags, help, ranges and defaults (the library's `CutOptions`), read from the flags
+    /// and the environment by the table (`values(flags:environment:)`). The other flags
+    /// are switches or free text.
     enum Setting: String, SettingTable {
         case tileSize = "tile-size"
         case format
@@ -19,8 +19,8 @@ extension Tiler.Cut {
         /// flags alone.
         var variable: String? { self == .maxPixels ? "TILER_MAX_PIXELS" : nil }
 
-        /// The library's defaults, except the format: `auto`, per image.
-        static var defaults: CutOptions { CutOptions(format: nil) }
+        /// The library's defaults (`auto` tiles of `PyramidGeometry.defaultTileSize`).
+        static var defaults: CutOptions { CutOptions() }
 
         var declaration: SettingDeclaration<CutOptions> {
             switch self {
