@@ -51,6 +51,10 @@ let package = Package(
         .target(name: "TilerSystem", dependencies: ["CSystemShims"]),
         // Pyramid geometry, visible tiles, manifest model: pure Swift, no I/O.
         .target(name: "TilerCore"),
+        // Settings declared as tables (flag, variable, range, default, help) and read from
+        // flags and the environment by one mechanism: every command's, and the variables
+        // the libraries read alone. Pure Swift, no I/O.
+        .target(name: "TilerSettings"),
         // The PMTiles v3 format: header, varints, Hilbert tile ids, directories, gzip.
         // Pure: bytes in, bytes out, no I/O.
         .target(name: "PMTiles", dependencies: ["CZlib"]),
@@ -76,7 +80,7 @@ let package = Package(
         .target(
             name: "TilerServer",
             dependencies: [
-                "TilerCore", "TilerSystem", "TilerHTTP", "TilerImaging", "TilerStorage", "ObjectStorage",
+                "TilerCore", "TilerSystem", "TilerSettings", "TilerHTTP", "TilerImaging", "TilerStorage", "ObjectStorage",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -93,7 +97,8 @@ let package = Package(
         .executableTarget(
             name: "tiler",
             dependencies: [
-                "TilerCore", "TilerSystem", "TilerImaging", "TilerServer", "TilerHTTP", "TilerStorage", "ObjectStorage",
+                "TilerCore", "TilerSystem", "TilerSettings", "TilerImaging", "TilerServer", "TilerHTTP", "TilerStorage",
+                "ObjectStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -119,7 +124,9 @@ let package = Package(
         // command line's own parts: the progress display.
         .testTarget(
             name: "TilerCLITests",
-            dependencies: ["tiler", "TilerCore", "TilerImaging", "TilerHTTP", "TilerServer", "S3TestSupport", "TilerTestSupport"]),
+            dependencies: [
+                "tiler", "TilerCore", "TilerSettings", "TilerImaging", "TilerHTTP", "TilerServer", "S3TestSupport", "TilerTestSupport",
+            ]),
         // Tests only: starts scripts/s3-test-server (moto) on a loopback port.
         .target(name: "S3TestSupport", path: "Tests/S3TestSupport"),
         // Tests only: what several test targets share (a raw HTTP client, polling with a

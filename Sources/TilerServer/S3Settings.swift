@@ -1,5 +1,6 @@
 import Foundation
 import ObjectStorage
+import TilerSettings
 
 /// What every command that reaches a bucket is told besides the bucket's address,
 /// declared once: `--s3-endpoint` (`serve`, `cut`, `pack`, `info`, `verify`, `ls`), the

@@ -4,6 +4,7 @@ import ObjectStorage
 import TilerCore
 import TilerImaging
 import TilerServer
+import TilerSettings
 import TilerStorage
 
 extension Tiler {

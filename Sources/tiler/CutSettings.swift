@@ -2,6 +2,7 @@ import ArgumentParser
 import TilerCore
 import TilerImaging
 import TilerServer
+import TilerSettings
 
 extension Tiler.Cut {
     /// `tiler cut`'s settings that have a range or a variable, declared once: their

@@ -4,6 +4,7 @@ import Logging
 import ObjectStorage
 import TilerHTTP
 import TilerServer
+import TilerSettings
 import TilerStorage
 import TilerSystem
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TilerServer
+import TilerSettings
 import TilerStorage
 
 /// `tiler serve`'s arguments. Only declared here: what each setting means, its variable,

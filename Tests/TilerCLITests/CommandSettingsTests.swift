@@ -5,6 +5,7 @@ import TilerCore
 import TilerHTTP
 import TilerImaging
 import TilerServer
+import TilerSettings
 import TilerTestSupport
 
 @testable import tiler
