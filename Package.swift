@@ -60,7 +60,7 @@ let package = Package(
         .target(name: "PMTiles", dependencies: ["CZlib"]),
         // The S3 API over libcurl (Signature V4, range reads, multipart uploads,
         // listings), every request bounded in time. Knows nothing of pyramids.
-        .target(name: "ObjectStorage", dependencies: ["CCurl", "CCurlShims", "TilerSystem"]),
+        .target(name: "ObjectStorage", dependencies: ["CCurl", "CCurlShims", "TilerSystem", "TilerSettings"]),
         // Pyramids on disk and in buckets: folders and PMTiles archives written
         // atomically (the sinks the cutter writes into), the archive reader over files
         // and S3 objects, pack and unpack.
@@ -107,7 +107,7 @@ let package = Package(
 
         .testTarget(name: "TilerCoreTests", dependencies: ["TilerCore", "TilerTestSupport"]),
         .testTarget(name: "PMTilesTests", dependencies: ["PMTiles", "TilerTestSupport"]),
-        .testTarget(name: "ObjectStorageTests", dependencies: ["ObjectStorage", "TilerSystem", "S3TestSupport"]),
+        .testTarget(name: "ObjectStorageTests", dependencies: ["ObjectStorage", "TilerSystem", "TilerSettings", "S3TestSupport"]),
         .testTarget(
             name: "TilerStorageTests",
             dependencies: ["TilerStorage", "TilerSystem", "PMTiles", "TilerCore", "ObjectStorage", "S3TestSupport", "TilerTestSupport"]),
@@ -125,7 +125,8 @@ let package = Package(
         .testTarget(
             name: "TilerCLITests",
             dependencies: [
-                "tiler", "TilerCore", "TilerSettings", "TilerImaging", "TilerHTTP", "TilerServer", "S3TestSupport", "TilerTestSupport",
+                "tiler", "TilerCore", "TilerSettings", "TilerImaging", "TilerHTTP", "TilerServer", "TilerStorage", "ObjectStorage",
+                "S3TestSupport", "TilerTestSupport",
             ]),
         // Tests only: starts scripts/s3-test-server (moto) on a loopback port.
         .target(name: "S3TestSupport", path: "Tests/S3TestSupport"),

@@ -45,7 +45,7 @@ extension Tiler.Cut {
                     value: .other(emptyIsValue: false) { options, text, source throws(SettingError) in
                         options.quality = try SettingText.integer(text, from: source, in: range)
                     },
-                    valueName: "Q", defaultText: TileSettings.qualityDefault)
+                    valueName: "Q", defaultText: TileSettings.qualityDefault, rangeText: "\(range.lowerBound)–\(range.upperBound)")
             case .thumbnailSize:
                 let range = CutOptions.thumbnailSizeRange
                 return SettingDeclaration(

@@ -1,0 +1,20 @@
+import ObjectStorage
+import Testing
+import TilerServer
+import TilerSettings
+import TilerTestSupport
+
+/// What the libraries read from the environment alone, declared as tables without flags
+/// (`SettingTable.takesFlags`): the README's rows held to them as to the commands' tables
+/// (`CommandSettingsTests.expectRows`), and every row there naming such a variable
+/// declared.
+@Suite struct VariableSettingsTests {
+    /// The request bounds of every command that reaches a bucket, `TILER_S3_*`, and the
+    /// staging folder of `cut` and `pack` (`S3Settings`).
+    @Test func theS3RowsAreTheTables() throws {
+        let section = try ReadmeSection("### Cutting into a bucket")
+        CommandSettingsTests.expectRows(S3Configuration.Setting.self, in: section)
+        let declared = Set(S3Configuration.Setting.allCases.compactMap(\.variable)).union([S3Settings.stagingVariable])
+        #expect(section.rowVariables(prefix: "TILER_S3_") == declared)
+    }
+}
