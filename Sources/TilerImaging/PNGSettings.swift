@@ -1,0 +1,109 @@
+import CPNG
+
+/// How tiles are compressed: the library, the row filter, and the compression level
+/// (and, for libpng, zlib's strategy).
+///
+/// The default, ``tiles``, was chosen by measuring (see `docs/cutting.md`): tiles of
+/// photographic and noise-like images cost least per byte saved with a cheap
+/// predictive filter and a fast compressor. `TILER_PNG_LIBRARY`, `TILER_PNG_LEVEL`,
+/// `TILER_PNG_FILTER` and `TILER_PNG_STRATEGY` override it, for benchmarks.
+public struct PNGSettings: Sendable, Hashable, CustomStringConvertible {
+    /// libpng row filters.
+    public enum Filter: String, Sendable, CaseIterable {
+        case none, sub, up, average, paeth
+        /// libpng tries every filter on each row and keeps the one it predicts smallest.
+        case adaptive
+
+        var mask: Int32 {
+            switch self {
+            case .none: Int32(PNG_FILTER_NONE)
+            case .sub: Int32(PNG_FILTER_SUB)
+            case .up: Int32(PNG_FILTER_UP)
+            case .average: Int32(PNG_FILTER_AVG)
+            case .paeth: Int32(PNG_FILTER_PAETH)
+            case .adaptive: Int32(PNG_FILTER_NONE | PNG_FILTER_SUB | PNG_FILTER_UP | PNG_FILTER_AVG | PNG_FILTER_PAETH)
+            }
+        }
+    }
+
+    /// Who compresses: libdeflate behind tiler's own PNG writer (one IDAT chunk), or
+    /// libpng with zlib.
+    public enum Library: String, Sendable, CaseIterable {
+        case libdeflate, libpng
+    }
+
+    /// zlib strategies (`Z_DEFAULT_STRATEGY`, `Z_FILTERED`, `Z_HUFFMAN_ONLY`, `Z_RLE`).
+    public enum Strategy: String, Sendable, CaseIterable {
+        case `default`, filtered, huffman, rle
+
+        var zlibValue: Int32 {
+            switch self {
+            case .default: 0
+            case .filtered: 1
+            case .huffman: 2
+            case .rle: 3
+            }
+        }
+    }
+
+    /// Compression level, 0 (store) to 9 (smallest, slowest), zlib's or libdeflate's.
+    public var zlibLevel: Int
+    public var filter: Filter
+    /// zlib's strategy; libpng only.
+    public var strategy: Strategy
+    /// libdeflate cannot choose filters per row: with ``Filter/adaptive`` libpng is used.
+    public var library: Library
+
+    public init(zlibLevel: Int, filter: Filter, strategy: Strategy, library: Library = .libpng) {
+        precondition((0...9).contains(zlibLevel), "zlib level \(zlibLevel) outside 0...9")
+        self.zlibLevel = zlibLevel
+        self.filter = filter
+        self.strategy = strategy
+        self.library = library
+    }
+
+    /// The settings tiler cuts with: the Up filter, libdeflate at level 1.
+    ///
+    /// Measured on the benchmark's noise pyramid (`docs/cutting.md`): libdeflate level 1
+    /// after the Up filter takes 2.2x less CPU than libpng with Paeth and zlib `Z_RLE`
+    /// (tiler's setting before), for 22 % more bytes, still 17 % fewer than
+    /// `vips dzsave` writes (zlib 6, no filter) on the benchmark image. Per tile, zlib sets up and clears its
+    /// stream state (hundreds of KB); libdeflate's compressor is made once per thread.
+    public static let tiles = PNGSettings(zlibLevel: 1, filter: .up, strategy: .default, library: .libdeflate)
+
+    /// ``tiles`` with any `TILER_PNG_LIBRARY` (libdeflate, libpng), `TILER_PNG_LEVEL`
+    /// (0-9), `TILER_PNG_FILTER` (none, sub, up, average, paeth, adaptive) or
+    /// `TILER_PNG_STRATEGY` (default, filtered, huffman, rle; libpng) from the
+    /// environment applied; unparsable values are ignored.
+    public static func tiles(environment: [String: String]) -> PNGSettings {
+        var settings = tiles
+        if let text = environment["TILER_PNG_LIBRARY"], let library = Library(rawValue: text) { settings.library = library }
+        if let text = environment["TILER_PNG_LEVEL"], let level = Int(text), (0...9).contains(level) {
+            settings.zlibLevel = level
+        }
+        if let text = environment["TILER_PNG_FILTER"], let filter = Filter(rawValue: text) { settings.filter = filter }
+        if let text = environment["TILER_PNG_STRATEGY"], let strategy = Strategy(rawValue: text) { settings.strategy = strategy }
+        return settings
+    }
+
+    public var description: String {
+        switch usedLibrary {
+        case .libdeflate: "libdeflate \(zlibLevel), filter \(filter.rawValue)"
+        case .libpng: "libpng, zlib \(zlibLevel), filter \(filter.rawValue), strategy \(strategy.rawValue)"
+        }
+    }
+
+    /// The library that encodes: libpng when the filter is adaptive.
+    var usedLibrary: Library { filter == .adaptive ? .libpng : library }
+
+    /// The PNG filter type of a single filter (0 none ... 4 Paeth).
+    var filterType: Int32 {
+        switch filter {
+        case .none, .adaptive: 0
+        case .sub: 1
+        case .up: 2
+        case .average: 3
+        case .paeth: 4
+        }
+    }
+}
