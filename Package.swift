@@ -66,7 +66,9 @@ let package = Package(
         // and S3 objects, pack and unpack.
         .target(name: "TilerStorage", dependencies: ["TilerCore", "TilerSystem", "PMTiles", "ObjectStorage"]),
         // libvips and libpng behind small Swift types; the pyramid cutter.
-        .target(name: "TilerImaging", dependencies: ["TilerCore", "TilerSystem", "TilerStorage", "CVips", "CPNG", "CTilerShims"]),
+        .target(
+            name: "TilerImaging",
+            dependencies: ["TilerCore", "TilerSystem", "TilerSettings", "TilerStorage", "CVips", "CPNG", "CTilerShims"]),
         // Sockets, HTTP/1.1 parsing and writing, connections, limits.
         .target(
             name: "TilerHTTP",
@@ -111,7 +113,8 @@ let package = Package(
         .testTarget(
             name: "TilerStorageTests",
             dependencies: ["TilerStorage", "TilerSystem", "PMTiles", "TilerCore", "ObjectStorage", "S3TestSupport", "TilerTestSupport"]),
-        .testTarget(name: "TilerImagingTests", dependencies: ["TilerImaging", "TilerCore", "TilerSystem", "TilerTestSupport"]),
+        .testTarget(
+            name: "TilerImagingTests", dependencies: ["TilerImaging", "TilerCore", "TilerSystem", "TilerSettings", "TilerTestSupport"]),
         .testTarget(name: "TilerHTTPTests", dependencies: ["TilerHTTP", "TilerSystem", "TilerTestSupport"]),
         .testTarget(
             name: "TilerServerTests",

@@ -1,4 +1,5 @@
 import CPNG
+import TilerSettings
 
 /// How tiles are compressed: the library, the row filter, and the compression level
 /// (and, for libpng, zlib's strategy).
@@ -6,7 +7,7 @@ import CPNG
 /// The default, ``tiles``, was chosen by measuring (see `docs/cutting.md`): tiles of
 /// photographic and noise-like images cost least per byte saved with a cheap
 /// predictive filter and a fast compressor. `TILER_PNG_LIBRARY`, `TILER_PNG_LEVEL`,
-/// `TILER_PNG_FILTER` and `TILER_PNG_STRATEGY` override it, for benchmarks.
+/// `TILER_PNG_FILTER` and `TILER_PNG_STRATEGY` override it, for benchmarks (``Setting``).
 public struct PNGSettings: Sendable, Hashable, CustomStringConvertible {
     /// libpng row filters.
     public enum Filter: String, Sendable, CaseIterable {
@@ -71,19 +72,66 @@ public struct PNGSettings: Sendable, Hashable, CustomStringConvertible {
     /// stream state (hundreds of KB); libdeflate's compressor is made once per thread.
     public static let tiles = PNGSettings(zlibLevel: 1, filter: .up, strategy: .default, library: .libdeflate)
 
-    /// ``tiles`` with any `TILER_PNG_LIBRARY` (libdeflate, libpng), `TILER_PNG_LEVEL`
-    /// (0-9), `TILER_PNG_FILTER` (none, sub, up, average, paeth, adaptive) or
-    /// `TILER_PNG_STRATEGY` (default, filtered, huffman, rle; libpng) from the
-    /// environment applied; unparsable values are ignored.
+    /// ``tiles`` with the `TILER_PNG_*` variables of `environment` applied (``Setting``);
+    /// a value that cannot be read is ignored, its default kept.
     public static func tiles(environment: [String: String]) -> PNGSettings {
         var settings = tiles
-        if let text = environment["TILER_PNG_LIBRARY"], let library = Library(rawValue: text) { settings.library = library }
-        if let text = environment["TILER_PNG_LEVEL"], let level = Int(text), (0...9).contains(level) {
-            settings.zlibLevel = level
+        for setting in Setting.allCases {
+            guard let (text, source) = setting.given(flags: [:], environment: environment) else { continue }
+            try? setting.apply(text, from: source, to: &settings)
         }
-        if let text = environment["TILER_PNG_FILTER"], let filter = Filter(rawValue: text) { settings.filter = filter }
-        if let text = environment["TILER_PNG_STRATEGY"], let strategy = Strategy(rawValue: text) { settings.strategy = strategy }
         return settings
+    }
+
+    /// The `TILER_PNG_*` variables, declared once: each overrides one part of ``tiles``,
+    /// for benchmarks and for inputs where LZ77 matters (flat synthetic graphics). A table
+    /// without flags, read by ``tiles(environment:)``.
+    public enum Setting: String, SettingTable {
+        case library
+        case level
+        case filter
+        case strategy
+
+        public var variable: String? {
+            switch self {
+            case .library: "TILER_PNG_LIBRARY"
+            case .level: "TILER_PNG_LEVEL"
+            case .filter: "TILER_PNG_FILTER"
+            case .strategy: "TILER_PNG_STRATEGY"
+            }
+        }
+
+        public static var takesFlags: Bool { false }
+
+        public static var defaults: PNGSettings { .tiles }
+
+        public var declaration: SettingDeclaration<PNGSettings> {
+            switch self {
+            case .library:
+                Self.choice("Who compresses: libdeflate behind tiler's own PNG writer, or libpng with zlib", \.library)
+            case .level:
+                SettingDeclaration(
+                    summary: "The compression level, 0 (store) to 9 (smallest, slowest)", value: .integer(\.zlibLevel, 0...9))
+            case .filter:
+                Self.choice("The row filter; adaptive (libpng's choice per row) is libpng's alone", \.filter)
+            case .strategy:
+                Self.choice("zlib's strategy, with libpng", \.strategy)
+            }
+        }
+
+        /// One of `T`'s cases by its name, set at `keyPath`.
+        private static func choice<T: CaseIterable & RawRepresentable>(
+            _ summary: String, _ keyPath: WritableKeyPath<PNGSettings, T>
+        ) -> SettingDeclaration<PNGSettings> where T.RawValue == String {
+            let names = T.allCases.map(\.rawValue).joined(separator: ", ")
+            return SettingDeclaration(
+                summary: summary,
+                value: .other(emptyIsValue: false) { settings, text, source throws(SettingError) in
+                    guard let value = T(rawValue: text) else { throw SettingError("\(source)='\(text)' is not \(names)") }
+                    settings[keyPath: keyPath] = value
+                },
+                defaultText: defaults[keyPath: keyPath].rawValue, rangeText: names)
+        }
     }
 
     public var description: String {

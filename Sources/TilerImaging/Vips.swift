@@ -1,6 +1,7 @@
 import CTilerShims
 import CVips
 import Foundation
+import TilerSettings
 
 /// The process-wide libvips runtime. Every user starts it through ``start(for:)`` before
 /// its first libvips call; the first call, whoever makes it, starts libvips
@@ -175,7 +176,7 @@ final class VipsImageHandle {
     func tilePixels(_ options: tiler_tile_pixels) throws(ImagingError) -> VipsImageHandle {
         if case .unreadable(let path) = CMYKProfile.current {
             throw .libvips(
-                "TILER_CMYK_PROFILE names '\(path)', which is not a readable file: name an ICC profile file, or 'builtin' for libvips' own CMYK profile"
+                "\(CMYKProfile.Setting.profile.variable!) names '\(path)', which is not a readable file: name an ICC profile file, or 'builtin' for libvips' own CMYK profile"
             )
         }
         var options = options

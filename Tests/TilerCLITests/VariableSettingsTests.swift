@@ -1,5 +1,6 @@
 import ObjectStorage
 import Testing
+import TilerImaging
 import TilerServer
 import TilerSettings
 import TilerTestSupport
@@ -9,6 +10,15 @@ import TilerTestSupport
 /// (`CommandSettingsTests.expectRows`), and every row there naming such a variable
 /// declared.
 @Suite struct VariableSettingsTests {
+    /// The cutter's PNG encoder (`TILER_PNG_*`) and the profile of untagged CMYK input.
+    @Test func thePNGAndCMYKRowsAreTheTables() throws {
+        let section = try ReadmeSection("## Cutting")
+        CommandSettingsTests.expectRows(PNGSettings.Setting.self, in: section)
+        CommandSettingsTests.expectRows(CMYKProfile.Setting.self, in: section)
+        #expect(section.rowVariables(prefix: "TILER_PNG_") == Set(PNGSettings.Setting.allCases.compactMap(\.variable)))
+        #expect(section.rowVariables(prefix: "TILER_CMYK_") == Set(CMYKProfile.Setting.allCases.compactMap(\.variable)))
+    }
+
     /// The request bounds of every command that reaches a bucket, `TILER_S3_*`, and the
     /// staging folder of `cut` and `pack` (`S3Settings`).
     @Test func theS3RowsAreTheTables() throws {
