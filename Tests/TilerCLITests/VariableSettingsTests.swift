@@ -3,6 +3,7 @@ import Testing
 import TilerImaging
 import TilerServer
 import TilerSettings
+import TilerStorage
 import TilerTestSupport
 
 /// What the libraries read from the environment alone, declared as tables without flags
@@ -26,5 +27,17 @@ import TilerTestSupport
         CommandSettingsTests.expectRows(S3Configuration.Setting.self, in: section)
         let declared = Set(S3Configuration.Setting.allCases.compactMap(\.variable)).union([S3Settings.stagingVariable])
         #expect(section.rowVariables(prefix: "TILER_S3_") == declared)
+    }
+
+    /// The one default ROOT of `cut`, `serve` and `ls` (`DefaultRoot`): `TILER_ROOT` when set
+    /// and not empty, else `tiles`; the README's ROOT rows say so.
+    @Test(arguments: ["## Managing pyramids", "## Serving"])
+    func theRootRowsAreTheDefaultRoot(_ heading: String) throws {
+        #expect(DefaultRoot.named(environment: [DefaultRoot.variable: ""]) == nil)
+        #expect(DefaultRoot.resolved(environment: [DefaultRoot.variable: ""]) == DefaultRoot.folder)
+        #expect(DefaultRoot.resolved(environment: [DefaultRoot.variable: "/data"]) == "/data")
+        let problems = try ReadmeSection(heading).problems(
+            flag: "ROOT", variable: DefaultRoot.variable, defaultMentions: ["`\(DefaultRoot.folder)`"])
+        #expect(problems.isEmpty, "\(problems)")
     }
 }
