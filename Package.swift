@@ -51,18 +51,24 @@ let package = Package(
         .target(name: "TilerSystem", dependencies: ["CSystemShims"]),
         // Pyramid geometry, visible tiles, manifest model: pure Swift, no I/O.
         .target(name: "TilerCore"),
+        // Settings declared as tables (flag, variable, range, default, help) and read from
+        // flags and the environment by one mechanism: every command's, and the variables
+        // the libraries read alone. Pure Swift, no I/O.
+        .target(name: "TilerSettings"),
         // The PMTiles v3 format: header, varints, Hilbert tile ids, directories, gzip.
         // Pure: bytes in, bytes out, no I/O.
         .target(name: "PMTiles", dependencies: ["CZlib"]),
         // The S3 API over libcurl (Signature V4, range reads, multipart uploads,
         // listings), every request bounded in time. Knows nothing of pyramids.
-        .target(name: "ObjectStorage", dependencies: ["CCurl", "CCurlShims", "TilerSystem"]),
+        .target(name: "ObjectStorage", dependencies: ["CCurl", "CCurlShims", "TilerSystem", "TilerSettings"]),
         // Pyramids on disk and in buckets: folders and PMTiles archives written
         // atomically (the sinks the cutter writes into), the archive reader over files
         // and S3 objects, pack and unpack.
         .target(name: "TilerStorage", dependencies: ["TilerCore", "TilerSystem", "PMTiles", "ObjectStorage"]),
         // libvips and libpng behind small Swift types; the pyramid cutter.
-        .target(name: "TilerImaging", dependencies: ["TilerCore", "TilerSystem", "TilerStorage", "CVips", "CPNG", "CTilerShims"]),
+        .target(
+            name: "TilerImaging",
+            dependencies: ["TilerCore", "TilerSystem", "TilerSettings", "TilerStorage", "CVips", "CPNG", "CTilerShims"]),
         // Sockets, HTTP/1.1 parsing and writing, connections, limits.
         .target(
             name: "TilerHTTP",
@@ -76,7 +82,7 @@ let package = Package(
         .target(
             name: "TilerServer",
             dependencies: [
-                "TilerCore", "TilerSystem", "TilerHTTP", "TilerImaging", "TilerStorage", "ObjectStorage",
+                "TilerCore", "TilerSystem", "TilerSettings", "TilerHTTP", "TilerImaging", "TilerStorage", "ObjectStorage",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -93,7 +99,8 @@ let package = Package(
         .executableTarget(
             name: "tiler",
             dependencies: [
-                "TilerCore", "TilerSystem", "TilerImaging", "TilerServer", "TilerHTTP", "TilerStorage", "ObjectStorage",
+                "TilerCore", "TilerSystem", "TilerSettings", "TilerImaging", "TilerServer", "TilerHTTP", "TilerStorage",
+                "ObjectStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -102,11 +109,14 @@ let package = Package(
 
         .testTarget(name: "TilerCoreTests", dependencies: ["TilerCore", "TilerTestSupport"]),
         .testTarget(name: "PMTilesTests", dependencies: ["PMTiles", "TilerTestSupport"]),
-        .testTarget(name: "ObjectStorageTests", dependencies: ["ObjectStorage", "TilerSystem", "S3TestSupport", "TilerTestSupport"]),
+        .testTarget(
+            name: "ObjectStorageTests",
+            dependencies: ["ObjectStorage", "TilerSystem", "TilerSettings", "S3TestSupport", "TilerTestSupport"]),
         .testTarget(
             name: "TilerStorageTests",
             dependencies: ["TilerStorage", "TilerSystem", "PMTiles", "TilerCore", "ObjectStorage", "S3TestSupport", "TilerTestSupport"]),
-        .testTarget(name: "TilerImagingTests", dependencies: ["TilerImaging", "TilerCore", "TilerSystem", "TilerTestSupport"]),
+        .testTarget(
+            name: "TilerImagingTests", dependencies: ["TilerImaging", "TilerCore", "TilerSystem", "TilerSettings", "TilerTestSupport"]),
         .testTarget(name: "TilerSystemTests", dependencies: ["TilerSystem", "TilerTestSupport"]),
         .testTarget(name: "TilerHTTPTests", dependencies: ["TilerHTTP", "TilerSystem", "TilerTestSupport"]),
         .testTarget(
@@ -120,7 +130,10 @@ let package = Package(
         // command line's own parts: the progress display.
         .testTarget(
             name: "TilerCLITests",
-            dependencies: ["tiler", "TilerCore", "TilerImaging", "TilerHTTP", "TilerServer", "S3TestSupport", "TilerTestSupport"]),
+            dependencies: [
+                "tiler", "TilerCore", "TilerSettings", "TilerImaging", "TilerHTTP", "TilerServer", "TilerStorage", "ObjectStorage",
+                "S3TestSupport", "TilerTestSupport",
+            ]),
         // Tests only: starts scripts/s3-test-server (moto) on a loopback port.
         .target(name: "S3TestSupport", dependencies: ["TilerTestSupport"], path: "Tests/S3TestSupport"),
         // Tests only: what several test targets share (a raw HTTP client, polling with a

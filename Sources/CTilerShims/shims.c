@@ -6,10 +6,10 @@ static void tiler_ignore_log(const gchar *domain, GLogLevelFlags level, const gc
     (void) domain; (void) level; (void) message; (void) data;
 }
 
-int tiler_vips_init(const char *program) {
+int tiler_vips_init(const char *program, int show_warnings) {
     if (VIPS_INIT(program) != 0) return -1;
     vips_cache_set_max(0);
-    if (!g_getenv("TILER_VIPS_WARNINGS"))
+    if (!show_warnings)
         g_log_set_handler("VIPS", G_LOG_LEVEL_WARNING, tiler_ignore_log, NULL);
     return 0;
 }

@@ -1,5 +1,6 @@
 import CCurl
 import Foundation
+import TilerSettings
 import TilerSystem
 
 /// A client for the S3 API (AWS or any S3-compatible server) over libcurl: requests are
@@ -244,13 +245,15 @@ public final class S3Client: Sendable {
                         + "the listing would never end (a fault of the store)")
             }
             guard pages < configuration.listPages else {
-                throw refuse("the listing of '\(prefix)' did not end within \(configuration.listPages) pages (TILER_S3_LIST_PAGES)")
+                throw refuse(
+                    "the listing of '\(prefix)' did not end within \(configuration.listPages) pages (\(S3Configuration.Setting.listPages.variable!))"
+                )
             }
             let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
             guard seconds < configuration.listSeconds else {
                 throw refuse(
                     "the listing of '\(prefix)' did not end within \(Self.shown(configuration.listSeconds)) s "
-                        + "(\(pages) pages; TILER_S3_LIST_SECONDS)")
+                        + "(\(pages) pages; \(S3Configuration.Setting.listSeconds.variable!))")
             }
         } while true
         return objects

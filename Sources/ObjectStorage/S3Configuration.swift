@@ -1,4 +1,5 @@
 import Foundation
+import TilerSettings
 
 /// The keys a request is signed with (Signature V4).
 public struct S3Credentials: Sendable, Hashable {
@@ -85,7 +86,7 @@ public struct S3Configuration: Sendable, Hashable {
     /// Reads `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`,
     /// `AWS_REGION` (or `AWS_DEFAULT_REGION`), `AWS_ENDPOINT_URL_S3` or
     /// `AWS_ENDPOINT_URL` (overridden by `endpoint`, the `--s3-endpoint` flag), and the
-    /// `TILER_S3_*` limits. Throws a message naming the variable at fault.
+    /// `TILER_S3_*` limits (``Setting``). Throws a message naming the variable at fault.
     public init(environment: [String: String], endpoint flag: String? = nil) throws(S3Error) {
         func value(_ name: String) -> String? {
             guard let text = environment[name]?.trimmingCharacters(in: .whitespaces), !text.isEmpty else { return nil }
@@ -103,24 +104,10 @@ public struct S3Configuration: Sendable, Hashable {
         if let endpoint = flag ?? value("AWS_ENDPOINT_URL_S3") ?? value("AWS_ENDPOINT_URL") {
             self.endpoint = try Self.checkedEndpoint(endpoint)
         }
-        func number(_ name: String, _ range: ClosedRange<Double>) throws(S3Error) -> Double? {
-            guard let text = value(name) else { return nil }
-            guard let number = Double(text), range.contains(number) else {
-                throw S3Error.configuration("\(name) must be a number in \(range.lowerBound)...\(range.upperBound), not '\(text)'")
-            }
-            return number
-        }
-        if let seconds = try number("TILER_S3_CONNECT_TIMEOUT", 0.001...600) { connectTimeout = seconds }
-        if let seconds = try number("TILER_S3_TIMEOUT", 0.001...3600) { requestTimeout = seconds }
-        if let rate = try number("TILER_S3_MIN_RATE", 1...1e12) { minimumUploadRate = Int(rate) }
-        if let count = try number("TILER_S3_RETRIES", 0...20) { retries = Int(count) }
-        if let count = try number("TILER_S3_LIST_PAGES", 1...1_000_000) { listPages = Int(count) }
-        if let seconds = try number("TILER_S3_LIST_SECONDS", 0.001...86_400) { listSeconds = seconds }
-        if let text = value("TILER_S3_PART_SIZE") {
-            guard let bytes = Self.bytes(text), Self.partSizeRange.contains(bytes) else {
-                throw S3Error.configuration("TILER_S3_PART_SIZE must be 5MiB...5GiB (bytes, or with a K, M or G suffix), not '\(text)'")
-            }
-            partSize = bytes
+        do {
+            try Setting.read(flags: [:], environment: environment, into: &self)
+        } catch {
+            throw S3Error.configuration(error.description)
         }
     }
 

@@ -21,8 +21,10 @@ public struct PyramidGeometry: Sendable, Hashable, Codable {
     public static let maximumSide = 1 << 40
     /// Tile sizes accepted by the cutter and the server.
     public static let tileSizeRange = 16...8192
+    /// The tile size when none is chosen (`tiler cut --tile-size`'s default).
+    public static let defaultTileSize = 256
 
-    public init(width: Int, height: Int, tileSize: Int = 256) throws(GeometryError) {
+    public init(width: Int, height: Int, tileSize: Int = defaultTileSize) throws(GeometryError) {
         guard width >= 1, height >= 1, width <= Self.maximumSide, height <= Self.maximumSide else {
             throw .invalidImageSize(width: width, height: height)
         }

@@ -1,4 +1,5 @@
 import Foundation
+import TilerSettings
 
 /// The ICC profile that CMYK input without an embedded profile is read through on its way
 /// to sRGB.
@@ -6,9 +7,9 @@ import Foundation
 /// libvips' built-in CMYK profile makes such images come out washed out next to what
 /// browsers show; Ghostscript's `default_cmyk.icc` (Debian's `libgs-common`, which
 /// `scripts/install-deps` and the container install) is a typical coated-press profile
-/// and is used when it is there. `TILER_CMYK_PROFILE` names another profile file, or
-/// `builtin` for libvips' own; without it and without Ghostscript's file, libvips' own
-/// is used.
+/// and is used when it is there. `TILER_CMYK_PROFILE` (``Setting``) names another
+/// profile file, or `builtin` for libvips' own; without it and without Ghostscript's file,
+/// libvips' own is used.
 public enum CMYKProfile: Sendable, Equatable {
     /// libvips' built-in CMYK profile.
     case builtin
@@ -26,15 +27,43 @@ public enum CMYKProfile: Sendable, Equatable {
     /// The profile `TILER_CMYK_PROFILE` names, else the first of `knownLocations` that
     /// can be read, else `builtin`.
     public init(environment: [String: String], locations: [String] = CMYKProfile.knownLocations) {
-        let readable = { (path: String) in
-            var isFolder: ObjCBool = false
-            return FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) && !isFolder.boolValue
-                && FileManager.default.isReadableFile(atPath: path)
-        }
-        if let named = environment["TILER_CMYK_PROFILE"], !named.isEmpty {
-            self = named == "builtin" ? .builtin : readable(named) ? .file(named) : .unreadable(named)
+        if let (text, source) = Setting.profile.given(flags: [:], environment: environment) {
+            self = .builtin
+            // Never refused: a file that cannot be read is `unreadable`, an error at the first cut.
+            try? Setting.profile.apply(text, from: source, to: &self)
         } else {
-            self = locations.first(where: readable).map { .file($0) } ?? .builtin
+            self = locations.first(where: Self.isReadable).map { .file($0) } ?? .builtin
+        }
+    }
+
+    /// Whether `path` is a file this process can read.
+    static func isReadable(_ path: String) -> Bool {
+        var isFolder: ObjCBool = false
+        return FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) && !isFolder.boolValue
+            && FileManager.default.isReadableFile(atPath: path)
+    }
+
+    /// `TILER_CMYK_PROFILE`, declared once: a table without flags, read by
+    /// ``init(environment:locations:)``.
+    public enum Setting: String, SettingTable {
+        case profile
+
+        public var variable: String? { "TILER_CMYK_PROFILE" }
+
+        public static var takesFlags: Bool { false }
+
+        /// The profile without the variable: the first of ``knownLocations`` that can be
+        /// read, else libvips' own.
+        public static var defaults: CMYKProfile { CMYKProfile(environment: [:]) }
+
+        public var declaration: SettingDeclaration<CMYKProfile> {
+            SettingDeclaration(
+                summary: "The ICC profile CMYK input without one of its own is read through on its way to sRGB",
+                value: .other(emptyIsValue: false) { profile, text, _ in
+                    profile = text == "builtin" ? .builtin : CMYKProfile.isReadable(text) ? .file(text) : .unreadable(text)
+                },
+                defaultText: "\(CMYKProfile.knownLocations.joined(separator: " or ")) where it can be read, else builtin",
+                rangeText: "an ICC profile file, or builtin (libvips' own)")
         }
     }
 

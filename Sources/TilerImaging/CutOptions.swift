@@ -51,8 +51,10 @@ public struct CutOptions: Sendable {
     /// What `--title`, `--description` and `--album` set, over what the photo says.
     public var metadataOverrides: PhotoMetadata
 
+    /// Every default is `tiler cut`'s (which reads its defaults here): tiles of
+    /// `PyramidGeometry.defaultTileSize`, `auto` format, into a folder.
     public init(
-        tileSize: Int = 256, format: TileFormat? = .png, quality: Int? = nil,
+        tileSize: Int = PyramidGeometry.defaultTileSize, format: TileFormat? = nil, quality: Int? = nil,
         png: PNGSettings = .tiles, thumbnailSize: Int = CutOptions.defaultThumbnailSize, force: Bool = false,
         maxPixels: Int = CutOptions.defaultMaxPixels, allowVector: Bool = false,
         autorotate: Bool = true, convertProfile: Bool = true, pad: Bool = false,

@@ -1,6 +1,7 @@
 import CTilerShims
 import CVips
 import Foundation
+import TilerSettings
 
 /// The process-wide libvips runtime. Every user starts it through ``start(for:)`` before
 /// its first libvips call; the first call, whoever makes it, starts libvips
@@ -14,7 +15,7 @@ import Foundation
 ///   counts their memory as freed.
 /// - libvips' warnings ("Premature end of JPEG file", a damaged PNG row): off stderr for
 ///   every use, because tiler reports problems itself (one line per failed input; a
-///   failed drawing is logged once). `TILER_VIPS_WARNINGS=1` shows them.
+///   failed drawing is logged once). `TILER_VIPS_WARNINGS=1` shows them (``Setting``).
 /// - glibc's malloc thresholds: fixed from the first drawing on
 ///   (`tiler_render_fix_malloc_thresholds`: buffers of 1 MiB and more in their own
 ///   mappings, arenas trimmed past 4 MiB). Drawings allocate and free buffers of many
@@ -39,9 +40,32 @@ enum Vips {
     }
 
     private static let startup: String? = {
-        if tiler_vips_init("tiler") != 0 { return takeError() }
+        var showWarnings = Setting.defaults
+        // Never refused: set to anything, it shows them.
+        _ = try? Setting.read(flags: [:], environment: ProcessInfo.processInfo.environment, into: &showWarnings)
+        if tiler_vips_init("tiler", showWarnings ? 1 : 0) != 0 { return takeError() }
         return nil
     }()
+
+    /// `TILER_VIPS_WARNINGS`, declared once: a table without flags, read when libvips
+    /// starts. Set to anything, even empty, it shows libvips' warnings on stderr.
+    enum Setting: String, SettingTable {
+        case warnings
+
+        var variable: String? { "TILER_VIPS_WARNINGS" }
+
+        static var takesFlags: Bool { false }
+
+        static var defaults: Bool { false }
+
+        var declaration: SettingDeclaration<Bool> {
+            SettingDeclaration(
+                summary:
+                    "Show libvips' own warnings on stderr (a damaged JPEG's, a PNG row's), which tiler drops: it reports problems itself",
+                value: .other(emptyIsValue: true) { shown, _, _ in shown = true }, defaultText: "off",
+                rangeText: "set to anything to show them")
+        }
+    }
 
     /// Set once, by the first drawing (a lazy global is initialised exactly once, whatever
     /// the thread).
@@ -175,7 +199,7 @@ final class VipsImageHandle {
     func tilePixels(_ options: tiler_tile_pixels) throws(ImagingError) -> VipsImageHandle {
         if case .unreadable(let path) = CMYKProfile.current {
             throw .libvips(
-                "TILER_CMYK_PROFILE names '\(path)', which is not a readable file: name an ICC profile file, or 'builtin' for libvips' own CMYK profile"
+                "\(CMYKProfile.Setting.profile.variable!) names '\(path)', which is not a readable file: name an ICC profile file, or 'builtin' for libvips' own CMYK profile"
             )
         }
         var options = options

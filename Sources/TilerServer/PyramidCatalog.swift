@@ -5,6 +5,7 @@ import ObjectStorage
 import Synchronization
 import TilerCore
 import TilerImaging
+import TilerSettings
 import TilerStorage
 
 /// The pyramids under ROOT, kept in memory: found by a scan of ROOT when the server

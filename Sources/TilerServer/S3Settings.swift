@@ -1,11 +1,13 @@
 import Foundation
 import ObjectStorage
+import TilerSettings
 
 /// What every command that reaches a bucket is told besides the bucket's address,
 /// declared once: `--s3-endpoint` (`serve`, `cut`, `pack`, `info`, `verify`, `ls`), the
 /// folder uploads are staged in (`TILER_S3_STAGING`, `cut` and `pack`), and how the rest
 /// is read: credentials, region and endpoint from the `AWS_*` variables every S3 tool
-/// reads, the request bounds from `TILER_S3_*` (`S3Configuration(environment:endpoint:)`).
+/// reads, the request bounds from `TILER_S3_*` (`S3Configuration.Setting`, a table without
+/// flags), both by `S3Configuration(environment:endpoint:)`.
 public enum S3Settings {
     /// `--s3-endpoint`: its name, the flag, its value's name, what it does and its default.
     public static let endpointName = "s3-endpoint"

@@ -2,6 +2,7 @@ import ObjectStorage
 import TilerCore
 import TilerHTTP
 import TilerImaging
+import TilerSettings
 import TilerStorage
 
 extension ServerConfiguration {

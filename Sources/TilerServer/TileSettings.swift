@@ -1,5 +1,6 @@
 import TilerCore
 import TilerImaging
+import TilerSettings
 
 /// What `tiler cut` and `tiler serve --sources` are told alike about the tiles they
 /// make (`--format` and `--sources-format`, `--quality` and `--sources-quality`,

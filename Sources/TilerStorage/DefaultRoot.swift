@@ -5,10 +5,16 @@ import Foundation
 public enum DefaultRoot {
     /// The folder `tiler cut` writes and `tiler serve` serves when no ROOT is given.
     public static let folder = "tiles"
+    /// The variable that names another default ROOT.
+    public static let variable = "TILER_ROOT"
+
+    /// The ROOT `TILER_ROOT` names in `environment`, or nil when it is unset or empty.
+    public static func named(environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
+        environment[variable].flatMap { $0.isEmpty ? nil : $0 }
+    }
 
     /// `TILER_ROOT` if set and not empty, else `tiles`.
     public static func resolved(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
-        if let root = environment["TILER_ROOT"], !root.isEmpty { return root }
-        return folder
+        named(environment: environment) ?? folder
     }
 }

@@ -4,6 +4,7 @@ import ObjectStorage
 import TilerCore
 import TilerImaging
 import TilerServer
+import TilerSettings
 import TilerStorage
 
 extension Tiler {
@@ -41,7 +42,7 @@ extension Tiler {
         @Option(
             name: .shortAndLong,
             help: ArgumentHelp(
-                "Folder that receives one pyramid per image, or with --archive s3://BUCKET/PREFIX (env TILER_ROOT; default: tiles, the folder `tiler serve` serves by default).",
+                "Folder that receives one pyramid per image, or with --archive s3://BUCKET/PREFIX (env \(DefaultRoot.variable); default: \(DefaultRoot.folder), the folder `tiler serve` serves by default).",
                 valueName: "ROOT"))
         var output: String?
 

@@ -2,12 +2,13 @@ import ArgumentParser
 import TilerCore
 import TilerImaging
 import TilerServer
+import TilerSettings
 
 extension Tiler.Cut {
     /// `tiler cut`'s settings that have a range or a variable, declared once: their
-    /// flags, help, ranges and defaults (the library's `CutOptions`, with `auto` for the
-    /// format), read from the flags and the environment by the table
-    /// (`values(flags:environment:)`). The other flags are switches or free text.
+    /// flags, help, ranges and defaults (the library's `CutOptions`), read from the flags
+    /// and the environment by the table (`values(flags:environment:)`). The other flags
+    /// are switches or free text.
     enum Setting: String, SettingTable {
         case tileSize = "tile-size"
         case format
@@ -19,8 +20,8 @@ extension Tiler.Cut {
         /// flags alone.
         var variable: String? { self == .maxPixels ? "TILER_MAX_PIXELS" : nil }
 
-        /// The library's defaults, except the format: `auto`, per image.
-        static var defaults: CutOptions { CutOptions(format: nil) }
+        /// The library's defaults (`auto` tiles of `PyramidGeometry.defaultTileSize`).
+        static var defaults: CutOptions { CutOptions() }
 
         var declaration: SettingDeclaration<CutOptions> {
             switch self {
@@ -44,7 +45,7 @@ extension Tiler.Cut {
                     value: .other(emptyIsValue: false) { options, text, source throws(SettingError) in
                         options.quality = try SettingText.integer(text, from: source, in: range)
                     },
-                    valueName: "Q", defaultText: TileSettings.qualityDefault)
+                    valueName: "Q", defaultText: TileSettings.qualityDefault, rangeText: "\(range.lowerBound)–\(range.upperBound)")
             case .thumbnailSize:
                 let range = CutOptions.thumbnailSizeRange
                 return SettingDeclaration(

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import TilerHTTP
 import TilerServer
+import TilerSettings
 import TilerSystem
 
 extension Tiler {

@@ -1,5 +1,6 @@
 import TilerHTTP
 import TilerServer
+import TilerSettings
 
 extension Tiler.Healthcheck {
     /// `tiler healthcheck`'s settings, declared once; the values are the probe's

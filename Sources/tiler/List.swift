@@ -24,7 +24,10 @@ extension Tiler {
                 """
         )
 
-        @Argument(help: ArgumentHelp("The folder of pyramids, or s3://BUCKET/PREFIX (env TILER_ROOT; default: tiles).", valueName: "root"))
+        @Argument(
+            help: ArgumentHelp(
+                "The folder of pyramids, or s3://BUCKET/PREFIX (env \(DefaultRoot.variable); default: \(DefaultRoot.folder)).",
+                valueName: "root"))
         var root: String?
 
         @OptionGroup var access: PyramidAccess

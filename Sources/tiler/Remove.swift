@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import TilerCore
 import TilerServer
+import TilerSettings
 import TilerStorage
 
 extension Tiler {

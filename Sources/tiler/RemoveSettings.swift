@@ -1,4 +1,5 @@
 import TilerServer
+import TilerSettings
 
 extension Tiler.Remove {
     /// What `tiler rm` reads besides its arguments.

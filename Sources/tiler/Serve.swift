@@ -4,6 +4,7 @@ import Logging
 import ObjectStorage
 import TilerHTTP
 import TilerServer
+import TilerSettings
 import TilerStorage
 import TilerSystem
 
@@ -21,7 +22,7 @@ extension Tiler {
                 names the public address (a path prefix included).
 
                 Every option can also be set by the environment variable named after it \
-                (e.g. TILER_PORT, TILER_HOST, TILER_ROOT, TILER_CACHE_MB, TILER_ACCESS_LOG=1); \
+                (e.g. TILER_PORT, TILER_HOST, \(DefaultRoot.variable), TILER_CACHE_MB, TILER_ACCESS_LOG=1); \
                 a flag wins over its variable. Pyramids cut into ROOT while the server runs are \
                 served without a restart. SIGTERM or SIGINT stops accepting, finishes the \
                 responses in flight and exits 0. Prints `tiler: serving ROOT at URL` on start \
@@ -59,7 +60,7 @@ extension Tiler {
             } else {
                 var isDirectory: ObjCBool = false
                 let exists = FileManager.default.fileExists(atPath: config.root, isDirectory: &isDirectory)
-                let named = options.root != nil || !(ProcessInfo.processInfo.environment["TILER_ROOT"]?.isEmpty ?? true)
+                let named = options.root != nil || DefaultRoot.named() != nil
                 if !exists, !named, config.sources != nil {
                     rootAbsent = true
                 } else if !exists || !isDirectory.boolValue {

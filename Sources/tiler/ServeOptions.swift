@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TilerServer
+import TilerSettings
 import TilerStorage
 
 /// `tiler serve`'s arguments. Only declared here: what each setting means, its variable,
@@ -11,7 +12,7 @@ struct ServeOptions: ParsableArguments {
 
     @Argument(
         help:
-            "The folder of pyramids (folders and .pmtiles archives), as written by `tiler cut --output`, or s3://BUCKET/PREFIX (env TILER_ROOT; default: \(DefaultRoot.folder), where `tiler cut` writes by default)."
+            "The folder of pyramids (folders and .pmtiles archives), as written by `tiler cut --output`, or s3://BUCKET/PREFIX (env \(DefaultRoot.variable); default: \(DefaultRoot.folder), where `tiler cut` writes by default)."
     )
     var root: String?
 

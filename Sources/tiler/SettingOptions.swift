@@ -1,5 +1,6 @@
 import ArgumentParser
 import TilerServer
+import TilerSettings
 
 /// The command line's side of a settings table (`SettingTable`): a command declares
 /// each setting's flag with `@Option(name: .setting(X), help: .setting(X))` as text, and

@@ -5,6 +5,7 @@ import TilerCore
 import TilerHTTP
 import TilerImaging
 import TilerServer
+import TilerSettings
 import TilerTestSupport
 
 @testable import tiler
@@ -141,7 +142,7 @@ import TilerTestSupport
     func theReadmeHasARowForEachSetting(_ heading: String) throws {
         let section = try ReadmeSection(heading)
         switch heading {
-        case "## Cutting": Self.expectRows(Cut.self, in: section, ranges: [.quality: "1–100"])
+        case "## Cutting": Self.expectRows(Cut.self, in: section)
         case "## Managing pyramids": Self.expectRows(Remove.self, in: section)
         default: Self.expectRows(Healthcheck.self, in: section)
         }
@@ -166,20 +167,20 @@ import TilerTestSupport
         }
     }
 
-    static func expectRows<T: SettingTable>(_ table: T.Type, in section: ReadmeSection, ranges: [T: String] = [:]) {
+    /// A row in `section` for every setting of the table (by its flag, or by its variable
+    /// for a table without flags), naming its variable and saying its default and its
+    /// range; and, for a table with flags, every row of a flag naming a `TILER_*` variable
+    /// is a setting of the table that reads it.
+    static func expectRows<T: SettingTable>(_ table: T.Type, in section: ReadmeSection) {
         for setting in T.allCases {
-            var mentions = [setting.defaultDescription]
-            switch setting.declaration.value {
-            case let .integer(_, range) where range.upperBound != .max:
-                mentions.append("\(range.lowerBound)–\(range.upperBound)")
-            case let .seconds(_, range):
-                mentions.append("\(SettingText.decimal(range.lowerBound))–\(SettingText.decimal(range.upperBound))")
-            default:
-                if let range = ranges[setting] { mentions.append(range) }
-            }
-            let problems = section.problems(flag: setting.flag, variable: setting.variable, defaultMentions: mentions)
+            let mentions = [setting.defaultDescription] + [setting.rangeDescription].compactMap { $0 }
+            let problems =
+                T.takesFlags
+                ? section.problems(flag: setting.flag, variable: setting.variable, defaultMentions: mentions)
+                : section.problems(variable: setting.variable ?? "", defaultMentions: mentions)
             #expect(problems.isEmpty, "\(problems)")
         }
+        guard T.takesFlags else { return }
         for (flag, variables) in section.variablesByFlag {
             let setting = T.allCases.first { $0.flag == flag }
             #expect(setting?.variable.map { variables == [$0] } == true, "\(section.heading): \(flag) names \(variables)")

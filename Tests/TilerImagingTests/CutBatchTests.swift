@@ -27,7 +27,7 @@ private final class RecordedProgress: CutProgress {
         let missing = scratch.path("missing.png")
 
         let recorded = RecordedProgress()
-        let cutter = PyramidCutter(root: URL(fileURLWithPath: scratch.path("out")), options: CutOptions(tileSize: 64))
+        let cutter = PyramidCutter(root: URL(fileURLWithPath: scratch.path("out")), options: CutOptions(tileSize: 64, format: .png))
         var failures: [String] = []
         let summary = CutBatch(cutter: cutter, name: nil).run(
             [good, missing], progress: recorded, failed: { input, _ in failures.append(input) }, isCancelled: { false })

@@ -22,7 +22,7 @@ import TilerCore
         let input = folder.appendingPathComponent("source.png").path
         try Data(PNGEncoder().encode(source, width: width, height: height, bands: bands)).write(to: URL(fileURLWithPath: input))
 
-        let cutter = PyramidCutter(root: folder.appendingPathComponent("out"), options: CutOptions(tileSize: tileSize))
+        let cutter = PyramidCutter(root: folder.appendingPathComponent("out"), options: CutOptions(tileSize: tileSize, format: .png))
         let result = try cutter.cut(input, id: PyramidID("p")!)
         let geometry = try PyramidGeometry(width: width, height: height, tileSize: tileSize)
         #expect(result.manifest.levels == geometry.levels)

@@ -67,7 +67,7 @@ enum ValidatorFixture {
 /// Cuts the fixture once (PNG tiles) into a temporary root shared by this suite.
 private let fixturePyramid: Result<(dir: String, manifest: PyramidManifest), Error> = Result {
     let root = try ProcessFolders.fresh(named: "render")
-    let result = try PyramidCutter(root: root, options: CutOptions(force: true))
+    let result = try PyramidCutter(root: root, options: CutOptions(format: .png, force: true))
         .cut(ValidatorFixture.path, id: PyramidID(ValidatorFixture.id)!)
     return (result.output.path, result.manifest)
 }

@@ -29,7 +29,7 @@ import TilerTestSupport
         try runTool(vips, ["cast", step(1), step(2), "uchar"])
         try runTool(vips, ["bandjoin_const", step(2), source, "128"])
         for i in 0...2 { try FileManager.default.removeItem(atPath: step(i)) }
-        let options = CutOptions(pad: true, background: BackgroundColour(parsing: "#0000ff"))
+        let options = CutOptions(format: .png, pad: true, background: BackgroundColour(parsing: "#0000ff"))
         let cut = try PyramidCutter(root: URL(fileURLWithPath: root.path), options: options).cut(source, id: PyramidID("padded")!)
         try FileManager.default.removeItem(atPath: source)
         #expect(cut.manifest.isPadded && cut.manifest.maxLevel == 3)

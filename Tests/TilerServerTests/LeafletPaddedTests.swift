@@ -22,9 +22,11 @@ import TilerImaging
         let source = folder.appendingPathComponent("source.png").path
         try writeCoordinateImage(source, width: Self.width, height: Self.height)
         let root = folder.appendingPathComponent("tiles")
-        let padded = try PyramidCutter(root: root, options: CutOptions(pad: true, background: BackgroundColour(parsing: "#0000ff")))
-            .cut(source, id: PyramidID("padded")!).manifest
-        _ = try PyramidCutter(root: root, options: CutOptions()).cut(source, id: PyramidID("clipped")!)
+        let padded = try PyramidCutter(
+            root: root, options: CutOptions(format: .png, pad: true, background: BackgroundColour(parsing: "#0000ff"))
+        )
+        .cut(source, id: PyramidID("padded")!).manifest
+        _ = try PyramidCutter(root: root, options: CutOptions(format: .png)).cut(source, id: PyramidID("clipped")!)
         let image = try DecodedImage(encoded: Array(try Data(contentsOf: URL(fileURLWithPath: source))))
 
         var configuration = ServerConfiguration(root: root.path)

@@ -27,7 +27,7 @@ import TilerImaging
         try runTool(vips, ["remainder_const", step(0), step(1), "256"])
         try runTool(vips, ["cast", step(1), step(2), "uchar"])
         try runTool(vips, ["bandjoin_const", step(2), source, "128"])
-        let options = CutOptions(pad: true, background: BackgroundColour(parsing: "#0000ff"))
+        let options = CutOptions(format: .png, pad: true, background: BackgroundColour(parsing: "#0000ff"))
         let cut = try PyramidCutter(root: root.appendingPathComponent("tiles"), options: options)
             .cut(source, id: PyramidID("padded")!)
         #expect(cut.manifest.isPadded)

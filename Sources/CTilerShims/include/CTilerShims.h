@@ -19,10 +19,10 @@
 /* VIPS_INIT, then what every use of libvips in tiler shares: the operation cache off
    (nothing is reused: a cut reads each input once, a drawing opens fresh sources) and
    libvips' own warnings (e.g. "Premature end of JPEG file") kept off stderr unless
-   TILER_VIPS_WARNINGS is set, because tiler reports problems itself. Not thread-safe:
-   call it once per process, before any other libvips call (Swift: Vips.start(for:),
-   which states what each use needs). */
-int tiler_vips_init(const char *program);
+   show_warnings (TILER_VIPS_WARNINGS, read in Swift), because tiler reports problems
+   itself. Not thread-safe: call it once per process, before any other libvips call
+   (Swift: Vips.start(for:), which states what each use needs). */
+int tiler_vips_init(const char *program, int show_warnings);
 
 /* Drops one reference to an image (NULL accepted). */
 void tiler_vips_unref(VipsImage *image);

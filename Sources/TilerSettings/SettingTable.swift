@@ -4,7 +4,10 @@
 /// values are read from flags and the environment by one mechanism
 /// (`read(flags:environment:into:)`), and the README's rows are tested against it.
 /// `tiler serve`'s table is `ServerConfiguration.Setting`; `cut`, `rm` and
-/// `healthcheck` declare theirs beside their commands.
+/// `healthcheck` declare theirs beside their commands. What a library reads from the
+/// environment alone is a table without flags (`takesFlags`), beside what it sets:
+/// `S3Configuration.Setting` (`TILER_S3_*`), `PNGSettings.Setting` (`TILER_PNG_*`),
+/// `CMYKProfile.Setting` (`TILER_CMYK_PROFILE`).
 public protocol SettingTable: CaseIterable, Hashable, Sendable, RawRepresentable where RawValue == String {
     /// Where the command keeps the values it reads.
     associatedtype Values
@@ -18,6 +21,11 @@ public protocol SettingTable: CaseIterable, Hashable, Sendable, RawRepresentable
 
     /// The values when nothing is set: the defaults the help text gives.
     static var defaults: Values { get }
+
+    /// Whether each case is also a flag, `--NAME`; false for a table of variables alone,
+    /// whose raw values only name the cases (and whose `flags` are never read). True
+    /// unless the table says otherwise.
+    static var takesFlags: Bool { get }
 }
 
 /// One row of a settings table, apart from its flag and variable: what the setting means,
@@ -32,12 +40,19 @@ public struct SettingDeclaration<Values> {
     public var valueName: String?
     /// The default in words, where the default values do not say it ("one per core").
     public var defaultText: String?
+    /// The values accepted, in words, where the kind of value does not say them
+    /// (`1–100`, `none, sub, up`).
+    public var rangeText: String?
 
-    public init(summary: String, value: SettingValue<Values>, valueName: String? = nil, defaultText: String? = nil) {
+    public init(
+        summary: String, value: SettingValue<Values>, valueName: String? = nil, defaultText: String? = nil,
+        rangeText: String? = nil
+    ) {
         self.summary = summary
         self.value = value
         self.valueName = valueName
         self.defaultText = defaultText
+        self.rangeText = rangeText
     }
 }
 
@@ -64,6 +79,8 @@ public struct SettingError: Error, Sendable, Hashable, CustomStringConvertible {
 }
 
 extension SettingTable {
+    public static var takesFlags: Bool { true }
+
     /// `--NAME`.
     public var flag: String { "--" + rawValue }
 
@@ -98,6 +115,20 @@ extension SettingTable {
         }
     }
 
+    /// The values accepted, as the README gives them: `16–8192` for an integer (MiB for
+    /// MiB) or seconds in a range, the declaration's words where it has them, nil for an
+    /// integer with no upper bound and for anything else.
+    public var rangeDescription: String? {
+        let declaration = declaration
+        if let text = declaration.rangeText { return text }
+        switch declaration.value {
+        case let .integer(_, range) where range.upperBound != .max, let .mebibytes(_, range) where range.upperBound != .max:
+            return "\(range.lowerBound)–\(range.upperBound)"
+        case let .seconds(_, range): return "\(SettingText.decimal(range.lowerBound))–\(SettingText.decimal(range.upperBound))"
+        case .integer, .mebibytes, .toggle, .other: return nil
+        }
+    }
+
     /// The help text: what it does, its variable and its default.
     public var help: String {
         let env = variable.map { isSwitch ? "env \($0)=1; " : "env \($0); " } ?? ""
@@ -111,10 +142,10 @@ extension SettingTable {
     }
 
     /// This setting's text and where it came from: its flag in `flags` (as typed, a
-    /// switch as `1` or `0`), else its variable in `environment` (an empty one is unset,
-    /// except where empty means none), else nil.
+    /// switch as `1` or `0`; never for a table without flags), else its variable in
+    /// `environment` (an empty one is unset, except where empty means none), else nil.
     public func given(flags: [Self: String], environment: [String: String]) -> (text: String, source: String)? {
-        if let text = flags[self] { return (text, flag) }
+        if Self.takesFlags, let text = flags[self] { return (text, flag) }
         if let variable, let text = environment[variable], !text.isEmpty || emptyIsValue { return (text, variable) }
         return nil
     }
