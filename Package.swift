@@ -109,12 +109,14 @@ let package = Package(
 
         .testTarget(name: "TilerCoreTests", dependencies: ["TilerCore", "TilerTestSupport"]),
         .testTarget(name: "PMTilesTests", dependencies: ["PMTiles", "TilerTestSupport"]),
-        .testTarget(name: "ObjectStorageTests", dependencies: ["ObjectStorage", "TilerSystem", "TilerSettings", "S3TestSupport"]),
+        .testTarget(
+            name: "ObjectStorageTests", dependencies: ["ObjectStorage", "TilerSystem", "TilerSettings", "S3TestSupport", "TilerTestSupport"]),
         .testTarget(
             name: "TilerStorageTests",
             dependencies: ["TilerStorage", "TilerSystem", "PMTiles", "TilerCore", "ObjectStorage", "S3TestSupport", "TilerTestSupport"]),
         .testTarget(
             name: "TilerImagingTests", dependencies: ["TilerImaging", "TilerCore", "TilerSystem", "TilerSettings", "TilerTestSupport"]),
+        .testTarget(name: "TilerSystemTests", dependencies: ["TilerSystem", "TilerTestSupport"]),
         .testTarget(name: "TilerHTTPTests", dependencies: ["TilerHTTP", "TilerSystem", "TilerTestSupport"]),
         .testTarget(
             name: "TilerServerTests",
@@ -132,7 +134,7 @@ let package = Package(
                 "S3TestSupport", "TilerTestSupport",
             ]),
         // Tests only: starts scripts/s3-test-server (moto) on a loopback port.
-        .target(name: "S3TestSupport", path: "Tests/S3TestSupport"),
+        .target(name: "S3TestSupport", dependencies: ["TilerTestSupport"], path: "Tests/S3TestSupport"),
         // Tests only: what several test targets share (a raw HTTP client, polling with a
         // deadline, an overlayfs mount, scratch folders, the built tiler binary, a seeded
         // generator).

@@ -59,14 +59,7 @@ public final class PyramidRemoval {
         while root.count > 1, root.hasSuffix("/") { root.removeLast() }
         self.root = root
         self.id = id
-        let rootInfo: FileInfo?
-        do {
-            rootInfo = try FileSystem.info(root)
-        } catch {
-            throw .system(root, error)
-        }
-        guard let rootInfo else { throw .io(path: root, reason: "no such folder") }
-        guard rootInfo.isDirectory else { throw .invalid(path: root, reason: "is not a directory") }
+        try StorageError.requireFolder(root, notAFolder: "is not a directory")
         let found = { (path: String) in try? FileSystem.info(path, followingLinks: false) }
 
         let folderPath = PyramidLayout.folder.path(of: id, in: root)

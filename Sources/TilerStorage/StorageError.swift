@@ -33,4 +33,17 @@ public enum StorageError: Error, Sendable, CustomStringConvertible {
     static func system(_ path: String, _ error: SystemCallError, _ what: String? = nil) -> StorageError {
         .io(path: path, reason: what.map { "\($0): \(error.reason)" } ?? error.reason)
     }
+
+    /// Throws unless `path` is a folder (a link to one counts): "no such folder" when it
+    /// is missing, `.invalid` with `notAFolder` when it is something else.
+    static func requireFolder(_ path: String, notAFolder: String) throws(StorageError) {
+        let info: FileInfo?
+        do {
+            info = try FileSystem.info(path)
+        } catch {
+            throw .system(path, error)
+        }
+        guard let info else { throw .io(path: path, reason: "no such folder") }
+        guard info.isDirectory else { throw .invalid(path: path, reason: notAFolder) }
+    }
 }

@@ -80,14 +80,7 @@ public struct StoredPyramid: Sendable {
         guard let id = PyramidID(name) else {
             throw .invalid(path: folder, reason: "'\(name)' is not a pyramid id, so not a pyramid folder")
         }
-        let info: FileInfo?
-        do {
-            info = try FileSystem.info(folder)
-        } catch {
-            throw .system(folder, error)
-        }
-        guard let info else { throw .io(path: folder, reason: "no such folder") }
-        guard info.isDirectory else { throw .invalid(path: folder, reason: "is not a folder") }
+        try StorageError.requireFolder(folder, notAFolder: "is not a folder")
         let manifestPath = "\(folder)/\(PyramidManifest.fileName)"
         let bytes = try read(manifestPath, maximumManifestBytes, "no \(PyramidManifest.fileName): not a finished pyramid")
         let decoded: (manifest: PyramidManifest, geometry: PyramidGeometry)

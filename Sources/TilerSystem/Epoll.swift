@@ -4,14 +4,18 @@ import Glibc
 /// What a descriptor is watched for.
 public struct Interest: OptionSet, Sendable, Hashable {
     public let rawValue: UInt32
-    public init(rawValue: UInt32) { self.rawValue = rawValue }
+    @inlinable public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    // Computed and inlinable, not stored: a module's stored globals are reached from
+    // another through an accessor, which kept the loop's interest check out of line (and
+    // the connection's state machine copied around it, bench-instructions).
 
     /// Bytes to read, or the end of the stream (`EPOLLIN`).
-    public static let read = Interest(rawValue: EPOLLIN.rawValue)
+    @inlinable public static var read: Interest { Interest(rawValue: EPOLLIN.rawValue) }
     /// The peer closed its sending side (`EPOLLRDHUP`), reported without reading.
-    public static let hangUp = Interest(rawValue: EPOLLRDHUP.rawValue)
+    @inlinable public static var hangUp: Interest { Interest(rawValue: EPOLLRDHUP.rawValue) }
     /// Room to write (`EPOLLOUT`).
-    public static let write = Interest(rawValue: EPOLLOUT.rawValue)
+    @inlinable public static var write: Interest { Interest(rawValue: EPOLLOUT.rawValue) }
 }
 
 /// One readiness report from `Epoll.wait`: a descriptor, the tag it was watched with,
@@ -21,6 +25,13 @@ public struct Readiness: Sendable {
     /// The `tag` given to `add` or `modify`.
     public let tag: UInt32
     public let events: UInt32
+
+    @usableFromInline
+    init(descriptor: Int32, tag: UInt32, events: UInt32) {
+        self.descriptor = descriptor
+        self.tag = tag
+        self.events = events
+    }
 
     public var isReadable: Bool { events & EPOLLIN.rawValue != 0 }
     public var isWritable: Bool { events & EPOLLOUT.rawValue != 0 }
@@ -52,20 +63,24 @@ public struct Epoll: Sendable {
 
     public func close() { descriptor.close() }
 
+    @inlinable
     public func add(_ fd: FileDescriptor, _ interest: Interest, tag: UInt32 = 0) throws(SystemCallError) {
         try control(EPOLL_CTL_ADD, fd, interest, tag, "epoll_ctl(ADD)")
     }
 
+    @inlinable
     public func modify(_ fd: FileDescriptor, _ interest: Interest, tag: UInt32 = 0) throws(SystemCallError) {
         try control(EPOLL_CTL_MOD, fd, interest, tag, "epoll_ctl(MOD)")
     }
 
     /// Stops watching `fd`. (Closing it does so only when no copy of it is left.)
+    @inlinable
     public func remove(_ fd: FileDescriptor) throws(SystemCallError) {
         try control(EPOLL_CTL_DEL, fd, [], 0, "epoll_ctl(DEL)")
     }
 
-    private func control(
+    @usableFromInline
+    func control(
         _ operation: Int32, _ fd: FileDescriptor, _ interest: Interest, _ tag: UInt32, _ name: StaticString
     ) throws(SystemCallError) {
         var event = epoll_event()
@@ -76,6 +91,7 @@ public struct Epoll: Sendable {
 
     /// Waits up to `timeoutMilliseconds` (-1: forever) for ready descriptors, fills
     /// `buffer` and returns how many; 0 on timeout or when a signal interrupted the wait.
+    @inlinable
     public func wait(into buffer: UnsafeMutableBufferPointer<EpollEvent>, timeoutMilliseconds: Int32)
         throws(SystemCallError) -> Int
     {
@@ -87,6 +103,7 @@ public struct Epoll: Sendable {
     }
 
     /// The readiness report at `index` of a buffer `wait` filled.
+    @inlinable
     public static func readiness(_ buffer: UnsafeMutableBufferPointer<EpollEvent>, _ index: Int) -> Readiness {
         let data = buffer[index].data.u64
         return Readiness(

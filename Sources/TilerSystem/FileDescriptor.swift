@@ -45,12 +45,13 @@ public struct FileDescriptor: Sendable, Hashable {
     }
 
     /// Reads up to `buffer.count` bytes: `.done(0)` at the end of the file or stream.
-    @inline(__always)
+    @inlinable @inline(__always)
     public func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemCallError) -> IOResult<Int> {
         try nonBlockingCall("read") { tsys_read(rawValue, buffer.baseAddress, buffer.count) }
     }
 
     /// Reads up to `buffer.count` bytes at `offset`, without moving the file position.
+    @inlinable
     public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(SystemCallError) -> Int {
         try systemCall("pread") { pread(rawValue, buffer.baseAddress, buffer.count, off_t(offset)) }
     }
@@ -58,6 +59,7 @@ public struct FileDescriptor: Sendable, Hashable {
     /// Reads only what the page cache holds (`preadv2` with `RWF_NOWAIT`): `.wouldBlock`
     /// when the bytes would have to come from the disk. File systems without it (overlayfs,
     /// tmpfs) throw `EOPNOTSUPP`.
+    @inlinable
     public func readWithoutWaiting(into buffer: UnsafeMutableRawBufferPointer, at offset: Int)
         throws(SystemCallError) -> IOResult<Int>
     {
@@ -65,11 +67,13 @@ public struct FileDescriptor: Sendable, Hashable {
     }
 
     /// Writes up to `buffer.count` bytes.
+    @inlinable
     public func write(_ buffer: UnsafeRawBufferPointer) throws(SystemCallError) -> IOResult<Int> {
         try nonBlockingCall("write") { Glibc.write(rawValue, buffer.baseAddress, buffer.count) }
     }
 
     /// `fstat`: size, times, identity and type.
+    @inlinable
     public func info() throws(SystemCallError) -> FileInfo {
         var st = stat()
         _ = try systemCall("fstat") { fstat(rawValue, &st) }
@@ -88,7 +92,7 @@ public struct FileDescriptor: Sendable, Hashable {
     /// Linux 6.5: one system call, no mapping). Throws `ENOSYS` on older kernels. On a
     /// file system that keeps the pages elsewhere (overlayfs keeps them with the file
     /// beneath) it answers 0: callers learn that once per file system.
-    @inline(__always)
+    @inlinable @inline(__always)
     public func cachedPages(count: Int) throws(SystemCallError) -> Int {
         var cached: UInt64 = 0
         _ = try systemCall("cachestat") { tsys_cached_pages(rawValue, 0, UInt64(count), &cached) }
@@ -96,6 +100,7 @@ public struct FileDescriptor: Sendable, Hashable {
     }
 
     /// The pages `count` bytes take.
+    @inlinable
     public static func pages(_ count: Int) -> Int { (count + pageSize - 1) / pageSize }
 
     public static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
@@ -155,6 +160,7 @@ public struct FileInfo: Sendable, Hashable {
     /// rename of the file, a change of its link count.
     public let changeNanoseconds: Int64
 
+    @usableFromInline
     init(_ st: stat) {
         size = Int(st.st_size)
         modificationSeconds = Int64(st.st_mtim.tv_sec)

@@ -95,7 +95,7 @@ public enum PageCache {
         }
 
         /// Whether the first `count` bytes of `fd` are all in the page cache now.
-        @inline(__always)
+        @inlinable @inline(__always)
         public func holds(_ fd: FileDescriptor, count: Int) -> Bool {
             switch self {
             case .counted: (try? fd.cachedPages(count: count)) == FileDescriptor.pages(count)

@@ -50,7 +50,7 @@ public func yieldTheCore() {
 public enum SystemClock {
     /// Milliseconds from a cheap monotonic clock (`CLOCK_MONOTONIC_COARSE`, a few ms of
     /// resolution).
-    @inline(__always)
+    @inlinable @inline(__always)
     public static func monotonicMilliseconds() -> Int64 {
         var ts = timespec()
         // Cannot fail for a clock id the kernel has (Linux ≥ 2.6.32).

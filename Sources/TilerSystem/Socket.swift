@@ -103,12 +103,13 @@ public struct Socket: Sendable, Hashable {
     // MARK: Data
 
     /// Receives up to `buffer.count` bytes: `.done(0)` when the peer has closed its side.
-    @inline(__always)
+    @inlinable @inline(__always)
     public func receive(into buffer: UnsafeMutableRawBufferPointer) throws(SystemCallError) -> IOResult<Int> {
         try descriptor.read(into: buffer)
     }
 
     /// Sends up to `buffer.count` bytes, without SIGPIPE if the peer has gone.
+    @inlinable
     public func send(_ buffer: UnsafeRawBufferPointer) throws(SystemCallError) -> IOResult<Int> {
         try nonBlockingCall("send") { Glibc.send(descriptor.rawValue, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL)) }
     }
@@ -116,7 +117,7 @@ public struct Socket: Sendable, Hashable {
     /// Sends the buffers in order with one `sendmsg` (a gathering write), without SIGPIPE.
     /// `more`: more data follows at once (`MSG_MORE`: the kernel holds a partial packet
     /// for it, as before a `sendfile` body).
-    @inline(__always)
+    @inlinable @inline(__always)
     public func send(_ vectors: UnsafeMutableBufferPointer<iovec>, more: Bool = false) throws(SystemCallError) -> IOResult<Int> {
         var message = msghdr()
         message.msg_iov = vectors.baseAddress
@@ -129,6 +130,7 @@ public struct Socket: Sendable, Hashable {
     /// copies from the page cache; nothing passes through user space). `.done(0)` means the
     /// file ends before `offset`. Blocks on the disk if the pages are not resident: callers
     /// hand only ranges they know to be cached.
+    @inlinable
     public func send(file: FileDescriptor, offset: Int, count: Int) throws(SystemCallError) -> IOResult<Int> {
         var position = off_t(offset)
         return try nonBlockingCall("sendfile") { sendfile(descriptor.rawValue, file.rawValue, &position, count) }
@@ -140,6 +142,7 @@ public struct Socket: Sendable, Hashable {
     }
 
     /// Closes the write side (the peer reads the end of the stream) or both.
+    @inlinable
     public func shutdown(_ direction: Direction) throws(SystemCallError) {
         let how = Int32(direction == .write ? SHUT_WR : SHUT_RDWR)
         _ = try systemCall("shutdown") { Glibc.shutdown(descriptor.rawValue, how) }

@@ -46,7 +46,7 @@ extension IOResult: Equatable where Value: Equatable {}
 
 /// Makes a system call that returns -1 and sets `errno` on failure: retried on `EINTR`,
 /// any other failure thrown with its `errno` (read at once, before anything can change it).
-@inline(__always)
+@inlinable @inline(__always)
 public func systemCall<T: FixedWidthInteger>(_ name: StaticString, _ body: () -> T) throws(SystemCallError) -> T {
     while true {
         let result = body()
@@ -59,7 +59,7 @@ public func systemCall<T: FixedWidthInteger>(_ name: StaticString, _ body: () ->
 
 /// `systemCall` for a call on a non-blocking descriptor: `EAGAIN` is `.wouldBlock`, not an
 /// error.
-@inline(__always)
+@inlinable @inline(__always)
 public func nonBlockingCall<T: FixedWidthInteger & Sendable>(_ name: StaticString, _ body: () -> T)
     throws(SystemCallError) -> IOResult<T>
 {

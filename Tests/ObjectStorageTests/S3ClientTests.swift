@@ -3,6 +3,7 @@ import ObjectStorage
 import S3TestSupport
 import Testing
 import TilerSystem
+import TilerTestSupport
 
 /// The client against a real S3-compatible server (moto, signatures checked), and
 /// against loopback sockets that misbehave on purpose.
@@ -283,7 +284,7 @@ import TilerSystem
             (wrongRange, ["Content-Range 'bytes 4-7/10'"]),
         ]
         for (answer, expected) in cases {
-            let server = try CannedServer(answer: answer)
+            let server = try CannedServer(reply: answer)
             let s3 = S3Client(
                 configuration: S3Configuration(
                     credentials: S3Credentials(accessKeyID: "a", secretAccessKey: "b"), endpoint: "http://127.0.0.1:\(server.port)",
@@ -357,79 +358,5 @@ import TilerSystem
             throw S3TestServerError("cannot write \(path)")
         }
         return (path, bytes)
-    }
-}
-
-final class Counter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var count = 0
-    var value: Int { lock.withLock { count } }
-    func increment() { lock.withLock { count += 1 } }
-}
-
-/// A loopback socket that listens and never accepts: connections complete in the
-/// kernel's backlog, and nothing is ever answered.
-final class LoopbackListener: Sendable {
-    let descriptor: Int32
-    let port: Int
-
-    init() throws {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        self.descriptor = descriptor
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
-        }
-        guard bound == 0, listen(descriptor, 16) == 0 else { throw S3TestServerError("cannot listen on loopback") }
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
-        }
-        port = Int(UInt16(bigEndian: address.sin_port))
-    }
-
-    deinit {
-        shutdown(descriptor, Int32(SHUT_RDWR))
-        close(descriptor)
-    }
-}
-
-/// Answers every connection with the same bytes, then closes it.
-///
-/// The accepting thread owns the listener: it is closed only when that thread has left
-/// `accept`, never while the thread may still call it. (Closing it from `deinit`, as this
-/// did, let a thread that had not yet reached `accept` on a loaded machine accept on the
-/// descriptor number reused by the next test's listener, and answer that test's request:
-/// `aSilentServerTimesOut` once got this server's `bytes 4-7/10`.) Going away only shuts
-/// the socket down, which makes a waiting or later `accept` fail.
-final class CannedServer: @unchecked Sendable {
-    private let listener: LoopbackListener
-    var port: Int { listener.port }
-
-    init(answer: String) throws {
-        let listener = try LoopbackListener()
-        self.listener = listener
-        Thread {
-            while true {
-                let client = accept(listener.descriptor, nil, nil)
-                if client < 0 { return }
-                var buffer = [UInt8](repeating: 0, count: 65536)
-                var request = [UInt8]()
-                while !request.suffix(4).elementsEqual([13, 10, 13, 10]) {
-                    let n = read(client, &buffer, buffer.count)
-                    if n <= 0 { break }
-                    request += buffer[0..<n]
-                }
-                _ = answer.withCString { write(client, $0, strlen($0)) }
-                close(client)
-            }
-        }.start()
-    }
-
-    deinit {
-        shutdown(listener.descriptor, Int32(SHUT_RDWR))
     }
 }

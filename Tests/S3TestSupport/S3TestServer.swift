@@ -1,4 +1,6 @@
 import Foundation
+import Synchronization
+import TilerTestSupport
 
 /// A real S3-compatible server for tests: `scripts/s3-test-server` (moto, from PyPI
 /// `moto[server]`) started on a free loopback port, with Signature V4 checking on, and
@@ -7,7 +9,7 @@ import Foundation
 ///
 /// ``shared`` serves every test that only needs a bucket (each uses its own prefix);
 /// tests that take storage down make their own with ``init(buckets:)``.
-public final class S3TestServer: @unchecked Sendable {
+public final class S3TestServer: Sendable {
     /// `http://127.0.0.1:PORT`.
     public let endpoint: String
     public let region: String
@@ -21,9 +23,8 @@ public final class S3TestServer: @unchecked Sendable {
 
     private let process: Process
     private let input: FileHandle
-    private let lines: LineReader
-    private let lock = NSLock()
-    private var closed = false
+    private let lines: PipeReader
+    private let closed = Atomic<Bool>(false)
 
     /// The server most tests share, with bucket `tiles`; started at first use.
     public static let shared: Result<S3TestServer, any Error> = Result { try S3TestServer(buckets: ["tiles"]) }
@@ -46,8 +47,8 @@ public final class S3TestServer: @unchecked Sendable {
         process.standardError = FileHandle.standardError
         try process.run()
         input = stdin.fileHandleForWriting
-        lines = LineReader(stdout.fileHandleForReading)
-        guard let first = lines.next(timeout: 60) else {
+        lines = PipeReader(stdout.fileHandleForReading)
+        guard let first = lines.nextLine(within: 60) else {
             process.terminate()
             throw S3TestServerError(
                 "scripts/s3-test-server did not start within 60 s (is moto[server] installed? scripts/install-deps test installs it)")
@@ -101,18 +102,14 @@ public final class S3TestServer: @unchecked Sendable {
     private func command(_ line: String) throws {
         let word = line.split(separator: " ").first.map(String.init) ?? line
         input.write(Data("\(line)\n".utf8))
-        guard let answer = lines.next(timeout: 30), answer.hasPrefix("\(word):") else {
+        guard let answer = lines.nextLine(within: 30), answer.hasPrefix("\(word):") else {
             throw S3TestServerError("scripts/s3-test-server did not answer '\(line)'")
         }
     }
 
     /// Ends the server and waits for it.
     public func shutdown() {
-        let first = lock.withLock { () -> Bool in
-            defer { closed = true }
-            return !closed
-        }
-        guard first else { return }
+        guard !closed.exchange(true, ordering: .sequentiallyConsistent) else { return }
         try? input.close()
         let deadline = Date().addingTimeInterval(10)
         while process.isRunning, Date() < deadline { usleep(20_000) }
@@ -143,14 +140,12 @@ public final class S3TestServer: @unchecked Sendable {
         process.standardOutput = out
         process.standardError = err
         try process.run()
-        nonisolated(unsafe) var errData = Data()
-        let reader = Thread { errData = err.fileHandleForReading.readDataToEndOfFile() }
-        reader.start()
+        let errors = PipeReader(err.fileHandleForReading)
         let outData = out.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        while !reader.isFinished { usleep(1_000) }
+        _ = errors.waitForEnd(within: 60)
         guard process.terminationStatus == 0 else {
-            throw S3TestServerError("python3 failed (\(process.terminationStatus)): \(String(decoding: errData, as: UTF8.self))")
+            throw S3TestServerError("python3 failed (\(process.terminationStatus)): \(errors.text)")
         }
         return String(decoding: outData, as: UTF8.self)
     }
@@ -159,45 +154,4 @@ public final class S3TestServer: @unchecked Sendable {
 public struct S3TestServerError: Error, CustomStringConvertible {
     public let description: String
     public init(_ description: String) { self.description = description }
-}
-
-/// Lines from a pipe, read on a thread of their own, handed out with a deadline.
-private final class LineReader: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var lines: [String] = []
-    private var ended = false
-
-    init(_ handle: FileHandle) {
-        let thread = Thread { [self] in
-            var pending = Data()
-            while true {
-                let chunk = handle.availableData
-                if chunk.isEmpty { break }
-                pending.append(chunk)
-                while let newline = pending.firstIndex(of: 0x0A) {
-                    let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
-                    pending.removeSubrange(pending.startIndex...newline)
-                    condition.lock()
-                    lines.append(line)
-                    condition.broadcast()
-                    condition.unlock()
-                }
-            }
-            condition.lock()
-            ended = true
-            condition.broadcast()
-            condition.unlock()
-        }
-        thread.start()
-    }
-
-    func next(timeout: Double) -> String? {
-        let deadline = Date().addingTimeInterval(timeout)
-        condition.lock()
-        defer { condition.unlock() }
-        while lines.isEmpty, !ended {
-            if !condition.wait(until: deadline) { break }
-        }
-        return lines.isEmpty ? nil : lines.removeFirst()
-    }
 }

@@ -77,7 +77,7 @@ import TilerTestSupport
         let policy = scratch.path("policy.json")
         try #"{"keys": [{"kid": "site", "alg": "HS256", "secretFile": "site.key"}], "rules": [{"images": "*", "access": "token"}]}"#
             .write(toFile: policy, atomically: true, encoding: .utf8)
-        let server = try ServeProcess(root: root, options: ["--access", policy])
+        let server = try ServeProcess([root, "--port", "0", "--threads", "1", "--access", policy])
         defer { server.stop() }
         let token = try run(tiler, ["token", "--key", keys.secret, "--kid", "site", "--images", "secret-*"])
             .stdout.trimmingCharacters(in: .whitespacesAndNewlines)

@@ -27,7 +27,7 @@ import TilerTestSupport
         let size = try FileManager.default.attributesOfItem(atPath: "\(root)/noise/1/0/0.png")[.size] as? Int ?? 0
         #expect(size > 128 * 1024, "the tile must be large enough to take more than one write: \(size) bytes")
 
-        let server = try ServeProcess(root: root, options: ["--cache-mb", "0"])
+        let server = try ServeProcess([root, "--port", "0", "--threads", "1", "--cache-mb", "0"])
         defer { server.stop() }
         for _ in 0..<2 { #expect(try fetch(server.port, tile).status == 200) }  // now open, sent with sendfile
 

@@ -60,24 +60,22 @@ import TilerTestSupport
         try #require(FileManager.default.isExecutableFile(atPath: taskset), "taskset (util-linux) is missing")
         let scratch = try Scratch()
         defer { scratch.cleanUp() }
-        let tiler = try tilerBinary()
         try FileManager.default.createDirectory(atPath: scratch.path("root"), withIntermediateDirectories: true)
         let allowed = try Self.allowedProcessors()
         try #require(!allowed.isEmpty)
 
-        let (all, allPort) = try startServer(tiler, ["serve", scratch.path("root"), "--port", "0"])
-        defer { all.terminate(); all.waitUntilExit() }
-        #expect(try Self.holdsListeningSockets(allowed.count, port: allPort, of: all))
+        let all = try ServeProcess([scratch.path("root"), "--port", "0"])
+        defer { all.stop() }
+        #expect(try Self.holdsListeningSockets(allowed.count, port: all.port, of: all.process))
 
-        let (one, onePort) = try startServer(
-            taskset, ["-c", String(allowed[0]), tiler, "serve", scratch.path("root"), "--port", "0"])
-        defer { one.terminate(); one.waitUntilExit() }
-        #expect(try Self.holdsListeningSockets(1, port: onePort, of: one))
+        let one = try ServeProcess([scratch.path("root"), "--port", "0"], launcher: [taskset, "-c", String(allowed[0])])
+        defer { one.stop() }
+        #expect(try Self.holdsListeningSockets(1, port: one.port, of: one.process))
 
         // An explicit count still wins.
-        let (three, threePort) = try startServer(
-            taskset, ["-c", String(allowed[0]), tiler, "serve", scratch.path("root"), "--port", "0", "--threads", "3"])
-        defer { three.terminate(); three.waitUntilExit() }
-        #expect(try Self.holdsListeningSockets(3, port: threePort, of: three))
+        let three = try ServeProcess(
+            [scratch.path("root"), "--port", "0", "--threads", "3"], launcher: [taskset, "-c", String(allowed[0])])
+        defer { three.stop() }
+        #expect(try Self.holdsListeningSockets(3, port: three.port, of: three.process))
     }
 }

@@ -41,7 +41,7 @@ import TilerTestSupport
         try Self.noiseImage(input, side: 3000, scratch: scratch)
         let root = scratch.url.appendingPathComponent("tiles")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        let server = try ServeProcess(root: root.path)
+        let server = try ServeProcess([root.path, "--port", "0", "--threads", "1"])
         defer { server.stop() }
 
         let cut = Process()

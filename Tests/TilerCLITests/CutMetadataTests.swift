@@ -228,7 +228,7 @@ import TilerTestSupport
             PyramidManifest.self, from: Data(contentsOf: URL(fileURLWithPath: "\(unpacked)/packed/pyramid.json")))
         #expect(back.metadata == expected)
 
-        let server = try ServeProcess(root: root, options: ["--sources", scratch.path("sources")])
+        let server = try ServeProcess([root, "--port", "0", "--threads", "1", "--sources", scratch.path("sources")])
         defer { server.stop() }
         for (id, wanted) in [("packed", expected), ("folder", Self.expected), ("photo", Self.expected)] {
             let answer = try fetch(server.port, "/images/\(id)")
@@ -266,7 +266,7 @@ import TilerTestSupport
         let policy = scratch.path("policy.json")
         try #"{"keys": [{"kid": "site", "alg": "HS256", "secretFile": "site.key"}], "rules": [{"images": "*", "access": "token"}]}"#
             .write(toFile: policy, atomically: true, encoding: .utf8)
-        let server = try ServeProcess(root: root, options: ["--access", policy])
+        let server = try ServeProcess([root, "--port", "0", "--threads", "1", "--access", policy])
         defer { server.stop() }
         let token = try run(try tilerBinary(), ["token", "--key", keys.secret, "--kid", "site", "--images", "secret-*"])
             .stdout.trimmingCharacters(in: .whitespacesAndNewlines)

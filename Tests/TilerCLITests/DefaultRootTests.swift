@@ -15,9 +15,9 @@ import TilerTestSupport
         #expect(cut.status == 0, "\(cut.stderr)")
         #expect(FileManager.default.fileExists(atPath: scratch.path("tiles/photo/pyramid.json")))
 
-        let (server, port) = try startServer(tiler, ["serve", "--port", "0"], directory: scratch.url)
-        defer { server.terminate(); server.waitUntilExit() }
-        let client = try RawHTTPClient(port: port)
+        let server = try ServeProcess(["--port", "0"], directory: scratch.path)
+        defer { server.stop() }
+        let client = try RawHTTPClient(port: server.port)
         try client.request("/images")
         let listing = try client.readResponse()
         #expect(listing.status == 200)
@@ -36,9 +36,9 @@ import TilerTestSupport
         let environment = ["TILER_ROOT": scratch.path("elsewhere")]
         #expect(try run(tiler, ["cut", "photo.png", "--quiet"], in: scratch.url, environment: environment).status == 0)
         #expect(FileManager.default.fileExists(atPath: scratch.path("elsewhere/photo/pyramid.json")))
-        let (server, port) = try startServer(tiler, ["serve", "--port", "0"], directory: scratch.url, environment: environment)
-        defer { server.terminate(); server.waitUntilExit() }
-        let client = try RawHTTPClient(port: port)
+        let server = try ServeProcess(["--port", "0"], environment: environment, directory: scratch.path)
+        defer { server.stop() }
+        let client = try RawHTTPClient(port: server.port)
         try client.request("/images/photo")
         #expect(try client.readResponse().status == 200)
     }
@@ -59,11 +59,7 @@ import TilerTestSupport
             (".", ". holds no pyramids, but ./tiles holds 1 (where `tiler cut` writes by default): serve them with `tiler serve tiles`"),
             ("tiles", nil),
         ] {
-            let stderr = Pipe()
-            let (server, _) = try startServer(tiler, ["serve", root, "--port", "0"], directory: scratch.url, stderr: stderr)
-            server.terminate()
-            server.waitUntilExit()
-            let text = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let text = try ServeProcess([root, "--port", "0"], directory: scratch.path).stop()
             if let expected {
                 #expect(text.contains("tiler: serve: \(expected)\n"), "\(text)")
             } else {
@@ -71,11 +67,7 @@ import TilerTestSupport
             }
         }
         try FileManager.default.createDirectory(atPath: scratch.path("empty"), withIntermediateDirectories: true)
-        let stderr = Pipe()
-        let (server, _) = try startServer(tiler, ["serve", scratch.path("empty"), "--port", "0"], stderr: stderr)
-        server.terminate()
-        server.waitUntilExit()
-        let text = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let text = try ServeProcess([scratch.path("empty"), "--port", "0"]).stop()
         #expect(
             text.contains("holds no pyramids yet: cut images into it with `tiler cut IMAGE... --output \(scratch.path("empty"))`"),
             "\(text)")

@@ -222,7 +222,7 @@ import TilerTestSupport
         let root = scratch.url.appendingPathComponent("tiles")
         let clipped = try Self.cut(input, root: root, id: "clipped")
         let padded = try Self.cut(input, root: root, id: "padded", ["--pad", "--background", "white"])
-        let server = try ServeProcess(root: root.path)
+        let server = try ServeProcess([root.path, "--port", "0", "--threads", "1"])
         defer { server.stop() }
 
         let listing = try fetch(server.port, "/images/padded")

@@ -29,8 +29,7 @@ import TilerTestSupport
     }
 
     @Test func nothingListeningIsUnhealthy() throws {
-        let closed = try ClosedPort()
-        defer { closed.release() }
+        let closed = try LoopbackListener(listening: false)
         let port = closed.port
         let run = try runTiler(["healthcheck", "--port", "\(port)"])
         #expect(run.status == 1, "\(run)")
@@ -68,8 +67,7 @@ import TilerTestSupport
         let fromEnvironment = try runTiler(["healthcheck"], environment: ["TILER_PORT": "\(server.port)"])
         #expect(fromEnvironment.status == 0, "\(fromEnvironment)")
 
-        let closed = try ClosedPort()
-        defer { closed.release() }
+        let closed = try LoopbackListener(listening: false)
         let flagWins = try runTiler(["healthcheck", "--port", "\(closed.port)"], environment: ["TILER_PORT": "\(server.port)"])
         #expect(flagWins.status == 1, "\(flagWins)")
         #expect(flagWins.stderr.contains(":\(closed.port)/healthz"))
@@ -122,101 +120,4 @@ private func runTiler(_ arguments: [String], environment: [String: String] = [:]
         stderr: String(decoding: stderr, as: UTF8.self),
         seconds: Date().timeIntervalSince(started)
     )
-}
-
-// MARK: - A listener with a canned answer
-
-/// Listens on 127.0.0.1 on a free port; answers every connection with `reply` and closes
-/// it, or with `reply == nil` holds the connection open without a word.
-private final class CannedServer: @unchecked Sendable {
-    let port: Int
-    private let listener: Int32
-    private let reply: [UInt8]?
-    private let lock = NSLock()
-    private var received: [String] = []
-    private var held: [Int32] = []
-    private var stopped = false
-
-    var requests: [String] { lock.withLock { received } }
-
-    init(reply: String?) throws {
-        self.reply = reply.map { Array($0.utf8) }
-        (listener, port) = try Self.listen()
-        let thread = Thread { [self] in acceptLoop() }
-        thread.start()
-    }
-
-    /// Shuts the listener down, which makes the accepting thread's `accept` fail; that
-    /// thread closes it. (Closing it here let a thread not yet in `accept` on a loaded
-    /// machine accept on the same descriptor number reused by another test's socket.)
-    func stop() {
-        shutdown(listener, Int32(SHUT_RDWR))
-        lock.withLock {
-            stopped = true
-            held.forEach { _ = close($0) }
-            held = []
-        }
-    }
-
-    private func acceptLoop() {
-        defer { close(listener) }
-        while true {
-            let connection = accept(listener, nil, nil)
-            guard connection >= 0 else { return }
-            let request = readRequestHead(connection)
-            lock.withLock { received.append(request) }
-            guard let reply else {
-                // A connection accepted just before `stop` is closed, not held forever.
-                lock.withLock { if stopped { close(connection) } else { held.append(connection) } }
-                continue
-            }
-            reply.withUnsafeBytes { _ = send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            close(connection)
-        }
-    }
-
-    private func readRequestHead(_ connection: Int32) -> String {
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1024)
-        while !String(decoding: bytes, as: UTF8.self).contains("\r\n\r\n") {
-            let n = chunk.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
-            guard n > 0 else { break }
-            bytes += chunk[..<n]
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
-    fileprivate static func listen(backlog: Int32? = 16) throws -> (Int32, Int) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(fd, pointer, length) == 0 && (backlog.map { Glibc.listen(fd, $0) == 0 } ?? true)
-                    && getsockname(fd, pointer, &length) == 0
-            }
-        }
-        guard bound else {
-            let code = errno
-            close(fd)
-            throw POSIXError(.init(rawValue: code) ?? .EIO)
-        }
-        return (fd, Int(UInt16(bigEndian: address.sin_port)))
-    }
-}
-
-/// A loopback port that refuses connections for as long as this is held: a socket bound to
-/// it that does not listen. (A port bound and released again, as this test once used, can
-/// be taken meanwhile by any socket of the tests running in parallel, and then answers.)
-private struct ClosedPort {
-    let port: Int
-    private let fd: Int32
-
-    init() throws { (fd, port) = try CannedServer.listen(backlog: nil) }
-
-    func release() { close(fd) }
 }

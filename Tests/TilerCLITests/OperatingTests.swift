@@ -11,71 +11,11 @@ import TilerTestSupport
 /// with `promtool`, `/readyz` apart from `/healthz`, JSON logs that `jq` reads and that hold
 /// no token, and `X-Request-Id` on every answer. The built binary, on loopback ports.
 @Suite(.serialized) struct OperatingTests {
-    /// `tiler serve` with a metrics listener, its stderr collected.
-    final class Served {
-        let process = Process()
-        let port: Int
-        let metricsPort: Int
-        let startLine: String
-        private let errors = Pipe()
-        private let collected = Locked<Data>(Data())
-        private let reader: Thread
-
-        init(_ arguments: [String], environment: [String: String] = [:]) throws {
-            process.executableURL = URL(fileURLWithPath: try tilerBinary())
-            process.arguments = ["serve"] + arguments + ["--port", "0", "--metrics-port", "0", "--threads", "2"]
-            process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TILER_") }
-                .merging(environment) { $1 }
-            let out = Pipe()
-            process.standardOutput = out
-            process.standardError = errors
-            try process.run()
-            let collected = collected, errors = errors
-            reader = Thread {
-                while true {
-                    let data = errors.fileHandleForReading.availableData
-                    if data.isEmpty { return }
-                    collected.withLock { $0.append(data) }
-                }
-            }
-            reader.start()
-            var line = Data()
-            while !line.contains(10) {
-                let chunk = out.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                line += chunk
-            }
-            let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            startLine = text
-            /// The port number after `marker` in the start line.
-            func port(after marker: String) -> Int? {
-                guard let range = text.range(of: marker) else { return nil }
-                return Int(text[range.upperBound...].prefix { $0.isNumber })
-            }
-            // Text: "tiler: serving ROOT at http://127.0.0.1:P/ (metrics at http://127.0.0.1:M/metrics)";
-            // JSON: {"url":"http://127.0.0.1:P/","metrics_url":"http://127.0.0.1:M/metrics",...}.
-            let json = text.hasPrefix("{")
-            let api = port(after: json ? "\"url\":\"http://127.0.0.1:" : "at http://127.0.0.1:")
-            let metrics = port(after: json ? "\"metrics_url\":\"http://127.0.0.1:" : "metrics at http://127.0.0.1:")
-            guard let api, let metrics else {
-                process.terminate()
-                throw SupportError(description: "unexpected start line '\(text)'")
-            }
-            self.port = api
-            self.metricsPort = metrics
-        }
-
-        /// Stops the server (SIGTERM) and returns everything it wrote on stderr.
-        func stop() -> String {
-            if process.isRunning {
-                process.terminate()
-                process.waitUntilExit()
-            }
-            while !reader.isFinished { usleep(1000) }
-            return String(decoding: collected.withLock { $0 }, as: UTF8.self)
-        }
-
-        func scrape() throws -> String { try fetch(metricsPort, "/metrics").text }
+    /// `tiler serve ARGUMENTS` with a metrics listener, both on ports of its choosing.
+    func serve(_ arguments: [String], environment: [String: String] = [:]) throws -> ServeProcess {
+        let served = try ServeProcess(arguments + ["--port", "0", "--metrics-port", "0", "--threads", "2"], environment: environment)
+        guard served.metricsPort != nil else { throw SupportError(description: "no metrics address in '\(served.startLine)'") }
+        return served
     }
 
     /// A folder root with one 2000×1500 PNG pyramid `photo` (levels 0…3; 8×6 tiles at the top).
@@ -107,8 +47,8 @@ import TilerTestSupport
         let damaged = "\(root)/photo/3/0/0.png"
         let bytes = try Data(contentsOf: URL(fileURLWithPath: damaged))
         try bytes.prefix(40).write(to: URL(fileURLWithPath: damaged))
-        let served = try Served([root])
-        defer { _ = served.stop() }
+        let served = try serve([root])
+        defer { served.stop() }
 
         // Prometheus, scraping every second.
         let prometheusPort = try freeLowPort()
@@ -116,7 +56,7 @@ import TilerTestSupport
             global: { scrape_interval: 1s, evaluation_interval: 1s }
             scrape_configs:
               - job_name: tiler
-                static_configs: [{ targets: ["127.0.0.1:\(served.metricsPort)"] }]
+                static_configs: [{ targets: ["127.0.0.1:\(served.metricsPort ?? 0)"] }]
             """
         try configuration.write(toFile: scratch.path("prometheus.yml"), atomically: true, encoding: .utf8)
         let server = Process()
@@ -230,8 +170,8 @@ import TilerTestSupport
         let scratch = try Scratch("metrics-bounded")
         defer { scratch.cleanUp() }
         let root = try Self.root(scratch)
-        let served = try Served([root])
-        defer { _ = served.stop() }
+        let served = try serve([root])
+        defer { served.stop() }
         func series() throws -> Set<String> {
             Set(try served.scrape().split(separator: "\n").filter { !$0.hasPrefix("#") }.map { String($0.split(separator: " ").first!) })
         }
@@ -274,8 +214,8 @@ import TilerTestSupport
         let cut = try run(
             try tilerBinary(), ["cut", input, "-o", "s3://tiles/ready", "--archive", "--quiet"], environment: environment)
         #expect(cut.status == 0, "\(cut.stderr)")
-        let served = try Served(["s3://tiles/ready", "--storage-timeout", "2", "--rescan-interval", "1"], environment: environment)
-        defer { _ = served.stop() }
+        let served = try serve(["s3://tiles/ready", "--storage-timeout", "2", "--rescan-interval", "1"], environment: environment)
+        defer { served.stop() }
         // Ready once the first listing (in the background: the server listens first) has ended.
         #expect(eventually(within: 60) { (try? fetch(served.port, "/readyz"))?.status == 200 }, "never ready")
         try storage.stop()
@@ -301,7 +241,7 @@ import TilerTestSupport
         let scratch = try Scratch("metrics-json-logs")
         defer { scratch.cleanUp() }
         let root = try Self.root(scratch)
-        let served = try Served([root, "--log-format", "json", "--access-log"])
+        let served = try serve([root, "--log-format", "json", "--access-log"])
         let secret = "s3cr3t-\(UUID().uuidString)"
         let tile = try fetch(served.port, "/images/photo/tiles/0/0/0.png?token=\(secret)")
         let id = try #require(tile.header("X-Request-Id"))
@@ -341,8 +281,8 @@ import TilerTestSupport
         let scratch = try Scratch("metrics-request-id")
         defer { scratch.cleanUp() }
         let root = try Self.root(scratch)
-        let served = try Served([root])
-        defer { _ = served.stop() }
+        let served = try serve([root])
+        defer { served.stop() }
         var made: Set<String> = []
         for path in ["/images/photo/tiles/0/0/0.png", "/images/missing", "/iiif/3/photo/full/64,/0/default.png", "/healthz"] {
             let r = try fetch(served.port, path)
@@ -373,37 +313,11 @@ import TilerTestSupport
     }
 }
 
-/// A lock around a value (tests).
-final class Locked<Value>: @unchecked Sendable {
-    private var value: Value
-    private let lock = NSLock()
-    init(_ value: Value) { self.value = value }
-    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
-}
-
 /// A TCP port nothing listens on now, for a process that binds it itself (Prometheus),
-/// chosen below the ephemeral range (where every client socket and port-0 server of the
-/// tests running in parallel gets its port) from a range no other test uses.
-func freeLowPort() throws -> Int {
-    for _ in 0..<1000 {
-        let port = Int.random(in: 19_000..<20_000)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { continue }
-        defer { close(fd) }
-        var reuse: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port)).bigEndian
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-        if bound { return port }
-    }
-    throw SupportError(description: "no free port in 19000..<20000")
+/// from a range no other test uses.
+func freeLowPort() throws -> Int { try unusedLoopbackPort(in: 19_000..<20_000) }
+
+extension ServeProcess {
+    /// What its metrics listener answers.
+    func scrape() throws -> String { try fetch(metricsPort ?? 0, "/metrics").text }
 }

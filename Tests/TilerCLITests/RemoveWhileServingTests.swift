@@ -87,8 +87,8 @@ import TilerTestSupport
         let scratch: Scratch
         let root: String
         let tiler: String
-        let server: Process
-        let port: Int
+        let server: ServeProcess
+        var port: Int { server.port }
         let routes: [(path: String, bytes: [UInt8]?)]
 
         init(_ name: String = #function, rescanInterval: String) throws {
@@ -100,12 +100,7 @@ import TilerTestSupport
             let cut = try run(tiler, ["cut", input, "--format", "png", "-o", root, "--quiet"])
             guard cut.status == 0 else { throw SupportError(description: cut.stderr) }
             routes = try RemoveWhileServingTests.routes(root: root, id: "photo")
-            (server, port) = try startServer(
-                tiler,
-                [
-                    "serve", root, "--port", "0", "--threads", "2",
-                    "--rescan-interval", rescanInterval,
-                ])
+            server = try ServeProcess([root, "--port", "0", "--threads", "2", "--rescan-interval", rescanInterval])
             var client: RawHTTPClient?
             let warm = RemoveWhileServingTests.fetch(
                 routes.enumerated().filter { $0.offset % 2 == 0 }.map(\.element),
@@ -116,10 +111,7 @@ import TilerTestSupport
         }
 
         func stop() {
-            if server.isRunning {
-                server.terminate()
-                server.waitUntilExit()
-            }
+            server.stop()
             scratch.cleanUp()
         }
     }
@@ -129,9 +121,7 @@ import TilerTestSupport
     @Test func rmWhileServingNeverServesHalfAPyramid() throws {
         let setup = try Setup(rescanInterval: "0.2")
         defer { setup.stop() }
-        let lock = NSLock()
-        nonisolated(unsafe) var observations: [Observation] = []
-        nonisolated(unsafe) var removed = false
+        let shared = Locked((observations: [Observation](), removed: false))
         let clients = DispatchGroup()
         for shift in 0..<2 {
             DispatchQueue.global().async(group: clients) {
@@ -142,9 +132,9 @@ import TilerTestSupport
                 var goneRounds = 0
                 while Date() < deadline, goneRounds < 3 {
                     let round = Self.fetch(routes, port: setup.port, client: &client)
-                    let finished = lock.withLock { () -> Bool in
-                        observations += round
-                        return removed
+                    let finished = shared.withLock {
+                        $0.observations += round
+                        return $0.removed
                     }
                     goneRounds = finished && round.allSatisfy({ $0.status == 404 }) ? goneRounds + 1 : 0
                 }
@@ -152,14 +142,16 @@ import TilerTestSupport
         }
         // Let the clients get going, then remove: grace 1 s, five scans of the server.
         let deadline = Date().addingTimeInterval(30)
-        while lock.withLock({ observations.count }) < 4 * setup.routes.count, Date() < deadline { Thread.sleep(forTimeInterval: 0.005) }
+        while shared.withLock({ $0.observations.count }) < 4 * setup.routes.count, Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.005)
+        }
         let removal = try run(setup.tiler, ["rm", setup.root, "photo", "--grace", "1"])
-        lock.withLock { removed = true }
+        shared.withLock { $0.removed = true }
         clients.wait()
         #expect(removal.status == 0, "\(removal.stderr)")
         #expect(!FileManager.default.fileExists(atPath: "\(setup.root)/photo"))
 
-        let seen = lock.withLock { observations }
+        let seen = shared.withLock { $0.observations }
         let problems = Self.violations(seen)
         #expect(problems.isEmpty, "\(problems.prefix(10).joined(separator: "\n"))")
         // The hammering covered the removal: answers of both kinds, and the last rounds 404.
@@ -189,34 +181,4 @@ import TilerTestSupport
             "rm --grace 0 before the server's scan: \(seen.filter { $0.status == 200 }.count) × 200 (cached) and "
                 + "\(seen.filter { $0.status == 404 }.count) × 404 among the pyramid's \(seen.count) routes")
     }
-}
-
-/// Starts `tiler ARGUMENTS` (a `serve` with `--port 0`) and reads the port it announces.
-func startServer(
-    _ tiler: String, _ arguments: [String], directory: URL? = nil,
-    environment: [String: String] = [:], stderr: Pipe? = nil
-) throws -> (Process, Int) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: tiler)
-    process.arguments = arguments
-    if let directory { process.currentDirectoryURL = directory }
-    if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-    let out = Pipe()
-    process.standardOutput = out
-    process.standardError = stderr ?? FileHandle.nullDevice
-    try process.run()
-    var text = ""
-    let deadline = Date().addingTimeInterval(20)
-    while !text.contains("\n"), Date() < deadline {
-        let data = out.fileHandleForReading.availableData
-        if data.isEmpty { break }
-        text += String(decoding: data, as: UTF8.self)
-    }
-    guard let range = text.range(of: #"127\.0\.0\.1:(\d+)/"#, options: .regularExpression),
-        let port = Int(text[range].dropFirst("127.0.0.1:".count).dropLast())
-    else {
-        process.terminate()
-        throw SupportError(description: "tiler serve did not announce its port: '\(text)'")
-    }
-    return (process, port)
 }

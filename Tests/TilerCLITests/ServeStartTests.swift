@@ -9,40 +9,9 @@ import TilerTestSupport
 /// pyramids, the start line naming what is served, `auto` tiles for sources, and the hint
 /// that `tiler serve DIR` gives for a folder of images.
 @Suite struct ServeStartTests {
-    /// `tiler serve ARGUMENTS --port 0` run in `directory` (no TILER_ variable inherited),
-    /// its stderr written to `stderr`; returns it with its port and start line.
-    func launch(_ arguments: [String], in directory: String, stderr: String) throws -> (Process, Int, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try tilerBinary())
-        process.arguments = ["serve"] + arguments + ["--port", "0", "--threads", "1"]
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TILER_") }
-        let out = Pipe()
-        process.standardOutput = out
-        FileManager.default.createFile(atPath: stderr, contents: nil)
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderr))
-        try process.run()
-        var text = ""
-        while !text.contains("\n") {
-            let data = out.fileHandleForReading.availableData
-            if data.isEmpty { break }
-            text += String(decoding: data, as: UTF8.self)
-        }
-        let line = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard let range = line.range(of: #"http://127\.0\.0\.1:(\d+)/"#, options: .regularExpression),
-            let port = Int(line[range].dropFirst("http://127.0.0.1:".count).dropLast())
-        else {
-            if process.isRunning { process.terminate() }
-            process.waitUntilExit()
-            let said = (try? String(contentsOfFile: stderr, encoding: .utf8)) ?? ""
-            throw SupportError(description: "tiler serve did not start: '\(line)', stderr: \(said)")
-        }
-        return (process, port, line)
-    }
-
-    func stop(_ process: Process) {
-        process.terminate()
-        process.waitUntilExit()
+    /// `tiler serve ARGUMENTS --port 0` run in `directory`.
+    func launch(_ arguments: [String], in directory: String) throws -> ServeProcess {
+        try ServeProcess(arguments + ["--port", "0", "--threads", "1"], directory: directory)
     }
 
     /// An RGB JPEG and an RGBA PNG in `folder`.
@@ -66,10 +35,10 @@ import TilerTestSupport
         defer { scratch.cleanUp() }
         let work = scratch.path("work"), photos = scratch.path("work/photos")
         try writeImages(in: photos, scratch: scratch)
-        let log = scratch.path("stderr.txt")
-        let (process, port, line) = try launch(["--sources", "photos"], in: work, stderr: log)
-        defer { stop(process) }
-        #expect(line == "tiler: serving the images in photos at http://127.0.0.1:\(port)/")
+        let server = try launch(["--sources", "photos"], in: work)
+        defer { server.stop() }
+        let port = server.port
+        #expect(server.startLine == "tiler: serving the images in photos at http://127.0.0.1:\(port)/")
         let photo = try fetch(port, "/images/photo")
         #expect(photo.status == 200, "\(photo.text)")
         #expect(photo.json["format"] as? String == "jpeg")
@@ -83,7 +52,7 @@ import TilerTestSupport
         let cut = try run(try tilerBinary(), ["cut", "\(photos)/photo.jpg", "--name", "cut", "--quiet"], in: URL(fileURLWithPath: work))
         #expect(cut.status == 0, "\(cut.stderr)")
         #expect(eventually { (try? fetch(port, "/images/cut").status) == 200 })
-        let said = try String(contentsOfFile: log, encoding: .utf8)
+        let said = server.errorOutput
         #expect(!said.contains("ROOT"), "a missing ROOT is no fault with --sources: \(said)")
     }
 
@@ -95,9 +64,9 @@ import TilerTestSupport
         let photos = scratch.path("photos"), root = scratch.path("pyramids")
         try writeImages(in: photos, scratch: scratch)
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        let (process, port, line) = try launch([root, "--sources", photos], in: scratch.path, stderr: scratch.path("stderr.txt"))
-        defer { stop(process) }
-        #expect(line == "tiler: serving \(root) and the images in \(photos) at http://127.0.0.1:\(port)/")
+        let server = try launch([root, "--sources", photos], in: scratch.path)
+        defer { server.stop() }
+        #expect(server.startLine == "tiler: serving \(root) and the images in \(photos) at http://127.0.0.1:\(server.port)/")
 
         let missing = try run(try tilerBinary(), ["serve", scratch.path("nowhere"), "--sources", photos, "--port", "0"])
         #expect(missing.status == 64 && missing.stderr.contains("is not a folder"), "\(missing.stderr)")
@@ -112,15 +81,11 @@ import TilerTestSupport
         defer { scratch.cleanUp() }
         let photos = scratch.path("photos")
         try writeImages(in: photos, scratch: scratch)
-        let log = scratch.path("stderr.txt")
-        let (process, port, line) = try launch([photos], in: scratch.path, stderr: log)
-        defer { stop(process) }
-        #expect(line == "tiler: serving \(photos) at http://127.0.0.1:\(port)/")
-        #expect(
-            eventually {
-                ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("`tiler serve --sources \(photos)`")
-            })
-        let said = try String(contentsOfFile: log, encoding: .utf8)
+        let server = try launch([photos], in: scratch.path)
+        defer { server.stop() }
+        #expect(server.startLine == "tiler: serving \(photos) at http://127.0.0.1:\(server.port)/")
+        #expect(eventually { server.errorOutput.contains("`tiler serve --sources \(photos)`") })
+        let said = server.errorOutput
         #expect(said.hasPrefix("tiler: serve: \(photos) holds no pyramids but 2 image files: "), "\(said)")
     }
 }

@@ -1,12 +1,15 @@
 import Foundation
+import Synchronization
 import Testing
 import TilerCore
 import TilerImaging
 @testable import tiler
 
 /// Collects what a `TerminalProgress` draws.
-private final class Screen: @unchecked Sendable {
-    var text = ""
+private final class Screen: Sendable {
+    private let drawn = Mutex("")
+    var text: String { drawn.withLock { $0 } }
+    func draw(_ text: String) { drawn.withLock { $0 += text } }
 }
 
 @Suite struct TerminalProgressTests {
@@ -14,7 +17,7 @@ private final class Screen: @unchecked Sendable {
     /// `resultLine`, which `tiler cut` prints on stdout, terminal or not.
     @Test func drawsPercentageInPlaceThenClearsItForTheResultLine() throws {
         let screen = Screen()
-        let progress = TerminalProgress { screen.text += $0 }
+        let progress = TerminalProgress { screen.draw($0) }
         progress.begin("/some/where/photo.jpg")
         progress.update(1)
         #expect(screen.text.hasPrefix("\r\u{1B}[Kphoto.jpg  0%"))
@@ -38,7 +41,7 @@ private final class Screen: @unchecked Sendable {
 
     @Test func failedCutClearsTheLine() {
         let screen = Screen()
-        let progress = TerminalProgress { screen.text += $0 }
+        let progress = TerminalProgress { screen.draw($0) }
         progress.begin("photo.jpg")
         progress.end(nil)
         #expect(screen.text.hasSuffix("\r\u{1B}[K"))

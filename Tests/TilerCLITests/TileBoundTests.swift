@@ -54,7 +54,7 @@ import TilerTestSupport
     /// The status and body of `path` from a server started on `root` for this request
     /// alone (nothing cached from an earlier state of the files).
     static func served(_ root: String, _ path: String) throws -> (status: Int, body: [UInt8]) {
-        let server = try ServeProcess(root: root)
+        let server = try ServeProcess([root, "--port", "0", "--threads", "1"])
         defer { server.stop() }
         let client = try RawHTTPClient(port: server.port)
         try client.request(path)

@@ -35,18 +35,11 @@ import TilerTestSupport
 
         /// What the server wrote to stderr while drawing a region over that tile.
         func stderrOfADrawing(_ environment: [String: String]) throws -> String {
-            let err = Pipe()
-            let (server, port) = try startServer(tiler, ["serve", root.path, "--port", "0"], environment: environment, stderr: err)
-            // Read while the server runs, so that a full pipe never blocks it.
-            nonisolated(unsafe) var text = Data()
-            let reading = DispatchGroup()
-            DispatchQueue.global().async(group: reading) { text = err.fileHandleForReading.readDataToEndOfFile() }
-            let drawn = Result { try fetch(port, "/iiif/3/photo/0,0,300,300/max/45/default.png") }
-            server.terminate()
-            server.waitUntilExit()
-            reading.wait()
+            let server = try ServeProcess([root.path, "--port", "0"], environment: environment)
+            let drawn = Result { try fetch(server.port, "/iiif/3/photo/0,0,300,300/max/45/default.png") }
+            let text = server.stop()
             _ = try drawn.get()
-            return String(decoding: text, as: UTF8.self)
+            return text
         }
         let quiet = try stderrOfADrawing([:])
         #expect(!quiet.contains("VIPS-WARNING"), "\(quiet.prefix(400))")

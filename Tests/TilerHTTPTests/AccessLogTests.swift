@@ -1,15 +1,15 @@
 import Foundation
 import Logging
+import Synchronization
 import Testing
 import TilerTestSupport
 @testable import TilerHTTP
 
 /// Keeps every log record.
-final class RecordedLog: @unchecked Sendable {
-    private let lock = NSLock()
-    private var records: [(message: String, metadata: Logger.Metadata)] = []
-    func add(_ message: String, _ metadata: Logger.Metadata) { lock.withLock { records.append((message, metadata)) } }
-    var all: [(message: String, metadata: Logger.Metadata)] { lock.withLock { records } }
+final class RecordedLog: Sendable {
+    private let records = Mutex<[(message: String, metadata: Logger.Metadata)]>([])
+    func add(_ message: String, _ metadata: Logger.Metadata) { records.withLock { $0.append((message, metadata)) } }
+    var all: [(message: String, metadata: Logger.Metadata)] { records.withLock { $0 } }
 }
 
 struct RecordingHandler: LogHandler {

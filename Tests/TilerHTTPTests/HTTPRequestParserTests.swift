@@ -409,7 +409,7 @@ private func status(of text: String, limits: HTTPRequestParser.Limits = .init())
     }
 
     /// The parser passes over a method, a header name, a target and a header value sixteen
-    /// bytes at a time (the C scans of `CNetShims`): each run must end exactly where the
+    /// bytes at a time (the C scans of `CByteScan`): each run must end exactly where the
     /// byte test first refuses, from any start, at any length (whole chunks, the last
     /// overlapping chunk, runs shorter than a chunk).
     @Test func chunkScansAgreeWithByteTests() {

@@ -79,10 +79,10 @@ import TilerTestSupport
         // The same server over the plain archive alone: what serving costs without bombs.
         let plainRoot = try PyramidRoot()
         try plainRoot.addPyramid("plain", width: 600, height: 400)
-        let plain = try ServerProcess(arguments: [try plainRoot.serve(as: .archives).root] + options)
+        let plain = try ServeProcess([try plainRoot.serve(as: .archives).root] + options)
         for (row, column) in tiles { #expect(try fetch(plain.port, "/images/plain/tiles/2/\(row)/\(column).png").status == 200) }
         let baseline = plain.rss("VmHWM")
-        let server = try ServerProcess(arguments: [served.root] + options)
+        let server = try ServeProcess([served.root] + options)
         // The archives were opened at start: whatever their roots hold is held already.
         let start = server.rss("VmRSS")
         var seconds: [Double] = []
@@ -119,7 +119,7 @@ import TilerTestSupport
         // the entry count). Before: 84 MB for each bomb root, kept, and as much again for
         // each leaf read.
         #expect(peak - baseline <= 100, "peak RSS \(peak) MB (\(start) MB after start), \(baseline) MB without the bombs")
-        let log = server.stderr
+        let log = server.errorOutput
         #expect(log.contains("3500000 entries, more than the 4096 allowed"), "\(log.suffix(2000))")
         #expect(log.contains("outside the first 16384 bytes"), "\(log.suffix(2000))")
     }

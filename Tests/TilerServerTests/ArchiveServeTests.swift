@@ -148,11 +148,8 @@ import TilerTestSupport
             }
         ) { port in
             let failures = Failures()
-            let seen = NSLock()
-            nonisolated(unsafe) var bodies: [String: [UInt8]] = [:]
-            nonisolated(unsafe) var sawNew = Set<Int>()
-            let stop = NSCondition()
-            nonisolated(unsafe) var stopping = false
+            let seen = Locked((bodies: [String: [UInt8]](), sawNew: Set<Int>()))
+            let stop = ManagedFlag()
             let group = DispatchGroup()
             for client in 0..<4 {
                 group.enter()
@@ -162,7 +159,7 @@ import TilerTestSupport
                         let c = try RawHTTPClient(port: port)
                         var rng = SystemRandomNumberGenerator()
                         var newSeen = false
-                        while !stop.withLock({ stopping }) {
+                        while !stop.isSet {
                             let t = tiles.randomElement(using: &rng)!
                             try c.request("/images/r/tiles/\(t.level)/\(t.row)/\(t.column).png")
                             let r = try c.readResponse()
@@ -180,9 +177,9 @@ import TilerTestSupport
                                 failures.add("\(t): \(r.body.count) bytes of neither version")
                             }
                             seen.withLock {
-                                if let before = bodies[etag], before != r.body { failures.add("\(t): ETag \(etag) with two bodies") }
-                                bodies[etag] = r.body
-                                if newSeen { sawNew.insert(client) }
+                                if let before = $0.bodies[etag], before != r.body { failures.add("\(t): ETag \(etag) with two bodies") }
+                                $0.bodies[etag] = r.body
+                                if newSeen { $0.sawNew.insert(client) }
                             }
                         }
                     } catch {
@@ -191,13 +188,13 @@ import TilerTestSupport
                 }.start()
             }
             // Let the clients read version 1, then replace the whole pyramid.
-            #expect(eventually { seen.withLock { bodies.count >= 20 } })
+            #expect(eventually { seen.withLock { $0.bodies.count >= 20 } })
             for t in tiles {
                 try Data(version2(t)).write(to: URL(fileURLWithPath: root.path + "/r/" + manifest.tilePath(t)))
             }
             try root.publish()
-            #expect(eventually { seen.withLock { sawNew.count == 4 } })
-            stop.withLock { stopping = true }
+            #expect(eventually { seen.withLock { $0.sawNew.count == 4 } })
+            stop.set()
             group.wait()
             #expect(failures.all.isEmpty, "\(failures.all.prefix(5))")
         }

@@ -4,13 +4,6 @@ import TilerCore
 import TilerTestSupport
 @testable import TilerServer
 
-final class Failures: @unchecked Sendable {
-    private let lock = NSLock()
-    private var items: [String] = []
-    func add(_ s: String) { lock.withLock { items.append(s) } }
-    var all: [String] { lock.withLock { items } }
-}
-
 @Suite struct ConcurrentClientsTests {
     /// 32 keep-alive clients on real threads, each asking for many random tiles (and a few
     /// errors), every answer checked against the file on disk.

@@ -121,9 +121,9 @@ import TilerTestSupport
         defer { chmod(root.path + "/locked", 0o755) }
 
         let launcher = geteuid() == 0 ? ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] : []
-        let server = try ServerProcess(arguments: [root.path, "--port", "0", "--rescan-interval", "0.05"], launcher: launcher)
+        let server = try ServeProcess([root.path, "--port", "0", "--rescan-interval", "0.05"], launcher: launcher)
         func lines(_ about: String) -> [String] {
-            server.stderr.split(separator: "\n").map(String.init).filter { $0.contains(about) }
+            server.errorOutput.split(separator: "\n").map(String.init).filter { $0.contains(about) }
         }
         for _ in 0..<3 {
             #expect(try fetch(server.port, "/images/locked").status == 404)
@@ -138,9 +138,9 @@ import TilerTestSupport
             #expect(try eventually { try ids(server.port).contains(marker) })
         }
         let locked = lines(root.path + "/locked")
-        #expect(locked.count == 1 && locked[0].contains("permission denied"), "\(server.stderr)")
+        #expect(locked.count == 1 && locked[0].contains("permission denied"), "\(server.errorOutput)")
         let sealed = lines(root.path + "/sealed/pyramid.json")
-        #expect(sealed.count == 1 && sealed[0].contains("permission denied"), "\(server.stderr)")
+        #expect(sealed.count == 1 && sealed[0].contains("permission denied"), "\(server.errorOutput)")
 
         // A change is a new fault: readable, then locked again, is logged again, once.
         chmod(root.path + "/locked", 0o755)
@@ -150,6 +150,6 @@ import TilerTestSupport
         try root.addPyramid("m4", width: 10, height: 10)
         chmod(root.path + "/m4/pyramid.json", 0o644)
         #expect(try eventually { try ids(server.port).contains("m4") })
-        #expect(lines(root.path + "/locked").count == 2, "\(server.stderr)")
+        #expect(lines(root.path + "/locked").count == 2, "\(server.errorOutput)")
     }
 }

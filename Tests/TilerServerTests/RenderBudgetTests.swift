@@ -93,7 +93,7 @@ import TilerTestSupport
     @Test(.timeLimit(.minutes(10))) func concurrentDrawingsStayWithinTheBudget() throws {
         let root = try PyramidRoot()
         try Self.noisePyramid(root, id: "n", width: 4000, height: 4000, level: 3)
-        let server = try ServerProcess(arguments: [root.path, "--port", "0", "--render-memory-mb", "350", "--render-wait", "120"])
+        let server = try ServeProcess([root.path, "--port", "0", "--render-memory-mb", "350", "--render-wait", "120"])
         let start = server.rss("VmRSS")
         let statuses = Tally()
         let group = DispatchGroup()
@@ -140,54 +140,7 @@ import TilerTestSupport
     }
 }
 
-/// `tiler serve` (the built binary) in its own process, so that its memory can be read.
-final class ServerProcess: @unchecked Sendable {
-    let process = Process()
-    let port: Int
-    private let output = Pipe()
-    private let errors = Pipe()
-    private let errorText = Tally()
-
-    /// `launcher`: a command that runs the server (e.g. as another user), or none.
-    init(arguments: [String], launcher: [String] = []) throws {
-        let binary = try tilerBinary()
-        process.executableURL = URL(fileURLWithPath: launcher.first ?? binary)
-        process.arguments = (launcher.isEmpty ? [] : Array(launcher.dropFirst()) + [binary]) + ["serve"] + arguments
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TILER_") }
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        errors.fileHandleForReading.readabilityHandler = { [errorText] handle in
-            errorText.add(String(decoding: handle.availableData, as: UTF8.self))
-        }
-        var line = [UInt8]()
-        let deadline = Date().addingTimeInterval(20)
-        while !line.contains(10) && Date() < deadline {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            line += chunk
-        }
-        let text = String(decoding: line, as: UTF8.self)
-        guard let range = text.range(of: #":(\d+)/"#, options: .regularExpression),
-            let port = Int(text[range].dropFirst().dropLast())
-        else {
-            process.terminate()
-            throw ClientError("unexpected start-up line '\(text)'")
-        }
-        self.port = port
-    }
-
-    deinit {
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
-        }
-        errors.fileHandleForReading.readabilityHandler = nil
-    }
-
-    /// What the server wrote on stderr so far.
-    var stderr: String { errorText.items.joined() }
-
+extension ServeProcess {
     /// A memory figure of the server from `/proc/PID/status` (`VmRSS`, `VmHWM`), in MB.
     func rss(_ field: String) -> Int {
         guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8) else { return -1 }

@@ -10,99 +10,87 @@ import TilerTestSupport
 
 /// `tiler serve` as a process: start-up line, environment variables, signals.
 @Suite struct ServeCommandTests {
-    /// Starts `tiler serve`, reads its start-up line and returns the process and port.
-    func launch(
-        _ arguments: [String], environment: [String: String] = [:],
-        standardError: FileHandle = FileHandle.nullDevice
-    ) throws -> (Process, Int, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try tilerBinary())
-        process.arguments = ["serve"] + arguments
-        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TILER_") }
-        env.merge(environment) { $1 }
-        process.environment = env
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = standardError
-        try process.run()
-        var line = [UInt8]()
-        let deadline = Date().addingTimeInterval(10)
-        while !line.contains(10) && Date() < deadline {
-            let chunk = out.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            line += chunk
-        }
-        let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard let range = text.range(of: #"http://127\.0\.0\.1:(\d+)/"#, options: .regularExpression),
-            let port = Int(text[range].dropFirst("http://127.0.0.1:".count).dropLast())
-        else {
-            process.terminate()
-            throw ClientError("unexpected start-up line '\(text)'")
-        }
-        return (process, port, text)
-    }
-
     func waitForExit(_ p: Process, seconds: Double = 30) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while p.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
         return !p.isRunning
     }
 
+    /// Runs `tiler serve ARGUMENTS` (no TILER_ variable inherited, `environment` added),
+    /// which should refuse to start: the ended process and its standard error, or nil when
+    /// it was still running after 30 s (then it is stopped).
+    func refusal(_ arguments: [String], environment: [String: String] = [:]) throws -> (Process, String)? {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try tilerBinary())
+        process.arguments = ["serve"] + arguments
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TILER_") }.merging(environment) { $1 }
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        guard waitForExit(process) else {
+            process.terminate()
+            process.waitUntilExit()
+            return nil
+        }
+        return (process, String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+    }
+
     @Test func sigtermFinishesInFlightRequestsAndExitsZero() throws {
         let root = try PyramidRoot()
         try root.addPyramid("a", width: 300, height: 200)
-        let (process, port, line) = try launch([root.path, "--port", "0"])
-        #expect(line == "tiler: serving \(root.path) at http://127.0.0.1:\(port)/")
-        #expect(try fetch(port, "/images/a/tiles/0/0/0.png").status == 200)
+        let server = try ServeProcess([root.path, "--port", "0"])
+        #expect(server.startLine == "tiler: serving \(root.path) at http://127.0.0.1:\(server.port)/")
+        #expect(try fetch(server.port, "/images/a/tiles/0/0/0.png").status == 200)
 
-        let idle = try RawHTTPClient(port: port)
+        let idle = try RawHTTPClient(port: server.port)
         try idle.request("/healthz")
         _ = try idle.readResponse()
-        let inFlight = try RawHTTPClient(port: port)
+        let inFlight = try RawHTTPClient(port: server.port)
         try inFlight.send("GET /images/a/tiles/1/0/1.png HTTP/1.1\r\nHost: x\r\n")
 
-        kill(process.processIdentifier, SIGTERM)
+        kill(server.process.processIdentifier, SIGTERM)
         // Draining once the listener is closed; the half-sent request is still in flight
         // (whether or not the server had read its first part before the signal).
-        #expect(eventually { (try? RawHTTPClient(port: port)) == nil })
+        #expect(eventually { (try? RawHTTPClient(port: server.port)) == nil })
         try inFlight.send("\r\n")
         let r = try inFlight.readResponse()
         #expect(r.status == 200)
         #expect(r.header("Connection") == "close")
         #expect(r.body == root.file("a/1/0/1.png"))
         #expect(idle.waitForClose())
-        #expect(waitForExit(process))
-        #expect(process.terminationReason == .exit)
-        #expect(process.terminationStatus == 0)
+        #expect(waitForExit(server.process))
+        #expect(server.process.terminationReason == .exit)
+        #expect(server.process.terminationStatus == 0)
     }
 
     @Test func sigintExitsZeroAndEnvironmentConfigures() throws {
         let root = try PyramidRoot()
         // TILER_ROOT and TILER_PORT instead of arguments; TILER_CORS_ORIGIN applies.
-        let (process, port, _) = try launch(
+        let server = try ServeProcess(
             [],
             environment: [
                 "TILER_ROOT": root.path, "TILER_PORT": "0",
                 "TILER_CORS_ORIGIN": "https://x.example",
             ])
-        let r = try fetch(port, "/healthz")
+        let r = try fetch(server.port, "/healthz")
         #expect(r.status == 200)
         #expect(r.header("Access-Control-Allow-Origin") == "https://x.example")
-        kill(process.processIdentifier, SIGINT)
-        #expect(waitForExit(process))
-        #expect(process.terminationStatus == 0)
+        kill(server.process.processIdentifier, SIGINT)
+        #expect(waitForExit(server.process))
+        #expect(server.process.terminationStatus == 0)
     }
 
     @Test func flagsWinOverEnvironment() throws {
         let root = try PyramidRoot()
-        let (process, port, _) = try launch(
+        let server = try ServeProcess(
             [root.path, "--port", "0", "--cache-control", "no-cache"],
             environment: ["TILER_PORT": "not-a-port", "TILER_CACHE_CONTROL": "max-age=1"])
         try root.addPyramid("a", width: 300, height: 200)
-        #expect(try fetch(port, "/images/a/tiles/0/0/0.png").header("Cache-Control") == "no-cache")
-        kill(process.processIdentifier, SIGTERM)
-        #expect(waitForExit(process))
-        #expect(process.terminationStatus == 0)
+        #expect(try fetch(server.port, "/images/a/tiles/0/0/0.png").header("Cache-Control") == "no-cache")
+        kill(server.process.processIdentifier, SIGTERM)
+        #expect(waitForExit(server.process))
+        #expect(server.process.terminationStatus == 0)
     }
 
     /// Numbers outside a setting's range, by flag or by variable, are usage errors that
@@ -145,23 +133,10 @@ import TilerTestSupport
         ] as [([String], [String: String], String)])
     func outOfRangeSettingsAreUsageErrors(arguments: [String], environment: [String: String], named: String) throws {
         let root = try PyramidRoot()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try tilerBinary())
-        process.arguments = ["serve", root.path, "--port", "0"] + arguments
-        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TILER_") }
-        env.merge(environment) { $1 }
-        process.environment = env
-        let err = Pipe()
-        process.standardError = err
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        guard waitForExit(process) else {
-            process.terminate()
-            process.waitUntilExit()
+        guard let (process, message) = try refusal([root.path, "--port", "0"] + arguments, environment: environment) else {
             Issue.record("\(arguments) \(environment) was accepted: the server started")
             return
         }
-        let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(process.terminationReason == .exit && process.terminationStatus == 64, "\(message)")
         #expect(message.contains(named), "\(message)")
         #expect(!message.contains("Fatal error"), "\(message)")
@@ -193,37 +168,36 @@ import TilerTestSupport
     @Test func baseURLTrustProxyAndAccessLog() throws {
         let root = try PyramidRoot()
         try root.addPyramid("a", width: 300, height: 200)
-        let (process, port, line) = try launch([root.path, "--port", "0", "--base-url", "https://example.org/tiles/"])
-        #expect(line.hasSuffix("(public address https://example.org/tiles/)"), "\(line)")
+        let server = try ServeProcess([root.path, "--port", "0", "--base-url", "https://example.org/tiles/"])
+        #expect(server.startLine.hasSuffix("(public address https://example.org/tiles/)"), "\(server.startLine)")
         #expect(
-            try fetch(port, "/images/a").json["tiles"] as? String == "https://example.org/tiles/images/a/tiles/{level}/{row}/{column}.png")
-        kill(process.processIdentifier, SIGTERM)
-        #expect(waitForExit(process))
+            try fetch(server.port, "/images/a").json["tiles"] as? String
+                == "https://example.org/tiles/images/a/tiles/{level}/{row}/{column}.png")
+        kill(server.process.processIdentifier, SIGTERM)
+        #expect(waitForExit(server.process))
 
-        let log = URL(fileURLWithPath: root.path).appendingPathComponent("stderr.log")
-        try #require(FileManager.default.createFile(atPath: log.path, contents: nil))
-        let (proxied, proxiedPort, _) = try launch(
+        let proxied = try ServeProcess(
             [root.path, "--port", "0", "--access-log"],
-            environment: ["TILER_TRUST_PROXY": "1", "TILER_ACCESS_LOG": "0"],
-            standardError: try FileHandle(forWritingTo: log))
-        let info = try fetch(proxiedPort, "/iiif/3/a/info.json", headers: ["X-Forwarded-Proto: https", "X-Forwarded-Host: public.example"])
+            environment: ["TILER_TRUST_PROXY": "1", "TILER_ACCESS_LOG": "0"])
+        let info = try fetch(
+            proxied.port, "/iiif/3/a/info.json", headers: ["X-Forwarded-Proto: https", "X-Forwarded-Host: public.example"])
         #expect(info.json["id"] as? String == "https://public.example/iiif/3/a")
-        #expect(eventually { ((try? String(contentsOf: log, encoding: .utf8)) ?? "").contains("/iiif/3/a/info.json") })
-        let text = try String(contentsOf: log, encoding: .utf8)
+        #expect(eventually { proxied.errorOutput.contains("/iiif/3/a/info.json") })
+        let text = proxied.errorOutput
         let entry = try #require(text.split(separator: "\n").first { $0.contains("/iiif/3/a/info.json") })
         #expect(entry.contains("client=127.0.0.1:") && entry.contains("duration_ms=") && entry.contains("status=200"), "\(entry)")
-        kill(proxied.processIdentifier, SIGTERM)
-        #expect(waitForExit(proxied))
+        kill(proxied.process.processIdentifier, SIGTERM)
+        #expect(waitForExit(proxied.process))
 
         // The flag, over a variable that says no.
-        let (flagged, flaggedPort, _) = try launch(
+        let flagged = try ServeProcess(
             [root.path, "--port", "0", "--trust-proxy"],
             environment: ["TILER_TRUST_PROXY": "0"])
         let flaggedInfo = try fetch(
-            flaggedPort, "/iiif/3/a/info.json", headers: ["X-Forwarded-Proto: https", "X-Forwarded-Host: public.example"])
+            flagged.port, "/iiif/3/a/info.json", headers: ["X-Forwarded-Proto: https", "X-Forwarded-Host: public.example"])
         #expect(flaggedInfo.json["id"] as? String == "https://public.example/iiif/3/a")
-        kill(flagged.processIdentifier, SIGTERM)
-        #expect(waitForExit(flagged))
+        kill(flagged.process.processIdentifier, SIGTERM)
+        #expect(waitForExit(flagged.process))
     }
 
     /// Every setting's flag reaches the library's reader: a value it cannot use is a usage
@@ -254,21 +228,10 @@ import TilerTestSupport
         for setting in Setting.allCases where !covered.contains(setting) {
             let (arguments, message) = refused[setting] ?? ([setting.flag, "x"], "\(setting.flag)='x' is not")
             let root = try PyramidRoot()
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: try tilerBinary())
-            process.arguments = ["serve", root.path] + arguments
-            process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TILER_") }
-            let err = Pipe()
-            process.standardError = err
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
-            guard waitForExit(process) else {
-                process.terminate()
-                process.waitUntilExit()
+            guard let (process, text) = try refusal([root.path] + arguments) else {
                 Issue.record("\(arguments) was accepted: the server started")
                 continue
             }
-            let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             #expect(process.terminationReason == .exit && process.terminationStatus == 64, "\(arguments): \(text)")
             #expect(text.hasPrefix("Error: \(message)"), "\(arguments): \(text)")
         }
@@ -298,15 +261,12 @@ import TilerTestSupport
         for arguments in [[served.root, "--port", "0"], ["--port", "0"]] {
             var environment = storage.environment
             if arguments.count == 2 { environment["TILER_ROOT"] = served.root }
-            let (process, port, line) = try launch(arguments, environment: environment)
-            defer {
-                process.terminate()
-                process.waitUntilExit()
-            }
-            #expect(line.contains(served.root), "\(line)")
-            let tile = try fetch(port, "/images/a/tiles/2/1/2.png")
+            let server = try ServeProcess(arguments, environment: environment)
+            defer { server.stop() }
+            #expect(server.startLine.contains(served.root), "\(server.startLine)")
+            let tile = try fetch(server.port, "/images/a/tiles/2/1/2.png")
             #expect(tile.status == 200 && tile.body == PyramidRoot.tileBytes("a", TileCoordinate(level: 2, row: 1, column: 2)))
-            #expect(try fetch(port, "/healthz").json["storage"] as? String == "ok")
+            #expect(try fetch(server.port, "/healthz").json["storage"] as? String == "ok")
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import TilerCore
 import TilerTestSupport
@@ -381,18 +382,16 @@ import TilerServer
 }
 
 /// A flag set once from one thread and read from others.
-final class ManagedFlag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = false
-    var isSet: Bool { lock.withLock { value } }
-    func set() { lock.withLock { value = true } }
+final class ManagedFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    var isSet: Bool { value.load(ordering: .sequentiallyConsistent) }
+    func set() { value.store(true, ordering: .sequentiallyConsistent) }
 }
 
 /// Messages collected from several threads.
-final class Tally: @unchecked Sendable {
-    private let lock = NSLock()
-    private var list: [String] = []
-    var items: [String] { lock.withLock { list } }
-    var count: Int { lock.withLock { list.count } }
-    func add(_ s: String) { lock.withLock { list.append(s) } }
+final class Tally: Sendable {
+    private let list = Mutex<[String]>([])
+    var items: [String] { list.withLock { $0 } }
+    var count: Int { list.withLock { $0.count } }
+    func add(_ s: String) { list.withLock { $0.append(s) } }
 }

@@ -12,73 +12,6 @@ import TilerTestSupport
 /// listing that never ends, archive reads that hang. The server listens at once, answers
 /// `/healthz`, and honours SIGTERM at any point.
 @Suite(.serialized) struct ServeStartupTests {
-    /// `tiler serve` as a process, its stderr collected in a file.
-    final class Served {
-        let process = Process()
-        let port: Int
-        private let errors: String
-
-        /// Starts it and reads its start-up line, waiting at most `seconds` for it.
-        init(_ arguments: [String], environment: [String: String], scratch: Scratch, seconds: Double = 15) throws {
-            errors = scratch.path("serve-\(UUID().uuidString.prefix(8)).log")
-            guard FileManager.default.createFile(atPath: errors, contents: nil) else { throw ClientError("cannot create \(errors)") }
-            process.executableURL = URL(fileURLWithPath: try tilerBinary())
-            process.arguments = ["serve"] + arguments + ["--port", "0"]
-            var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TILER_") && !$0.key.hasPrefix("AWS_") }
-            env.merge(environment) { $1 }
-            process.environment = env
-            let out = Pipe()
-            process.standardOutput = out
-            process.standardError = FileHandle(forWritingAtPath: errors)
-            try process.run()
-            // Read on a thread of its own: a server that never prints must not hang the test.
-            nonisolated(unsafe) var line = ""
-            let done = DispatchSemaphore(value: 0)
-            Thread {
-                var bytes = [UInt8]()
-                while !bytes.contains(10) {
-                    let chunk = out.fileHandleForReading.availableData
-                    if chunk.isEmpty { break }
-                    bytes += chunk
-                }
-                line = String(decoding: bytes, as: UTF8.self)
-                done.signal()
-            }.start()
-            let printed = done.wait(timeout: .now() + .milliseconds(Int(seconds * 1000))) == .success
-            guard printed, let range = line.range(of: #"127\.0\.0\.1:(\d+)/"#, options: .regularExpression),
-                let port = Int(line[range].dropFirst("127.0.0.1:".count).dropLast())
-            else {
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
-                throw ClientError("tiler serve did not announce its port within \(seconds) s: '\(line)'")
-            }
-            self.port = port
-        }
-
-        var log: String { (try? String(contentsOfFile: errors, encoding: .utf8)) ?? "" }
-
-        /// Sends SIGTERM and returns the seconds until the process ended (nil: not within
-        /// `seconds`, then it is killed).
-        func terminate(within seconds: Double) -> Double? {
-            let sent = Date()
-            kill(process.processIdentifier, SIGTERM)
-            while process.isRunning && Date().timeIntervalSince(sent) < seconds { usleep(5_000) }
-            if process.isRunning {
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
-                return nil
-            }
-            return Date().timeIntervalSince(sent)
-        }
-
-        deinit {
-            if process.isRunning {
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
-            }
-        }
-    }
-
     /// Issue 31 #6: a bucket of archives whose range reads hang. Before, `tiler serve`
     /// opened each archive in turn before listening (one `--storage-timeout` each) and
     /// read SIGTERM only then. Now it listens at once, `/healthz` answers 200 (saying the
@@ -87,18 +20,16 @@ import TilerTestSupport
     @Test(.timeLimit(.minutes(10))) func sigtermDuringStartUpExitsAtOnce() throws {
         let storage = try S3TestServer(buckets: ["tiles"])
         defer { storage.shutdown() }
-        let scratch = try Scratch()
-        defer { scratch.cleanUp() }
         let root = try PyramidRoot()
         let ids = (0..<12).map { "img\($0)" }
         for id in ids { try root.addPyramid(id, width: 300, height: 200) }
         let served = try root.serve(as: .bucket, on: storage)
         try storage.delay("RANGE", seconds: 1000)
         defer { try? storage.delay("RANGE", seconds: 0) }
-        let arguments = [served.root, "--storage-timeout", "2", "--rescan-interval", "0.2"]
+        let arguments = [served.root, "--storage-timeout", "2", "--rescan-interval", "0.2", "--port", "0"]
 
         // SIGTERM while the first archives are being opened.
-        let first = try Served(arguments, environment: storage.environment, scratch: scratch)
+        let first = try ServeProcess(arguments, environment: storage.environment, seconds: 15)
         let health = try fetch(first.port, "/healthz")
         #expect(health.status == 200, "\(health.status) \(health.text)")
         let exit = first.terminate(within: 10)
@@ -110,7 +41,7 @@ import TilerTestSupport
 
         // Left running: it answers throughout, lists nothing it cannot open, and serves
         // every archive once reads answer again.
-        let second = try Served(arguments, environment: storage.environment, scratch: scratch)
+        let second = try ServeProcess(arguments, environment: storage.environment, seconds: 15)
         #expect(try fetch(second.port, "/healthz").status == 200)
         let listing = try fetch(second.port, "/images")
         #expect(listing.status == 200 || listing.status == 503, "\(listing.status) \(listing.text)")
@@ -129,23 +60,38 @@ import TilerTestSupport
     @Test(.timeLimit(.minutes(10))) func aListingThatRepeatsItsTokenDoesNotKeepTheServerFromListening() throws {
         let storage = try S3TestServer(buckets: ["tiles"])
         defer { storage.shutdown() }
-        let scratch = try Scratch()
-        defer { scratch.cleanUp() }
         let root = try PyramidRoot()
         try root.addPyramid("a", width: 300, height: 200)
         let served = try root.serve(as: .bucket, on: storage)
         try storage.loopListings(true)
         defer { try? storage.loopListings(false) }
-        let server = try Served([served.root, "--rescan-interval", "0.2"], environment: storage.environment, scratch: scratch)
+        let server = try ServeProcess(
+            [served.root, "--rescan-interval", "0.2", "--port", "0"], environment: storage.environment, seconds: 15)
         #expect(try fetch(server.port, "/healthz").status == 200)
         let listing = try fetch(server.port, "/images")
         #expect(listing.status == 200 && listing.json["total"] as? Int == 0, "\(listing.status) \(listing.text)")
-        #expect(eventually { server.log.contains("continuation token the store had already sent") }, "\(server.log)")
+        #expect(eventually { server.errorOutput.contains("continuation token the store had already sent") }, "\(server.errorOutput)")
         // Logged once, not once per scan.
         Thread.sleep(forTimeInterval: 1)
-        #expect(server.log.components(separatedBy: "already sent").count == 2, "\(server.log)")
+        #expect(server.errorOutput.components(separatedBy: "already sent").count == 2, "\(server.errorOutput)")
         try storage.loopListings(false)
         #expect(try eventually { try fetch(server.port, "/images").json["total"] as? Int == 1 })
         #expect(server.terminate(within: 10) != nil)
+    }
+}
+
+extension ServeProcess {
+    /// Sends SIGTERM and returns the seconds until the process ended (nil: not within
+    /// `seconds`, then it is killed).
+    func terminate(within seconds: Double) -> Double? {
+        let sent = Date()
+        kill(process.processIdentifier, SIGTERM)
+        while process.isRunning && Date().timeIntervalSince(sent) < seconds { usleep(5_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            return nil
+        }
+        return Date().timeIntervalSince(sent)
     }
 }

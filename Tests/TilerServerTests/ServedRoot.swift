@@ -1,6 +1,7 @@
 import Foundation
 import ObjectStorage
 import S3TestSupport
+import Synchronization
 import Testing
 import TilerCore
 import TilerImaging
@@ -62,7 +63,7 @@ enum RootKind: Hashable, Sendable, CaseIterable, CustomTestStringConvertible {
 /// brings the copy in line with the folders after a test changed them (a pyramid added,
 /// re-cut or deleted): changed pyramids are packed (or written as a source file) again,
 /// in one step (a rename, a new object), deleted ones removed.
-final class ServedRoot: @unchecked Sendable {
+final class ServedRoot: Sendable {
     let kind: RootKind
     /// The folder of pyramid folders the test wrote.
     let folders: String
@@ -73,7 +74,7 @@ final class ServedRoot: @unchecked Sendable {
     /// The source files (`sources` kinds).
     private let sources: SourceCopies?
     /// Per id, what the folder looked like when it was last packed.
-    private var packed: [String: [String]] = [:]
+    private let packed = Mutex<[String: [String]]>([:])
 
     /// `storage`: the S3 test server of a `bucket` root (default: the shared one).
     /// `sourcesFormat`: the one tile format a `sources` root makes every image in
@@ -98,7 +99,7 @@ final class ServedRoot: @unchecked Sendable {
     }
 
     deinit {
-        if let s3 { for id in packed.keys { try? s3.client.delete(bucket: "tiles", key: "\(s3.prefix)/\(id).pmtiles") } }
+        if let s3 { for id in packed.withLock({ $0.keys }) { try? s3.client.delete(bucket: "tiles", key: "\(s3.prefix)/\(id).pmtiles") } }
     }
 
     /// How the server reaches the S3 test server.
@@ -222,32 +223,34 @@ final class ServedRoot: @unchecked Sendable {
     func publish() throws {
         guard archives != nil || sources != nil else { return }
         let fm = FileManager.default
-        var present: Set<String> = []
-        for name in try fm.contentsOfDirectory(atPath: folders).sorted() {
-            let folder = folders + "/" + name
-            guard PyramidID(name) != nil, fm.fileExists(atPath: folder + "/" + PyramidManifest.fileName) else { continue }
-            present.insert(name)
-            let fingerprint = try Self.fingerprint(folder)
-            guard packed[name] != fingerprint else { continue }
-            if let sources {
-                try sources.write(folder, as: name)
+        try packed.withLock { packed in
+            var present: Set<String> = []
+            for name in try fm.contentsOfDirectory(atPath: folders).sorted() {
+                let folder = folders + "/" + name
+                guard PyramidID(name) != nil, fm.fileExists(atPath: folder + "/" + PyramidManifest.fileName) else { continue }
+                present.insert(name)
+                let fingerprint = try Self.fingerprint(folder)
+                guard packed[name] != fingerprint else { continue }
+                if let sources {
+                    try sources.write(folder, as: name)
+                    packed[name] = fingerprint
+                    continue
+                }
+                guard let archives else { continue }
+                let archive = "\(archives.path)/\(name).pmtiles"
+                try Self.pack(folder, into: archive)
+                if let s3 {
+                    let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: archive)))
+                    try s3.client.put(bucket: "tiles", key: "\(s3.prefix)/\(name).pmtiles", body: .bytes(bytes))
+                }
                 packed[name] = fingerprint
-                continue
             }
-            guard let archives else { continue }
-            let archive = "\(archives.path)/\(name).pmtiles"
-            try Self.pack(folder, into: archive)
-            if let s3 {
-                let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: archive)))
-                try s3.client.put(bucket: "tiles", key: "\(s3.prefix)/\(name).pmtiles", body: .bytes(bytes))
+            for name in packed.keys where !present.contains(name) {
+                sources?.remove(name)
+                if let archives { try? fm.removeItem(atPath: "\(archives.path)/\(name).pmtiles") }
+                if let s3 { try s3.client.delete(bucket: "tiles", key: "\(s3.prefix)/\(name).pmtiles") }
+                packed[name] = nil
             }
-            packed[name] = fingerprint
-        }
-        for name in packed.keys where !present.contains(name) {
-            sources?.remove(name)
-            if let archives { try? fm.removeItem(atPath: "\(archives.path)/\(name).pmtiles") }
-            if let s3 { try s3.client.delete(bucket: "tiles", key: "\(s3.prefix)/\(name).pmtiles") }
-            packed[name] = nil
         }
     }
 
@@ -305,7 +308,7 @@ final class ServedRoot: @unchecked Sendable {
 /// manifest names a source) is rebuilt from its full-resolution tiles; one the test made
 /// up (tiles whose bytes only name them) becomes a picture of its size
 /// (`SourcePictures.writePicture`).
-final class SourceCopies: @unchecked Sendable {
+final class SourceCopies: Sendable {
     let kind: SourceKind
     /// The one format the server makes every image in.
     let format: TileFormat
@@ -318,9 +321,8 @@ final class SourceCopies: @unchecked Sendable {
     let root: PyramidRoot
     private let cuts: PyramidRoot
     private let pictures: SourcePictures
-    private let lock = NSLock()
     /// The ids cut into `cuts` from their current source file.
-    private var cutIDs: Set<String> = []
+    private let cutIDs = Mutex<Set<String>>([])
 
     init(_ kind: SourceKind, format: TileFormat, anyFormat: Bool) throws {
         self.kind = kind
@@ -368,7 +370,7 @@ final class SourceCopies: @unchecked Sendable {
         } else {
             try pictures.writePicture(width: manifest.width, height: manifest.height, to: staged, as: kind, work: work)
         }
-        try lock.withLock {
+        try cutIDs.withLock { cutIDs in
             guard rename(staged, path(id)) == 0 else { throw ClientError("rename \(staged): errno \(errno)") }
             cutIDs.remove(id)
         }
@@ -376,7 +378,7 @@ final class SourceCopies: @unchecked Sendable {
 
     /// Removes the source file of `id`.
     func remove(_ id: String) {
-        lock.withLock {
+        cutIDs.withLock { cutIDs in
             unlink(path(id))
             cutIDs.remove(id)
         }
@@ -384,7 +386,7 @@ final class SourceCopies: @unchecked Sendable {
 
     /// The folder holding `tiler cut`'s pyramid of `id`'s source file (cut now if needed).
     func cut(_ id: String) throws -> String {
-        try lock.withLock {
+        try cutIDs.withLock { cutIDs in
             if !cutIDs.contains(id) {
                 _ = try PyramidCutter(root: URL(fileURLWithPath: cuts.path), options: CutOptions(format: format, force: true))
                     .cut(path(id), id: PyramidID(id)!)

@@ -6,83 +6,6 @@ import TilerTestSupport
 @testable import TilerImaging
 @testable import TilerServer
 
-/// A folder of source images and a folder of what `tiler cut` makes of the same files, to
-/// compare the server's on-the-fly pyramids with.
-final class SourceFolder: @unchecked Sendable {
-    let sources: PyramidRoot
-    let cut: PyramidRoot
-    let pictures: SourcePictures
-
-    init() throws {
-        sources = try PyramidRoot()
-        cut = try PyramidRoot()
-        pictures = try SourcePictures()
-    }
-
-    /// A picture (`SourcePictures.writePicture`) of `width × height` written as `name.EXT`
-    /// in the sources folder; returns its path.
-    @discardableResult
-    func addPicture(_ name: String, width: Int, height: Int, as kind: SourceKind, seed: Int = 1) throws -> String {
-        let work = sources.path + "/.work-\(name)"
-        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: work) }
-        let file = "\(sources.path)/\(name).\(kind.fileExtension)"
-        let staged = "\(work)/out.\(kind.fileExtension)"
-        try pictures.writePicture(width: width, height: height, seed: seed, to: staged, as: kind, work: work)
-        guard rename(staged, file) == 0 else { throw ClientError("rename \(staged): errno \(errno)") }
-        return file
-    }
-
-    /// `tiler cut`'s pyramid of a source file (PNG tiles), in the `cut` root.
-    func cutPyramid(_ file: String, as id: String) throws -> PyramidManifest {
-        try cut.cut(file, as: id)
-    }
-
-    /// The settings a server needs to serve this folder, with PNG tiles (as the `cut`
-    /// pyramids compared with them; `--sources-format` is `auto` by default).
-    func settings(_ change: (inout ServerConfiguration.SourceSettings) -> Void = { _ in }) -> ServerConfiguration.SourceSettings {
-        var s = ServerConfiguration.SourceSettings(directory: sources.path)
-        s.format = .png
-        change(&s)
-        return s
-    }
-}
-
-/// 8-bit pixels of an encoded image, decoded by libvips.
-func decodedPixels(_ bytes: [UInt8]) throws -> (pixels: [UInt8], width: Int, height: Int, bands: Int) {
-    let path = NSTemporaryDirectory() + "tiler-decode-" + UUID().uuidString
-    try Data(bytes).write(to: URL(fileURLWithPath: path))
-    defer { unlink(path) }
-    let image = try VipsImageHandle.openSequential(path: path)
-    return (try image.pixels(), image.width, image.height, image.bands)
-}
-
-/// The mean absolute difference of two decoded images of the same size, 0...255.
-func meanAbsoluteDifference(_ a: [UInt8], _ b: [UInt8]) throws -> Double {
-    let x = try decodedPixels(a), y = try decodedPixels(b)
-    guard x.width == y.width, x.height == y.height, x.bands == y.bands else {
-        throw ClientError("\(x.width)×\(x.height)×\(x.bands) vs \(y.width)×\(y.height)×\(y.bands)")
-    }
-    var sum = 0
-    for i in x.pixels.indices { sum += abs(Int(x.pixels[i]) - Int(y.pixels[i])) }
-    return Double(sum) / Double(max(1, x.pixels.count))
-}
-
-func withSourcesServer(
-    _ folder: SourceFolder, root: PyramidRoot? = nil, log: CollectedLog? = nil,
-    _ change: (inout ServerConfiguration) -> Void = { _ in },
-    _ body: (TileServer) throws -> Void
-) throws {
-    let root = try root ?? PyramidRoot()
-    try withRunningTileServer(
-        root, log: log,
-        {
-            $0.sources = folder.settings()
-            $0.rescanInterval = 0.1
-            change(&$0)
-        }, body)
-}
-
 @Suite struct SourcesServeTests {
     /// The acceptance test: every route answers for a source as for the pyramid `tiler
     /// cut` makes of it; full-resolution tiles are the cut's bytes (same pixels, same
@@ -450,13 +373,13 @@ func withSourcesServer(
         let folder = try SourceFolder()
         try folder.addPicture("by-env", width: 700, height: 500, as: .jpeg)
         let root = try PyramidRoot()
-        let (process, port, line) = try ServeCommandTests().launch(
+        let server = try ServeProcess(
             [root.path, "--port", "0", "--sources-format", "jpeg"], environment: ["TILER_SOURCES": folder.sources.path])
-        defer { process.terminate(); process.waitUntilExit() }
-        #expect(line.contains("serving"))
-        let tile = try fetch(port, "/images/by-env/tiles/2/0/0.jpg")
+        defer { server.stop() }
+        #expect(server.startLine.contains("serving"))
+        let tile = try fetch(server.port, "/images/by-env/tiles/2/0/0.jpg")
         #expect(tile.status == 200 && tile.header("Content-Type") == "image/jpeg")
-        #expect(try fetch(port, "/images/by-env_files/10/0_0.jpg").status == 200)
+        #expect(try fetch(server.port, "/images/by-env_files/10/0_0.jpg").status == 200)
 
         let refused = Process()
         refused.executableURL = URL(fileURLWithPath: try tilerBinary())
@@ -491,18 +414,16 @@ func withSourcesServer(
         try runTool(folder.pictures.vips, ["black", "\(folder.sources.path)/huge.png", "3000", "2700", "--bands", "3"])
         let root = try PyramidRoot()
         let budget = 20 << 20
-        let (process, port, _) = try ServeCommandTests().launch(
+        let server = try ServeProcess(
             [
                 root.path, "--port", "0", "--sources", folder.sources.path, "--sources-spill-mb", "20", "--rescan-interval", "0.2",
                 "--sources-format", "png",
             ],
             environment: ["TMPDIR": temporary])
-        defer {
-            process.terminate()
-            process.waitUntilExit()
-        }
+        defer { server.stop() }
+        let port = server.port
         // The bytes of the server's open files under `temporary` (libvips' deleted ones).
-        let pid = process.processIdentifier
+        let pid = server.process.processIdentifier
         @Sendable func spill() -> Int {
             let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
             var total = 0
@@ -516,16 +437,11 @@ func withSourcesServer(
             }
             return total
         }
-        final class Peak: @unchecked Sendable {
-            let lock = NSLock()
-            var bytes = 0
-            var sampling = true
-        }
-        let peak = Peak()
+        let peak = Locked((bytes: 0, sampling: true))
         let sampler = Thread {
-            while peak.lock.withLock({ peak.sampling }) {
+            while peak.withLock({ $0.sampling }) {
                 let now = spill()
-                peak.lock.withLock { peak.bytes = max(peak.bytes, now) }
+                peak.withLock { $0.bytes = max($0.bytes, now) }
                 usleep(2_000)
             }
         }
@@ -541,9 +457,9 @@ func withSourcesServer(
         let huge = try fetch(port, "/images/huge/tiles/3/0/0.png")
         #expect(huge.status == 500, "\(huge.status) \(huge.text)")
         #expect(try fetch(port, "/images/s1/tiles/2/0/0.png").status == 200)
-        peak.lock.withLock { peak.sampling = false }
+        peak.withLock { $0.sampling = false }
         while !sampler.isFinished { usleep(1_000) }
-        let highest = peak.lock.withLock { peak.bytes }
+        let highest = peak.withLock { $0.bytes }
         print("spill after each tile: \(sizes.map { $0 >> 20 }) MiB; peak \(highest) bytes, budget \(budget)")
         #expect(sizes.allSatisfy { $0 > 0 && $0 <= budget }, "\(sizes)")
         #expect(highest <= budget, "peak \(highest)")

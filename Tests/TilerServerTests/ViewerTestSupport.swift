@@ -66,7 +66,7 @@ enum ViewerPyramids {
     private static let jpegSourcesServer: Result<Served, Error> = Result { try start(.sources(.jpeg)) }
 
     /// A running server and the copy of the pyramids it serves, kept as long as the process.
-    struct Served: @unchecked Sendable {
+    struct Served: Sendable {
         let server: TileServer
         let root: ServedRoot
     }

@@ -290,30 +290,6 @@ final class WebDriver {
 }
 
 /// A TCP port nothing listens on right now, for a process that binds it itself
-/// (chromedriver, nginx). It is chosen below the ephemeral range (32768 and up), from
-/// which the kernel hands out the ports of every client socket and port-0 server of the
-/// tests running in parallel: one of those could otherwise take it before the process
-/// binds it. (TilerHTTPTests choose theirs from 20000..<30000.)
-func freePort() throws -> Int {
-    for _ in 0..<1000 {
-        let port = Int.random(in: 30_000..<32_700)
-        if portIsFree(port) { return port }
-    }
-    throw ClientError("no free port in 30000..<32700")
-}
-
-/// Whether a listening socket could bind `port` on 127.0.0.1 now.
-private func portIsFree(_ port: Int) -> Bool {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { return false }
-    defer { close(fd) }
-    var reuse: Int32 = 1
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_port = in_port_t(UInt16(port)).bigEndian
-    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    return withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-    }
-}
+/// (chromedriver, nginx). (TilerHTTPTests choose theirs from 20000..<30000, TilerCLITests
+/// from 19000..<20000.)
+func freePort() throws -> Int { try unusedLoopbackPort(in: 30_000..<32_700) }

@@ -1,5 +1,6 @@
 import Foundation
 import PMTiles
+import Synchronization
 import Testing
 import TilerCore
 import TilerSystem
@@ -284,23 +285,21 @@ import TilerTestSupport
 }
 
 /// Counts the reads made through it.
-final class CountingSource: ArchiveSource, @unchecked Sendable {
+final class CountingSource: ArchiveSource {
     let inner: any ArchiveSource
-    private let lock = NSLock()
-    private var count = 0
-    private var largest = 0
+    private let counted = Mutex((reads: 0, largest: 0))
 
     init(_ inner: any ArchiveSource) { self.inner = inner }
 
     var name: String { inner.name }
     var size: UInt64 { inner.size }
-    var reads: Int { lock.withLock { count } }
-    var largestRead: Int { lock.withLock { largest } }
+    var reads: Int { counted.withLock { $0.reads } }
+    var largestRead: Int { counted.withLock { $0.largest } }
 
     func read(offset: UInt64, length: Int) throws(StorageError) -> [UInt8] {
-        lock.withLock {
-            count += 1
-            largest = max(largest, length)
+        counted.withLock {
+            $0.reads += 1
+            $0.largest = max($0.largest, length)
         }
         return try inner.read(offset: offset, length: length)
     }

@@ -4,44 +4,6 @@ import TilerTestSupport
     import Glibc
 #endif
 
-/// `tiler serve ROOT --port 0` as a child process, for checking what a cut left behind the
-/// way a client sees it.
-final class ServeProcess {
-    let process = Process()
-    let port: Int
-
-    init(root: String, options: [String] = []) throws {
-        process.executableURL = URL(fileURLWithPath: try tilerBinary())
-        process.arguments = ["serve", root, "--port", "0", "--threads", "1"] + options
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        // "tiler: serving ROOT at http://127.0.0.1:PORT/"
-        var text = ""
-        let deadline = Date().addingTimeInterval(20)
-        while !text.contains("\n"), Date() < deadline {
-            let data = out.fileHandleForReading.availableData
-            if data.isEmpty { break }
-            text += String(decoding: data, as: UTF8.self)
-        }
-        guard let range = text.range(of: #"127\.0\.0\.1:(\d+)/"#, options: .regularExpression),
-            let port = Int(text[range].dropFirst("127.0.0.1:".count).dropLast())
-        else {
-            process.terminate()
-            throw SupportError(description: "tiler serve did not announce its port: '\(text)'")
-        }
-        self.port = port
-    }
-
-    func stop() {
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
-        }
-    }
-}
-
 /// What a child printed on stderr, its exit status and its peak resident memory.
 struct MeasuredOutput {
     var status: Int32

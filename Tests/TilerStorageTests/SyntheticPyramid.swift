@@ -67,10 +67,3 @@ struct SyntheticPyramid {
     /// Distinct tile blobs.
     var distinctTiles: Int { Set(tiles.values).count }
 }
-
-final class Failures: @unchecked Sendable {
-    private let lock = NSLock()
-    private var errors: [any Error] = []
-    func add(_ error: any Error) { lock.withLock { errors.append(error) } }
-    var first: (any Error)? { lock.withLock { errors.first } }
-}

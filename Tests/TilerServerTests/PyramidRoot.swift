@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import S3TestSupport
+import Synchronization
 import TilerCore
 import TilerHTTP
 import TilerImaging
@@ -9,10 +10,11 @@ import TilerTestSupport
 
 /// A temporary ROOT with pyramids written the way `tiler cut` lays them out: a manifest
 /// from `PyramidManifest` and small tile files whose bytes name the tile.
-final class PyramidRoot: @unchecked Sendable {
+final class PyramidRoot: Sendable {
     let path: String
+    private let servedRoot = Mutex<ServedRoot?>(nil)
     /// What a running test server reads these pyramids from (`withTileServer(_:as:)`).
-    private(set) var served: ServedRoot?
+    var served: ServedRoot? { servedRoot.withLock { $0 } }
 
     /// A new folder in `parent` (default: the temporary folder).
     init(in parent: String = NSTemporaryDirectory()) throws {
@@ -96,7 +98,7 @@ final class PyramidRoot: @unchecked Sendable {
     /// Serves this root's pyramids as `kind` from now on.
     func serve(as kind: RootKind, on storage: S3TestServer? = nil) throws -> ServedRoot {
         let served = try ServedRoot(kind, folders: path, storage: storage)
-        self.served = served
+        servedRoot.withLock { $0 = served }
         return served
     }
 
@@ -136,14 +138,12 @@ let criticalOnly = Logger(label: "tiler-test") { label in
 }
 
 /// What a server logged, for tests that check faults are logged (and only once).
-final class CollectedLog: @unchecked Sendable {
-    private let lock = NSLock()
-    private var lines: [String] = []
+final class CollectedLog: Sendable {
+    private let lines = Mutex<(messages: [String], withMetadata: [String])>(([], []))
 
-    var messages: [String] { lock.withLock { lines } }
+    var messages: [String] { lines.withLock { $0.messages } }
     /// Each message with its metadata (an access log's fields), as logged.
-    var linesWithMetadata: [String] { lock.withLock { full } }
-    private var full: [String] = []
+    var linesWithMetadata: [String] { lines.withLock { $0.withMetadata } }
 
     /// A logger whose messages land here.
     var logger: Logger {
@@ -161,9 +161,9 @@ final class CollectedLog: @unchecked Sendable {
         }
 
         func log(event: LogEvent) {
-            log.lock.withLock {
-                log.lines.append("\(event.level): \(event.message)")
-                log.full.append("\(event.level): \(event.message) \(metadata.merging(event.metadata ?? [:]) { $1 })")
+            log.lines.withLock {
+                $0.messages.append("\(event.level): \(event.message)")
+                $0.withMetadata.append("\(event.level): \(event.message) \(metadata.merging(event.metadata ?? [:]) { $1 })")
             }
         }
     }

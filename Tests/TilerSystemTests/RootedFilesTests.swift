@@ -1,9 +1,8 @@
 import Foundation
 import Glibc
 import Testing
-import TilerSystem
 import TilerTestSupport
-@testable import TilerHTTP
+@testable import TilerSystem
 
 @Suite struct RootedFilesTests {
     /// A folder with `a/b/file` (64 KiB), removed afterwards.

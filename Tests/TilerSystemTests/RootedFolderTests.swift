@@ -1,8 +1,7 @@
 import Foundation
 import Glibc
 import Testing
-@testable import TilerHTTP
-import TilerSystem
+@testable import TilerSystem
 
 /// `RootedFolder`: the scan's and the drawings' way to read beneath ROOT, with reasons.
 @Suite struct RootedFolderTests {
