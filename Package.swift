@@ -110,7 +110,8 @@ let package = Package(
         .testTarget(name: "TilerCoreTests", dependencies: ["TilerCore", "TilerTestSupport"]),
         .testTarget(name: "PMTilesTests", dependencies: ["PMTiles", "TilerTestSupport"]),
         .testTarget(
-            name: "ObjectStorageTests", dependencies: ["ObjectStorage", "TilerSystem", "TilerSettings", "S3TestSupport", "TilerTestSupport"]),
+            name: "ObjectStorageTests",
+            dependencies: ["ObjectStorage", "TilerSystem", "TilerSettings", "S3TestSupport", "TilerTestSupport"]),
         .testTarget(
             name: "TilerStorageTests",
             dependencies: ["TilerStorage", "TilerSystem", "PMTiles", "TilerCore", "ObjectStorage", "S3TestSupport", "TilerTestSupport"]),
