@@ -35,42 +35,31 @@ extension S3Configuration {
             S3Configuration(credentials: S3Credentials(accessKeyID: "", secretAccessKey: ""))
         }
 
-        /// The numbers accepted (the part size in bytes).
-        public var range: ClosedRange<Double> {
-            switch self {
-            case .connectTimeout: 0.001...600
-            case .requestTimeout: 0.001...3600
-            case .minimumUploadRate: 1...1e12
-            case .retries: 0...20
-            case .listPages: 1...1_000_000
-            case .listSeconds: 0.001...86_400
-            case .partSize: Double(S3Configuration.partSizeRange.lowerBound)...Double(S3Configuration.partSizeRange.upperBound)
-            }
-        }
-
         public var declaration: SettingDeclaration<S3Configuration> {
             let d = Self.defaults
             switch self {
             case .connectTimeout:
-                return number("Seconds to establish a connection", default: d.connectTimeout) { $0.connectTimeout = $1 }
+                return number("Seconds to establish a connection", 0.001...600, default: d.connectTimeout) { $0.connectTimeout = $1 }
             case .requestTimeout:
                 return number(
                     "Seconds for one whole request without a large body (a range read, HEAD, a list page, DELETE, starting or completing an upload)",
-                    default: d.requestTimeout
+                    0.001...3600, default: d.requestTimeout
                 ) { $0.requestTimeout = $1 }
             case .minimumUploadRate:
                 return number(
                     "Bytes a second an upload is given time for (on top of the request's seconds), and below which it is dropped",
-                    default: Double(d.minimumUploadRate), defaultText: "\(d.minimumUploadRate >> 10) KiB/s"
+                    1...1e12, default: Double(d.minimumUploadRate), defaultText: "\(d.minimumUploadRate >> 10) KiB/s"
                 ) { $0.minimumUploadRate = Int($1) }
             case .retries:
-                return number("Extra attempts for a request that may be repeated", default: Double(d.retries)) { $0.retries = Int($1) }
+                return number("Extra attempts for a request that may be repeated", 0...20, default: Double(d.retries)) {
+                    $0.retries = Int($1)
+                }
             case .listPages:
-                return number("The most pages one listing of a prefix may take", default: Double(d.listPages)) {
+                return number("The most pages one listing of a prefix may take", 1...1_000_000, default: Double(d.listPages)) {
                     $0.listPages = Int($1)
                 }
             case .listSeconds:
-                return number("The most seconds one listing of a prefix may take in all", default: d.listSeconds) {
+                return number("The most seconds one listing of a prefix may take in all", 0.001...86_400, default: d.listSeconds) {
                     $0.listSeconds = $1
                 }
             case .partSize:
@@ -90,13 +79,12 @@ extension S3Configuration {
             }
         }
 
-        /// A number in ``range``, applied by `apply`.
+        /// A number in `range`, applied by `apply`.
         private func number(
-            _ summary: String, default value: Double, defaultText: String? = nil,
+            _ summary: String, _ range: ClosedRange<Double>, default value: Double, defaultText: String? = nil,
             _ apply: @escaping (inout S3Configuration, Double) -> Void
         ) -> SettingDeclaration<S3Configuration> {
-            let range = self.range
-            return SettingDeclaration(
+            SettingDeclaration(
                 summary: summary,
                 value: .other(emptyIsValue: false) { configuration, text, source throws(SettingError) in
                     let text = text.trimmingCharacters(in: .whitespaces)
