@@ -7,7 +7,7 @@ import TilerTestSupport
 /// the images they name on a real server; a policy that cannot be used keeps the server
 /// from starting, with a message naming the fault.
 @Suite struct AccessCommandTests {
-    @Test(.timeLimit(.minutes(5))) func tokensVerifyWithPyJWTAndOpenTheirImages() throws {
+    @Test(.timeLimit(.minutes(10))) func tokensVerifyWithPyJWTAndOpenTheirImages() throws {
         let scratch = try Scratch()
         defer { scratch.cleanUp() }
         let keys = try TestKeys(in: scratch.path)
@@ -55,7 +55,7 @@ import TilerTestSupport
 
     /// `tiler serve --access`: a bad policy stops it at start (status 1, the fault named);
     /// a good one serves private images to the tokens `tiler token` signs.
-    @Test(.timeLimit(.minutes(5))) func serveChecksItsPolicyAtStart() throws {
+    @Test(.timeLimit(.minutes(10))) func serveChecksItsPolicyAtStart() throws {
         let scratch = try Scratch()
         defer { scratch.cleanUp() }
         let keys = try TestKeys(in: scratch.path)

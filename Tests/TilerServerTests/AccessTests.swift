@@ -146,7 +146,7 @@ import TilerTestSupport
 
     /// The token arrives as a Bearer header, the cookie `tiler_token` (among others, quoted
     /// or not) or the query's `token`; a scheme other than Bearer is no token.
-    @Test(.timeLimit(.minutes(5))) func tokensComeAsHeaderCookieOrQuery() throws {
+    @Test(.timeLimit(.minutes(10))) func tokensComeAsHeaderCookieOrQuery() throws {
         let setup = try Setup()
         defer { setup.scratch.cleanUp() }
         let root = try PyramidRoot()
@@ -180,7 +180,7 @@ import TilerTestSupport
     /// never the image: no token, `alg: none`, HS256 signed with the RSA public key as its
     /// secret (algorithm confusion), unknown and injected `kid`, expired, not yet valid,
     /// wrong issuer and audience, tampered payload and signature, no `exp`, no `images`.
-    @Test(.timeLimit(.minutes(5))) func attacksOnTokensAreRefused() throws {
+    @Test(.timeLimit(.minutes(10))) func attacksOnTokensAreRefused() throws {
         let setup = try Setup()
         defer { setup.scratch.cleanUp() }
         let root = try PyramidRoot()
@@ -297,7 +297,7 @@ import TilerTestSupport
     /// validators (its ETag, If-Modified-Since) but no token: a caller without the token
     /// never gets the bytes or a 304, whatever the caches (the response cache, open tiles,
     /// the plain-tile fast path) hold; the query's token never reaches the access log.
-    @Test(.timeLimit(.minutes(5)), arguments: [RootKind.folders, .archives])
+    @Test(.timeLimit(.minutes(10)), arguments: [RootKind.folders, .archives])
     func cachesNeverHandAPrivateAnswerToAnotherCaller(_ kind: RootKind) throws {
         let setup = try Setup()
         defer { setup.scratch.cleanUp() }
@@ -342,7 +342,7 @@ import TilerTestSupport
     /// other; a bad token after a good one, or none, is refused; the cookie the same; a
     /// token that has expired is refused on the connection that used it; a new policy
     /// judges again.
-    @Test(.timeLimit(.minutes(5))) func oneConnectionsChangingTokensAreEachJudged() throws {
+    @Test(.timeLimit(.minutes(10))) func oneConnectionsChangingTokensAreEachJudged() throws {
         let setup = try Setup()
         defer { setup.scratch.cleanUp() }
         let root = try PyramidRoot()
@@ -408,7 +408,7 @@ import TilerTestSupport
 
     /// The policy is re-read when it changes: a rule made public opens the image to anyone;
     /// a file that no longer loads is logged and the last good policy stays in force.
-    @Test(.timeLimit(.minutes(5))) func thePolicyIsReloadedAndABadOneIgnored() throws {
+    @Test(.timeLimit(.minutes(10))) func thePolicyIsReloadedAndABadOneIgnored() throws {
         let setup = try Setup()
         defer { setup.scratch.cleanUp() }
         let root = try PyramidRoot()
@@ -439,7 +439,7 @@ import TilerTestSupport
     /// service turns a valid `tiler_token` cookie into an opaque access token for pages of
     /// allowed origins only, which opens the probe and nothing else; logout clears the
     /// cookie and the access tokens made from it.
-    @Test(.timeLimit(.minutes(5))) func iiifAuthorizationFlow() throws {
+    @Test(.timeLimit(.minutes(10))) func iiifAuthorizationFlow() throws {
         let setup = try Setup()
         defer { setup.scratch.cleanUp() }
         var policy = Setup.policy(rules: [("public-*", "public"), ("*", "token")])

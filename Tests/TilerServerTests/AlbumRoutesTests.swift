@@ -170,7 +170,7 @@ import TilerTestSupport
 
     /// Under `--access` a private image is in no count, cover, listing or collection
     /// without its token; an album of private images only is answered as an unknown one.
-    @Test(.timeLimit(.minutes(5))) func privateImagesStayOutOfAlbums() throws {
+    @Test(.timeLimit(.minutes(10))) func privateImagesStayOutOfAlbums() throws {
         let setup = try AccessTests.Setup()
         defer { setup.scratch.cleanUp() }
         let root = try PyramidRoot()

@@ -128,7 +128,7 @@ enum ColourPhotos {
 
     /// Under `--access`, an album is there only for a caller who may see one of its photos:
     /// the page answers 404 otherwise, and its answers vary with the credentials.
-    @Test(.timeLimit(.minutes(5))) func aPrivateAlbumIsThereOnlyWithAToken() throws {
+    @Test(.timeLimit(.minutes(10))) func aPrivateAlbumIsThereOnlyWithAToken() throws {
         let setup = try AccessTests.Setup()
         defer { setup.scratch.cleanUp() }
         let root = try PyramidRoot()

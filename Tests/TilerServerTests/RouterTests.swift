@@ -134,7 +134,7 @@ import TilerTestSupport
     /// one that opens some pyramids and one that opens all (as a header, a cookie or in the
     /// query), the plain-tile fast path answers exactly as the routes do: the same tile,
     /// or the same 401 or 403 with the same challenge, whichever comes first.
-    @Test(.timeLimit(.minutes(5))) func privatePlainTilesAnsweredDirectlyAreAnsweredAsTheRoutesWould() throws {
+    @Test(.timeLimit(.minutes(10))) func privatePlainTilesAnsweredDirectlyAreAnsweredAsTheRoutesWould() throws {
         let setup = try AccessTests.Setup()
         defer { setup.scratch.cleanUp() }
         try AccessTests.Setup.policy(rules: [("j*", "public"), ("*", "token")])
