@@ -23,7 +23,7 @@ struct ListeningSocket {
         -> ListeningSocket
     {
         let literal = host == "localhost" ? "127.0.0.1" : host
-        guard (0...65535).contains(port) else { throw SystemCallError("bind", "to port \(port)", errno: EINVAL) }
+        guard HTTPConfiguration.Range.port.contains(port) else { throw SystemCallError("bind", "to port \(port)", errno: EINVAL) }
         guard let address = SocketAddress(literal: literal, port: port) else {
             throw SystemCallError("bind", "to '\(host)' (use an IPv4 or IPv6 address, e.g. 0.0.0.0)", errno: EINVAL)
         }

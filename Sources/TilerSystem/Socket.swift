@@ -167,15 +167,15 @@ public struct SocketAddress: Sendable, Hashable {
     /// Parses an IPv4 or IPv6 literal (`127.0.0.1`, `::1`); nil for anything else (host
     /// names are resolved elsewhere).
     public init?(literal host: String, port: Int) {
-        guard (0...65535).contains(port) else { return nil }
+        guard let port = UInt16(exactly: port) else { return nil }
         var v4 = in_addr()
         if inet_pton(AF_INET, host, &v4) == 1 {
-            storage = .v4(v4.s_addr, UInt16(port))
+            storage = .v4(v4.s_addr, port)
             return
         }
         var v6 = in6_addr()
         if inet_pton(AF_INET6, host, &v6) == 1 {
-            storage = .v6(withUnsafeBytes(of: v6) { Array($0) }, UInt16(port))
+            storage = .v6(withUnsafeBytes(of: v6) { Array($0) }, port)
             return
         }
         return nil

@@ -35,16 +35,10 @@ import TilerTestSupport
     }
 
     /// Writes `relative`'s pages back, then drops them from the page cache (retried while
-    /// the kernel keeps them), so that its first `count` bytes are not resident.
-    static func dropFromPageCache(_ root: PyramidRoot, _ relative: String, count: Int) throws {
-        let fd = try FileDescriptor.open(root.path + "/" + relative, O_RDONLY)
-        defer { fd.close() }
-        #expect(fsync(fd.rawValue) == 0)
-        try #require(
-            try eventually(within: 10) {
-                #expect(posix_fadvise(fd.rawValue, 0, 0, POSIX_FADV_DONTNEED) == 0)
-                return try !fd.isResident(count: count)
-            }, "the kernel kept the pages of \(relative)")
+    /// the kernel keeps them), so that they are not all resident.
+    static func dropFromPageCache(_ root: PyramidRoot, _ relative: String) throws {
+        let dropped = TilerTestSupport.dropFromPageCache(root.path + "/" + relative)
+        try #require(dropped, "the kernel kept the pages of \(relative)")
     }
 
     /// Rewrites `relative` in place: truncated, then written (the same inode).
@@ -128,7 +122,7 @@ import TilerTestSupport
             let cold = "a/2/1/1.png", coldPath = "/images/a/tiles/2/1/1.png"
             try Self.replace(root, cold, with: large)
             let coldKey = CachedItem.tile(generation: pyramid.generation, level: 2, row: 1, column: 1)
-            for relative in [Self.file, cold] { try Self.dropFromPageCache(root, relative, count: large.count) }
+            for relative in [Self.file, cold] { try Self.dropFromPageCache(root, relative) }
             guard case .notResident = openTiles.answer(for: key) else {
                 Issue.record("a large tile out of the page cache was about to be sent from the event loop")
                 return
@@ -260,7 +254,7 @@ import TilerTestSupport
             // Written back, then dropped from the page cache (the expected bytes are read
             // first: reading them brings the page back).
             let expected = root.file(Self.file)
-            try Self.dropFromPageCache(root, Self.file, count: expected.count)
+            try Self.dropFromPageCache(root, Self.file)
             guard case .notResident = openTiles.answer(for: key) else {
                 Issue.record("a tile out of the page cache was about to be sent from the event loop")
                 return
