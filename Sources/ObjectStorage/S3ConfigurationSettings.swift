@@ -71,7 +71,9 @@ extension S3Configuration {
                         let text = text.trimmingCharacters(in: .whitespaces)
                         guard !text.isEmpty else { return }
                         guard let bytes = S3Configuration.bytes(text), bounds.contains(bytes) else {
-                            throw SettingError("\(source) must be 5MiB...5GiB (bytes, or with a K, M or G suffix), not '\(text)'")
+                            throw SettingError(
+                                "\(source) must be \(bounds.lowerBound >> 20)MiB...\(bounds.upperBound >> 30)GiB (bytes, or with a K, M or G suffix), not '\(text)'"
+                            )
                         }
                         configuration.partSize = bytes
                     },

@@ -27,13 +27,17 @@ public enum CMYKProfile: Sendable, Equatable {
     /// The profile `TILER_CMYK_PROFILE` names, else the first of `knownLocations` that
     /// can be read, else `builtin`.
     public init(environment: [String: String], locations: [String] = CMYKProfile.knownLocations) {
-        if let (text, source) = Setting.profile.given(flags: [:], environment: environment) {
-            self = .builtin
-            // Never refused: a file that cannot be read is `unreadable`, an error at the first cut.
-            try? Setting.profile.apply(text, from: source, to: &self)
+        if let (text, _) = Setting.profile.given(flags: [:], environment: environment) {
+            self = .named(text)
         } else {
             self = locations.first(where: Self.isReadable).map { .file($0) } ?? .builtin
         }
+    }
+
+    /// The profile `text` names: `builtin`, else a file, `unreadable` (an error at the
+    /// first cut, never at start) when this process cannot read it.
+    static func named(_ text: String) -> CMYKProfile {
+        text == "builtin" ? .builtin : isReadable(text) ? .file(text) : .unreadable(text)
     }
 
     /// Whether `path` is a file this process can read.
@@ -59,9 +63,7 @@ public enum CMYKProfile: Sendable, Equatable {
         public var declaration: SettingDeclaration<CMYKProfile> {
             SettingDeclaration(
                 summary: "The ICC profile CMYK input without one of its own is read through on its way to sRGB",
-                value: .other(emptyIsValue: false) { profile, text, _ in
-                    profile = text == "builtin" ? .builtin : CMYKProfile.isReadable(text) ? .file(text) : .unreadable(text)
-                },
+                value: .other(emptyIsValue: false) { profile, text, _ in profile = .named(text) },
                 defaultText: "\(CMYKProfile.knownLocations.joined(separator: " or ")) where it can be read, else builtin",
                 rangeText: "an ICC profile file, or builtin (libvips' own)")
         }

@@ -40,9 +40,8 @@ enum Vips {
     }
 
     private static let startup: String? = {
-        var showWarnings = Setting.defaults
-        // Never refused: set to anything, it shows them.
-        _ = try? Setting.read(flags: [:], environment: ProcessInfo.processInfo.environment, into: &showWarnings)
+        // Set to anything, even empty, it shows them: never refused.
+        let showWarnings = Setting.warnings.given(flags: [:], environment: ProcessInfo.processInfo.environment) != nil
         if tiler_vips_init("tiler", showWarnings ? 1 : 0) != 0 { return takeError() }
         return nil
     }()
